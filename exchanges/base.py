@@ -1,0 +1,134 @@
+"""The contract every exchange type implements, modelled on RabbitMQ's `rabbit_exchange_type` behaviour.
+
+An exchange *type* is a class; an *instance* holds the routing state of one declared exchange (its
+bindings, its bucket ring...). The broker and `exchanges.predict` only talk to this interface, so a
+type can be swapped or added without either of them knowing the details.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, NamedTuple
+
+from exchanges.compat import DEFAULT_COMPAT, Compat
+from exchanges.fields import FieldTable
+
+DestinationKind = Literal["exchange", "queue"]
+
+
+class Destination(NamedTuple):
+    """A binding's target. Tuple order (kind, name) is RabbitMQ's resource order.
+
+    RabbitMQ compares `#resource{virtual_host, kind, name}` records: the atom `exchange` sorts before
+    `queue`, then names compare as binaries. Python compares `str` by code point, which is the same
+    order as comparing their UTF-8 bytes, so plain tuple comparison reproduces it.
+    """
+
+    kind: DestinationKind
+    name: str
+
+    @classmethod
+    def queue(cls, name: str) -> Destination:
+        return cls("queue", name)
+
+    @classmethod
+    def exchange(cls, name: str) -> Destination:
+        return cls("exchange", name)
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One `queue.bind` / `exchange.bind`: destination, binding key and binding arguments."""
+
+    destination: Destination
+    key: str = ""
+    arguments: FieldTable = field(default_factory=FieldTable)
+
+
+class Message(ABC):
+    """What routing may look at. The broker implements this lazily over the raw content header.
+
+    `routing_keys` is RabbitMQ's `[RoutingKey | CC ++ BCC]`: most types route on every entry, the
+    consistent-hash exchange hashes only the first, the modulus-hash exchange hashes the whole list.
+    """
+
+    @property
+    @abstractmethod
+    def routing_keys(self) -> Sequence[str]: ...
+
+    @abstractmethod
+    def headers(self) -> FieldTable | None:
+        """The `headers` property as a typed field table, or None when the message has none."""
+
+    @abstractmethod
+    def property(self, name: str) -> Any:
+        """A basic property by AMQP name (`message_id`, `timestamp`, ...), None when absent."""
+
+
+@dataclass(slots=True)
+class SimpleMessage(Message):
+    """A plain in-memory message, used by `exchanges.predict` and by tests."""
+
+    keys: Sequence[str]
+    header_table: FieldTable | None = None
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def routing_keys(self) -> Sequence[str]:
+        return self.keys
+
+    def headers(self) -> FieldTable | None:
+        return self.header_table
+
+    def property(self, name: str) -> Any:
+        return self.properties.get(name)
+
+
+class ExchangeType(ABC):
+    """Routing state of one exchange. Subclasses register themselves by `type_name`.
+
+    The life cycle mirrors RabbitMQ: `validate(arguments)` runs once when the exchange is created
+    (redeclaration does not re-validate), `validate_binding` before each bind, then `add_binding` /
+    `remove_bindings` keep the state, and `route` maps a message to destinations.
+    """
+
+    type_name: ClassVar[str]
+
+    def __init__(self, arguments: FieldTable | None = None, compat: Compat = DEFAULT_COMPAT) -> None:
+        self.arguments = arguments if arguments is not None else FieldTable()
+        self.compat = compat
+        self.bindings: list[Binding] = []
+
+    @classmethod
+    def validate(cls, arguments: FieldTable) -> None:  # noqa: B027 - most types accept anything
+        """Raise `AmqpError` if declare arguments are unacceptable for this type."""
+
+    def validate_binding(self, binding: Binding) -> None:  # noqa: B027 - most types accept any binding
+        """Raise `AmqpError` if this binding cannot be added (e.g. a weight that is not a number)."""
+
+    def add_binding(self, binding: Binding) -> None:
+        """Record a binding. Callers only add a binding that is not already present."""
+        self.bindings.append(binding)
+
+    def remove_bindings(self, bindings: Sequence[Binding]) -> None:
+        """Forget bindings (unbind, or destination deleted)."""
+        gone = set(bindings)
+        self.bindings = [b for b in self.bindings if b not in gone]
+
+    @abstractmethod
+    def route(self, message: Message) -> list[Destination]:
+        """Destinations for `message`, without duplicates, in the order RabbitMQ would list them."""
+
+    @property
+    def state_summary(self) -> Mapping[str, Any]:
+        """Type-specific state for tools (the dashboard shows the consistent-hash ring from this)."""
+        return {}
+
+
+def dedupe(destinations: list[Destination]) -> list[Destination]:
+    """Remove repeats while keeping the first occurrence's position."""
+    if len(destinations) < 2:
+        return destinations
+    return list(dict.fromkeys(destinations))

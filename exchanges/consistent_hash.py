@@ -1,0 +1,147 @@
+"""`x-consistent-hash` exactly as rabbitmq_consistent_hash_exchange 3.10.8 routes.
+
+State is RabbitMQ's: a bucket map (bucket number -> destination) and the next bucket number.
+Binding a new destination with weight W appends W buckets; a destination already in the map is
+ignored however it is re-bound ("first binding wins"); removing a binding drops every bucket of its
+destination and moves later buckets down by *that binding's* weight, as the plugin does, even when
+this leaves holes (a message hashed into a hole is dropped, as RabbitMQ drops it).
+
+A message's hash input is the routing key (the first of [RK | CC ++ BCC]), a header
+(`hash-header`) or a property (`hash-property`); missing values hash as the atom `undefined`.
+The key K is phash2 of that term (an integer term seeds directly), and the bucket is the jump
+consistent hash of K over the number of buckets, seeded with exs1024.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from exchanges.base import Binding, Destination, ExchangeType, Message
+from exchanges.compat import WEIGHT_CAP
+from exchanges.erlang_format import format_term
+from exchanges.erlang_terms import UNDEFINED, phash2, phash2_binary
+from exchanges.errors import internal_error, precondition_failed
+from exchanges.fields import FieldTable
+from exchanges.hash_terms import field_value_term, key_bytes, property_term, typed_field_term
+from exchanges.jump_table import bucket_for
+from exchanges.registry import register
+
+SUPPORTED_PROPERTIES = ("correlation_id", "message_id", "timestamp")
+
+_ERLANG_INTEGER = re.compile(r"[+-]?[0-9]+\Z")
+"""What `list_to_integer/1` accepts: an optional sign and ASCII digits, nothing else."""
+
+
+def parse_weight(key: str) -> int:
+    """The weight in a binding key, or the 406 RabbitMQ gives (plus hashbroker's upper cap)."""
+    if not _ERLANG_INTEGER.match(key):
+        raise precondition_failed(f"The binding key must be an integer: {format_term(key_bytes(key))}")
+    weight = int(key)
+    if weight < 1:
+        raise precondition_failed("The binding key must be greater than 0")
+    if weight > WEIGHT_CAP:
+        raise precondition_failed(f"The binding key must not exceed {WEIGHT_CAP}")
+    return weight
+
+
+def _longstr_argument(arguments: FieldTable, name: str) -> str | None:
+    """A `hash-header`/`hash-property` value. The plugin matches only `{longstr, V}`; any other type
+    crashes it, which clients see as connection close 541 INTERNAL_ERROR (observed on 3.10.8)."""
+    field = arguments.get(name)
+    if field is None:
+        return None
+    if field.type != "longstr":
+        raise internal_error()
+    return str(field.value.decode("utf-8", "surrogateescape"))
+
+
+@register
+class ConsistentHashExchange(ExchangeType):
+    type_name = "x-consistent-hash"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bucket_map: dict[int, Destination] = {}
+        self.next_bucket = 0
+        self._hash_header = _longstr_argument(self.arguments, "hash-header")
+        self._hash_property = _longstr_argument(self.arguments, "hash-property")
+
+    @classmethod
+    def validate(cls, arguments: FieldTable) -> None:
+        header = _longstr_argument(arguments, "hash-header")
+        prop = _longstr_argument(arguments, "hash-property")
+        if header is not None and prop is not None:
+            raise precondition_failed("hash-header and hash-property are mutually exclusive")
+        if prop is not None and prop not in SUPPORTED_PROPERTIES:
+            raise precondition_failed(f"Unsupported property: {prop}")
+
+    def validate_binding(self, binding: Binding) -> None:
+        parse_weight(binding.key)
+
+    def add_binding(self, binding: Binding) -> None:
+        super().add_binding(binding)
+        destination = binding.destination
+        if destination in self.bucket_map.values():
+            return
+        weight = parse_weight(binding.key)
+        for bucket in range(self.next_bucket, self.next_bucket + weight):
+            self.bucket_map[bucket] = destination
+        self.next_bucket += weight
+
+    def remove_bindings(self, bindings: Sequence[Binding]) -> None:
+        super().remove_bindings(bindings)
+        for binding in bindings:
+            self._remove_one(binding)
+
+    def _remove_one(self, binding: Binding) -> None:
+        weight = int(binding.key) if _ERLANG_INTEGER.match(binding.key) else 0
+        mine = sorted(b for b, d in self.bucket_map.items() if d == binding.destination)
+        if not mine:
+            return
+        first, last = mine[0], mine[-1]
+        kept = {b: d for b, d in self.bucket_map.items() if b < first}
+        for b, d in self.bucket_map.items():
+            if b > last:
+                kept[b - weight] = d
+        self.bucket_map = kept
+        self.next_bucket -= weight
+
+    def hash_key(self, message: Message) -> int:
+        """K: the integer RabbitMQ seeds the jump hash with for this message."""
+        if self._hash_header is not None:
+            headers = message.headers()
+            field = headers.get(self._hash_header) if headers is not None else None
+            if field is None:
+                return phash2(UNDEFINED)
+            if self.compat.header_hash == "typed":
+                return phash2(typed_field_term(field))
+            raw = field_value_term(field)
+            return raw if type(raw) is int else phash2(raw)
+        if self._hash_property is not None:
+            return phash2(property_term(self._hash_property, message.property(self._hash_property)))
+        return phash2_binary(key_bytes(message.routing_keys[0]))
+
+    def route(self, message: Message) -> list[Destination]:
+        buckets = len(self.bucket_map)
+        if buckets == 0:
+            return []
+        destination = self.bucket_map.get(bucket_for(self.hash_key(message), buckets))
+        return [] if destination is None else [destination]
+
+    @property
+    def hash_on(self) -> str:
+        if self._hash_header is not None:
+            return f"header:{self._hash_header}"
+        if self._hash_property is not None:
+            return f"property:{self._hash_property}"
+        return "routing_key"
+
+    @property
+    def state_summary(self) -> dict[str, Any]:
+        return {
+            "buckets": [[b, d.kind, d.name] for b, d in sorted(self.bucket_map.items())],
+            "next_bucket": self.next_bucket,
+            "hash_on": self.hash_on,
+        }

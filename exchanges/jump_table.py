@@ -1,0 +1,138 @@
+"""Precomputed jump-hash results: bucket = table[N][K & 0x1FFFFF].
+
+`rand:seed_s(exs1024, {K, K, K})` keeps only 21 bits of K, so the bucket RabbitMQ picks for N
+buckets is a function of `K & 0x1FFFFF` alone: 2,097,152 possible answers per N. Computing one in
+pure Python costs ~8 us (16 xorshift64* steps to seed, then the jump loop); looking it up costs
+~0.1 us. NumPy fills a whole table in about a second, so a table is built once a bucket count has
+routed enough messages to be worth it; before that (and without NumPy) the direct computation runs.
+Tables are shared by every exchange with the same bucket count.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from exchanges.erlang_rand import jump_consistent_hash
+
+SEED_SPACE = 1 << 21
+BUILD_AFTER_ROUTES = 20_000
+"""Routes on one bucket count before its table is built (a table costs ~1 s and 4-8 MB)."""
+MAX_TABLES = 8
+
+_CHUNK = 1 << 18
+
+
+def _numpy() -> Any:
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - numpy is a dependency, but routing must not need it
+        return None
+    return numpy
+
+
+def build_table(buckets: int) -> Any:
+    """The jump hash of every 21-bit seed for `buckets` buckets, vectorised with NumPy."""
+    np = _numpy()
+    dtype = np.uint16 if buckets <= 0xFFFF else np.uint32
+    table = np.empty(SEED_SPACE, dtype=dtype)
+    for start in range(0, SEED_SPACE, _CHUNK):
+        table[start : start + _CHUNK] = _jump_chunk(np, start, buckets)
+    return table
+
+
+def _jump_chunk(np: Any, start: int, buckets: int) -> Any:
+    u64 = np.uint64
+    k = np.arange(start, start + _CHUNK, dtype=u64)
+    m21 = u64(0x1FFFFF)
+    b1 = ((k + u64(1)) * u64(2097131)) & m21
+    b2 = ((k + u64(1)) * u64(2097133)) & m21
+    b3 = ((k + u64(1)) * u64(2097143)) & m21
+    r = (b1 << u64(43)) | (b2 << u64(22)) | (b3 << u64(1)) | u64(1)
+    words = []
+    for _ in range(16):
+        r = r ^ (r >> u64(12))
+        r = r ^ (r << u64(25))
+        r = r ^ (r >> u64(27))
+        words.append(r * u64(2685821657736338717))
+    words.reverse()
+    # Jump loop for all seeds in lock step; finished seeds keep their bucket.
+    n = len(k)
+    bucket = np.zeros(n, dtype=np.int64)
+    j = np.zeros(n, dtype=np.int64)
+    active = np.ones(n, dtype=bool)
+    s0 = words[0]
+    pos = 1
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        while active.any():
+            bucket = np.where(active, j, bucket)
+            s1 = words[pos]
+            s1 = s1 ^ (s1 << u64(31))
+            s1 = s1 ^ (s1 >> u64(11))
+            ns1 = s0 ^ (s0 >> u64(30)) ^ s1
+            words[pos - 1] = s0
+            words[pos] = ns1
+            s0 = ns1
+            if pos < 15:
+                pos += 1
+            else:
+                words = [words[15], *words[:15]]
+                s0 = words[0]
+                pos = 1
+            value = (ns1 * u64(1181783497276652981)).astype(np.float64) / 18446744073709551616.0
+            jf = (bucket + 1).astype(np.float64) / value
+            done = jf >= buckets
+            active &= ~done
+            j = np.where(active, np.trunc(np.where(active, jf, 0.0)).astype(np.int64), j)
+    return bucket
+
+
+class JumpTables:
+    """Per-bucket-count route counters and tables, shared process-wide."""
+
+    def __init__(self) -> None:
+        self._tables: OrderedDict[int, Any] = OrderedDict()
+        self._routes: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self.enabled = _numpy() is not None
+
+    def lookup(self, buckets: int) -> Any:
+        """The table for `buckets` if built (counting this use toward building it), else None."""
+        table = self._tables.get(buckets)
+        if table is not None:
+            return table
+        if not self.enabled:
+            return None
+        count = self._routes.get(buckets, 0) + 1
+        self._routes[buckets] = count
+        if count < BUILD_AFTER_ROUTES:
+            return None
+        return self.get(buckets)
+
+    def get(self, buckets: int) -> Any:
+        """Build (or fetch) the table for `buckets` now."""
+        with self._lock:
+            table = self._tables.get(buckets)
+            if table is None:
+                table = build_table(buckets)
+                self._tables[buckets] = table
+                while len(self._tables) > MAX_TABLES:
+                    self._tables.popitem(last=False)
+            else:
+                self._tables.move_to_end(buckets)
+            self._routes.pop(buckets, None)
+            return table
+
+
+TABLES = JumpTables()
+
+
+def bucket_for(key: int, buckets: int) -> int:
+    """RabbitMQ's bucket for an integer hash key: from the table when one exists, else computed."""
+    if buckets == 1:
+        return 0
+    table = TABLES.lookup(buckets)
+    if table is None:
+        return jump_consistent_hash(key, buckets)
+    return int(table[key & 0x1FFFFF])

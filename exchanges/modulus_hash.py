@@ -1,0 +1,65 @@
+"""`x-modulus-hash` (rabbitmq_sharding 3.10.8): phash2 of all routing keys modulo the bindings.
+
+The plugin lists the exchange's bindings from RabbitMQ's ordered route table, one entry per binding
+(binding keys are otherwise ignored, so a destination bound twice gets twice the share), and picks
+entry `phash2([RK | CC ++ BCC], 2^27) rem N`. The route table is ordered by binding key bytes, then
+destination (`exchange` before `queue`, then name bytes), then binding arguments; that order, not
+the order of binding, decides which destination gets which residue. RabbitMQ 4.3 (type in core)
+orders destinations by (kind, name) instead: `Compat.modulus_order = "sorted"`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from exchanges.base import Binding, Destination, ExchangeType, Message
+from exchanges.erlang_terms import HCONST_2, NIL_DEF, PHASH2_MAX, make_hash2, make_hash2_binary, uint32_hash_2
+from exchanges.hash_terms import key_bytes
+from exchanges.registry import register
+
+
+def routing_keys_hash(keys: Sequence[str]) -> int:
+    """`erlang:phash2([K1, K2, ...], 2^27)` for a list of binaries."""
+    return make_hash2([key_bytes(k) for k in keys]) % PHASH2_MAX
+
+
+def _table_order(binding: Binding) -> tuple[bytes, str, bytes, bytes]:
+    return (key_bytes(binding.key), binding.destination.kind, key_bytes(binding.destination.name),
+            binding.arguments.encode())
+
+
+@register
+class ModulusHashExchange(ExchangeType):
+    type_name = "x-modulus-hash"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._destinations: list[Destination] = []
+
+    def add_binding(self, binding: Binding) -> None:
+        super().add_binding(binding)
+        self._reorder()
+
+    def remove_bindings(self, bindings: Sequence[Binding]) -> None:
+        super().remove_bindings(bindings)
+        self._reorder()
+
+    def _reorder(self) -> None:
+        if self.compat.modulus_order == "sorted":
+            self._destinations = sorted(b.destination for b in self.bindings)
+        else:
+            self._destinations = [b.destination for b in sorted(self.bindings, key=_table_order)]
+
+    def route(self, message: Message) -> list[Destination]:
+        destinations = self._destinations
+        if not destinations:
+            return []
+        keys = message.routing_keys
+        index = _single_key_hash(key_bytes(keys[0])) if len(keys) == 1 else routing_keys_hash(keys)
+        return [destinations[index % len(destinations)]]
+
+
+def _single_key_hash(key: bytes) -> int:
+    """phash2([Key], 2^27): the binary (hashed from 0), then `[]` mixed in."""
+    return uint32_hash_2(NIL_DEF, 0, HCONST_2, make_hash2_binary(key)) % PHASH2_MAX
