@@ -2,9 +2,10 @@
 
 State is RabbitMQ's: a bucket map (bucket number -> destination) and the next bucket number.
 Binding a new destination with weight W appends W buckets; a destination already in the map is
-ignored however it is re-bound ("first binding wins"); removing a binding drops every bucket of its
-destination and moves later buckets down by *that binding's* weight, as the plugin does, even when
-this leaves holes (a message hashed into a hole is dropped, as RabbitMQ drops it).
+ignored however it is re-bound ("first binding wins"); removing any binding of a destination drops
+all of that destination's buckets and moves later buckets down by their count, even when another
+binding of the same destination remains (observed on 3.10.8: the destination then gets nothing
+until it is bound again).
 
 A message's hash input is the routing key (the first of [RK | CC ++ BCC]), a header
 (`hash-header`) or a property (`hash-property`); missing values hash as the atom `undefined`.
@@ -96,17 +97,16 @@ class ConsistentHashExchange(ExchangeType):
             self._remove_one(binding)
 
     def _remove_one(self, binding: Binding) -> None:
-        weight = int(binding.key) if _ERLANG_INTEGER.match(binding.key) else 0
         mine = sorted(b for b, d in self.bucket_map.items() if d == binding.destination)
         if not mine:
             return
-        first, last = mine[0], mine[-1]
+        first, last, count = mine[0], mine[-1], len(mine)
         kept = {b: d for b, d in self.bucket_map.items() if b < first}
         for b, d in self.bucket_map.items():
             if b > last:
-                kept[b - weight] = d
+                kept[b - count] = d
         self.bucket_map = kept
-        self.next_bucket -= weight
+        self.next_bucket -= count
 
     def hash_key(self, message: Message) -> int:
         """K: the integer RabbitMQ seeds the jump hash with for this message."""

@@ -248,10 +248,12 @@ def infer_field(value: Any) -> Field:
     if isinstance(value, float):
         return Field("double", value)
     if isinstance(value, _decimal.Decimal):
-        sign, digits, exponent = value.as_tuple()
-        scale = -int(exponent)
-        number = int("".join(map(str, digits)) or "0")
-        return Field("decimal", (scale, -number if sign else number))
+        # pika normalises first: Decimal("51.40") goes out as scale 1, value 514
+        value = value.normalize()
+        exponent = int(value.as_tuple().exponent)
+        if exponent < 0:
+            return Field("decimal", (-exponent, int(value.scaleb(-exponent))))
+        return Field("decimal", (0, int(value)))
     if isinstance(value, _dt.datetime):
         return Field("timestamp", calendar.timegm(value.utctimetuple()))  # as pika encodes it
     if value is None:

@@ -56,17 +56,18 @@ def test_unbind_shifts_later_buckets_by_the_removed_bindings_weight() -> None:
 
 
 def test_unbinding_an_ignored_duplicate_removes_the_destination_as_rabbitmq_does() -> None:
-    """Queue `a` bound with "2" then "1": removing the "1" binding drops a's 2 buckets but shifts
-    later buckets by 1, leaving a hole exactly like the plugin's remove_binding/1."""
+    """Queue `a` bound with "2" then "1": removing the "1" binding drops both of a's buckets
+    (the shift is by the buckets removed), though a's "2" binding still exists."""
     ex = ConsistentHashExchange()
     bind(ex, "a", "2")
     ignored = bind(ex, "a", "1")
     bind(ex, "b", "1")
     ex.remove_bindings([ignored])
-    assert {k: v.name for k, v in ex.bucket_map.items()} == {1: "b"}
-    assert ex.next_bucket == 2
-    # with 1 bucket in the map every message picks bucket 0, which is a hole: dropped
-    assert ex.route(SimpleMessage(["k"])) == []
+    assert {k: v.name for k, v in ex.bucket_map.items()} == {0: "b"}
+    assert ex.next_bucket == 1
+    assert ex.route(SimpleMessage(["k"])) == [q("b")]
+    bind(ex, "a", "3")
+    assert [d.name for d in ex.bucket_map.values()] == ["b", "a", "a", "a"]
 
 
 @pytest.mark.parametrize(
