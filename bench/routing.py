@@ -13,7 +13,6 @@ import datetime
 import platform
 import random
 import time
-from collections.abc import Callable
 
 import exchanges
 from exchanges import Binding, Destination, FieldTable, SimpleMessage
@@ -60,27 +59,28 @@ def main() -> None:
                    for _ in range(args.messages)]
     rows: list[tuple[str, int, str, float]] = []
 
-    def add(name: str, n: int, mode: str, make: Callable[[], ExchangeType], msgs: list[SimpleMessage]) -> None:
-        rows.append((name, n, mode, per_message_us(make(), msgs)))
+    def add(name: str, n: int, mode: str, ex: ExchangeType, msgs: list[SimpleMessage]) -> None:
+        rows.append((name, n, mode, per_message_us(ex, msgs)))
 
     for n in SIZES:
-        weights = [("q%d" % i, "1", None) for i in range(n)]
+        weights = [(f"q{i}", "1", None) for i in range(n)]
+        topic_bindings = [(f"q{i}", topic_pattern(rng), None) for i in range(n)]
+        direct_bindings = [(f"q{i}", keys[i], None) for i in range(n)]
+        header_bindings = [(f"q{i}", "", {"x-match": rng.choice(["all", "any"]), "a": f"v{i % 50}", "b": i % 3})  # noqa: E501
+                           for i in range(n)]
         saved = TABLES.enabled
         TABLES.enabled = False
-        add("x-consistent-hash", n, "direct", lambda: build("x-consistent-hash", weights), plain)
+        add("x-consistent-hash", n, "direct", build("x-consistent-hash", weights), plain)
         TABLES.enabled = saved
         TABLES.get(n)
-        add("x-consistent-hash", n, "table", lambda: build("x-consistent-hash", weights), plain)
-        add("x-modulus-hash", n, "", lambda: build("x-modulus-hash", weights), plain)
-        add("direct", n, "", lambda: build("direct", [(f"q{i}", keys[i], None) for i in range(n)]), plain)
-        add("fanout", n, "", lambda: build("fanout", weights), plain[: max(1000, args.messages // n)])
-        add("topic", n, "", lambda: build("topic", [(f"q{i}", topic_pattern(rng), None) for i in range(n)]),
-            topic_keys)
-        add("headers", n, "", lambda: build("headers", [
-            (f"q{i}", "", {"x-match": rng.choice(["all", "any"]), "a": f"v{i % 50}", "b": i % 3})
-            for i in range(n)]), header_msgs)
-    add("topic", 10_000, "", lambda: build("topic", [(f"q{i}", topic_pattern(rng), None)
-                                                    for i in range(10_000)]), topic_keys)
+        add("x-consistent-hash", n, "table", build("x-consistent-hash", weights), plain)
+        add("x-modulus-hash", n, "", build("x-modulus-hash", weights), plain)
+        add("direct", n, "", build("direct", direct_bindings), plain)
+        add("fanout", n, "", build("fanout", weights), plain[: max(1000, args.messages // n)])
+        add("topic", n, "", build("topic", topic_bindings), topic_keys)
+        add("headers", n, "", build("headers", header_bindings), header_msgs)
+    big_topic = [(f"q{i}", topic_pattern(rng), None) for i in range(10_000)]
+    add("topic", 10_000, "", build("topic", big_topic), topic_keys)
 
     print(f"# bench/routing.py  {datetime.date.today()}  {platform.python_implementation()} "
           f"{platform.python_version()}  {platform.machine()}  {args.messages} messages, distinct keys")

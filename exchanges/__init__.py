@@ -15,11 +15,9 @@ from exchanges import (  # noqa: F401 - importing a type module registers it
     direct,
     fanout,
     modulus_hash,
+    topic,
 )
-try:  # TEMPORARY while topic/headers are being written; becomes a plain import when they land
-    from exchanges import headers, topic  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
+from exchanges import headers as headers_exchange  # noqa: F401 - `headers` is predict's argument
 from exchanges.base import Binding, Destination, ExchangeType, Message, SimpleMessage
 from exchanges.compat import DEFAULT_COMPAT, Compat
 from exchanges.errors import AmqpError
@@ -77,7 +75,7 @@ def predict(
     properties: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
     compat: Compat = DEFAULT_COMPAT,
 ) -> list[list[str]]:
-    """Destination names RabbitMQ would route each message to, in binding order.
+    """Destination names RabbitMQ would route each message to (the order carries no meaning).
 
     `bindings` is an ordered list of `(queue, binding_key)` or `(queue, binding_key, arguments)`;
     binding order matters for x-consistent-hash. `headers` and `properties` are either one mapping

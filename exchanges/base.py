@@ -101,8 +101,8 @@ class ExchangeType(ABC):
         self.compat = compat
         self.bindings: list[Binding] = []
 
-    @classmethod
-    def validate(cls, arguments: FieldTable) -> None:  # noqa: B027 - most types accept anything
+    @classmethod  # noqa: B027 - most types accept any arguments
+    def validate(cls, arguments: FieldTable) -> None:
         """Raise `AmqpError` if declare arguments are unacceptable for this type."""
 
     def validate_binding(self, binding: Binding) -> None:  # noqa: B027 - most types accept any binding

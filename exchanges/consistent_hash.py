@@ -22,11 +22,11 @@ from typing import Any
 from exchanges.base import Binding, Destination, ExchangeType, Message
 from exchanges.compat import WEIGHT_CAP
 from exchanges.erlang_format import format_term
-from exchanges.erlang_terms import UNDEFINED, phash2, phash2_binary
+from exchanges.erlang_terms import UNDEFINED, make_hash2_binary, phash2, phash2_binary
 from exchanges.errors import internal_error, precondition_failed
 from exchanges.fields import FieldTable
 from exchanges.hash_terms import field_value_term, key_bytes, property_term, typed_field_term
-from exchanges.jump_table import bucket_for
+from exchanges.jump_table import RingLookup
 from exchanges.registry import register
 
 SUPPORTED_PROPERTIES = ("correlation_id", "message_id", "timestamp")
@@ -68,6 +68,11 @@ class ConsistentHashExchange(ExchangeType):
         self.next_bucket = 0
         self._hash_header = _longstr_argument(self.arguments, "hash-header")
         self._hash_property = _longstr_argument(self.arguments, "hash-property")
+        self._on_routing_key = self._hash_header is None and self._hash_property is None
+        self._ring = RingLookup(0)
+
+    def _ring_changed(self) -> None:
+        self._ring = RingLookup(len(self.bucket_map))
 
     @classmethod
     def validate(cls, arguments: FieldTable) -> None:
@@ -90,11 +95,13 @@ class ConsistentHashExchange(ExchangeType):
         for bucket in range(self.next_bucket, self.next_bucket + weight):
             self.bucket_map[bucket] = destination
         self.next_bucket += weight
+        self._ring_changed()
 
     def remove_bindings(self, bindings: Sequence[Binding]) -> None:
         super().remove_bindings(bindings)
         for binding in bindings:
             self._remove_one(binding)
+        self._ring_changed()
 
     def _remove_one(self, binding: Binding) -> None:
         mine = sorted(b for b, d in self.bucket_map.items() if d == binding.destination)
@@ -124,10 +131,15 @@ class ConsistentHashExchange(ExchangeType):
         return phash2_binary(key_bytes(message.routing_keys[0]))
 
     def route(self, message: Message) -> list[Destination]:
-        buckets = len(self.bucket_map)
-        if buckets == 0:
+        bucket_map = self.bucket_map
+        if not bucket_map:
             return []
-        destination = self.bucket_map.get(bucket_for(self.hash_key(message), buckets))
+        if self._on_routing_key:
+            key = message.routing_keys[0].encode("utf-8", "surrogateescape")
+            k = make_hash2_binary(key) & 0x7FFFFFF
+        else:
+            k = self.hash_key(message)
+        destination = bucket_map.get(self._ring.bucket(k))
         return [] if destination is None else [destination]
 
     @property

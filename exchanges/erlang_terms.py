@@ -141,28 +141,25 @@ def phash2_binary(data: bytes) -> int:
     return make_hash2_binary(data) & 0x7FFFFFF
 
 
+_PAD = tuple(b"\0" * (12 - i) for i in range(12))
+_unpack_block = _WORDS3.unpack
+
+
 def make_hash2_binary(data: bytes) -> int:
     """`make_hash2(<<Data>>)` (32 bits), with keys shorter than one block unrolled.
 
-    Keys of up to 12 bytes (most routing keys) need one MIX and no block loop, so that case is
-    written out in full; longer keys use `block_hash`.
+    Most routing keys are under 12 bytes: then block_hash is a single MIX over the zero-padded
+    key, with the length added to `c` and the 9th-11th bytes shifted past its reserved low byte.
     """
     n = len(data)
     if n >= 12:
         return block_hash(data, HCONST_13)
     if n == 0:
         return HCONST_13  # make_hash2 skips block_hash for an empty binary
-    a = b = HCONST
-    c = (HCONST_13 + n) & M32
-    if n > 8:
-        c = (c + (int.from_bytes(data[8:], "little") << 8)) & M32
-        b = (b + int.from_bytes(data[4:8], "little")) & M32
-        a = (a + int.from_bytes(data[:4], "little")) & M32
-    elif n > 4:
-        b = (b + int.from_bytes(data[4:], "little")) & M32
-        a = (a + int.from_bytes(data[:4], "little")) & M32
-    else:
-        a = (a + int.from_bytes(data, "little")) & M32
+    w0, w1, w2 = _unpack_block(data + _PAD[n])
+    a = (HCONST + w0) & M32
+    b = (HCONST + w1) & M32
+    c = (HCONST_13 + n + (w2 << 8)) & M32
     a = ((a - b - c) & M32) ^ (c >> 13)
     b = ((b - c - a) & M32) ^ ((a << 8) & M32)
     c = ((c - a - b) & M32) ^ (b >> 13)

@@ -110,6 +110,10 @@ class JumpTables:
             return None
         return self.get(buckets)
 
+    def cached(self, buckets: int) -> Any:
+        """The table for `buckets` if one was already built, without counting a use."""
+        return self._tables.get(buckets)
+
     def get(self, buckets: int) -> Any:
         """Build (or fetch) the table for `buckets` now."""
         with self._lock:
@@ -126,6 +130,39 @@ class JumpTables:
 
 
 TABLES = JumpTables()
+
+
+def _as_ints(table: Any) -> memoryview:
+    """A view whose items index as plain Python ints (cheaper per lookup than NumPy scalars)."""
+    return memoryview(table).cast("B").cast("H" if table.dtype.itemsize == 2 else "I")
+
+
+class RingLookup:
+    """One exchange's view of the shared tables: counts its routes, then holds the table directly.
+
+    Keeping the table (as a memoryview of unsigned ints, whose items index as plain Python ints)
+    on the exchange saves the shared-dictionary lookups on every message.
+    """
+
+    __slots__ = ("_buckets", "_routes", "table")
+
+    def __init__(self, buckets: int) -> None:
+        self._buckets = buckets
+        self._routes = 0
+        built = TABLES.cached(buckets)
+        self.table: Any = None if built is None else _as_ints(built)
+
+    def bucket(self, key: int) -> int:
+        table = self.table
+        if table is not None:
+            return int(table[key & 0x1FFFFF])
+        buckets = self._buckets
+        if buckets == 1:
+            return 0
+        self._routes += 1
+        if self._routes >= BUILD_AFTER_ROUTES and TABLES.enabled:
+            self.table = _as_ints(TABLES.get(buckets))
+        return jump_consistent_hash(key, buckets)
 
 
 def bucket_for(key: int, buckets: int) -> int:

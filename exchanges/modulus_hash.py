@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from exchanges.base import Binding, Destination, ExchangeType, Message
-from exchanges.erlang_terms import HCONST_2, NIL_DEF, PHASH2_MAX, make_hash2, make_hash2_binary, uint32_hash_2
+from exchanges.erlang_terms import HCONST_2, M32, NIL_DEF, PHASH2_MAX, make_hash2, make_hash2_binary
 from exchanges.hash_terms import key_bytes
 from exchanges.registry import register
 
@@ -60,6 +60,21 @@ class ModulusHashExchange(ExchangeType):
         return [destinations[index % len(destinations)]]
 
 
+_NIL_A = (HCONST_2 + NIL_DEF) & M32
+
+
 def _single_key_hash(key: bytes) -> int:
-    """phash2([Key], 2^27): the binary (hashed from 0), then `[]` mixed in."""
-    return uint32_hash_2(NIL_DEF, 0, HCONST_2, make_hash2_binary(key)) % PHASH2_MAX
+    """phash2([Key], 2^27): the binary (hashed from 0), then `[]` mixed in: UINT32_HASH(NIL_DEF,
+    HCONST_2) written out, because this runs once per routed message."""
+    c = make_hash2_binary(key)
+    a = _NIL_A
+    b = HCONST_2
+    a = ((a - b - c) & M32) ^ (c >> 13)
+    b = ((b - c - a) & M32) ^ ((a << 8) & M32)
+    c = ((c - a - b) & M32) ^ (b >> 13)
+    a = ((a - b - c) & M32) ^ (c >> 12)
+    b = ((b - c - a) & M32) ^ ((a << 16) & M32)
+    c = ((c - a - b) & M32) ^ (b >> 5)
+    a = ((a - b - c) & M32) ^ (c >> 3)
+    b = ((b - c - a) & M32) ^ ((a << 10) & M32)
+    return (((c - a - b) & M32) ^ (b >> 15)) & 0x7FFFFFF
