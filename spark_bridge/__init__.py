@@ -1,0 +1,88 @@
+"""Spark bridge for hashbroker and RabbitMQ.
+
+* `register(spark)` makes `format("amqp")` available for `df.write` and `df.writeStream`;
+* `queue_counts(spark, uri, queues)` reads queue depths into a DataFrame;
+* `predict_queues(df, ...)` computes where each row's routing key would go, without a broker;
+* `uniformity(df, ...)` is the chi-squared table of the consistent-hash README.
+
+Only the standard library, pamqp (a core dependency) and the `spark` extra (pyspark, pyarrow,
+pandas) are needed; heavy imports happen inside the functions so that `import spark_bridge`
+stays cheap on machines without Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spark_bridge._amqp import (
+    AmqpBridgeError,
+    BrokerUnavailableError,
+    ConnectionLostError,
+    PublishFailedError,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "AmqpBridgeError",
+    "BrokerUnavailableError",
+    "ConnectionLostError",
+    "PublishFailedError",
+    "chi2_critical",
+    "predict_queues",
+    "queue_counts",
+    "register",
+    "uniformity",
+]
+
+_SHIPPED_PACKAGES = ("spark_bridge", "exchanges")
+_REGISTERED: set[int] = set()
+
+
+def _package_zip() -> str:
+    """Zip spark_bridge (and the exchanges library the UDFs call) for `addPyFile`.
+
+    Executors' Python workers do not see the driver's sys.path, so code the data source and the
+    UDFs import must be shipped unless hashbroker is installed on every node; shipping always is
+    harmless (the zip holds the same code) and keeps local[*] and clusters alike.
+    """
+    root = Path(__file__).resolve().parent.parent
+    target = Path(tempfile.mkdtemp(prefix="spark_bridge_")) / "hashbroker_spark_bridge.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for package in _SHIPPED_PACKAGES:
+            pkg_dir = root / package
+            if not pkg_dir.is_dir():
+                continue
+            for path in sorted(pkg_dir.rglob("*.py")):
+                zf.write(path, path.relative_to(root).as_posix())
+    return os.fspath(target)
+
+
+def register(spark: SparkSession) -> None:
+    """Register the `amqp` data source on `spark` and ship the bridge's code to its executors."""
+    from spark_bridge.datasource import AmqpDataSource
+
+    context = spark.sparkContext
+    key = id(context._jsc) if getattr(context, "_jsc", None) is not None else id(context)
+    if key not in _REGISTERED:
+        context.addPyFile(_package_zip())
+        _REGISTERED.add(key)
+    spark.dataSource.register(AmqpDataSource)
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy access to the Spark-heavy helpers (they import pyspark and pandas)."""
+    if name == "queue_counts":
+        from spark_bridge.counts import queue_counts
+
+        return queue_counts
+    if name in ("predict_queues", "uniformity", "chi2_critical"):
+        from spark_bridge import predict
+
+        return getattr(predict, name)
+    raise AttributeError(f"module 'spark_bridge' has no attribute {name!r}")

@@ -1,0 +1,121 @@
+"""predict_queues against real routing, and the README's chi-squared uniformity method."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import functions as F
+
+import spark_bridge
+from spark_bridge.predict import chi2_critical, chi_squared
+from tests.spark_support import drain, fresh_topology
+
+pytest_plugins = ["tests.spark_support"]
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+SEED = Path(__file__).resolve().parent.parent.parent / "shared" / "seeds" / "000_50a3686fefeb186a.txt"
+
+
+def test_predict_queues_matches_recorded_rabbitmq_routing_for_every_key(
+    spark: Any, reference: dict[str, Any]
+) -> None:
+    ref = reference["big"]["chx_weights_1_1_2_2"]
+    bindings = [(b["queue"], b["binding_key"]) for b in ref["bindings_in_order"]]
+    df = spark.range(0, 100_000, numPartitions=2).select(
+        F.col("id"), F.col("id").cast("string").alias("routing_key")
+    )
+    predicted = spark_bridge.predict_queues(df, "x-consistent-hash", bindings)
+    rows = predicted.orderBy("id").select("predicted_queue").collect()
+    index = {queue: str(i) for i, (queue, _) in enumerate(bindings)}
+    assert "".join(index[r["predicted_queue"]] for r in rows) == ref["per_key_queue_index"]
+
+
+def test_predict_queues_equals_actual_routing_for_every_row(spark: Any, broker_url: str) -> None:
+    """Publish 20,000 keys into a consistent-hash exchange and read back where each one landed."""
+    queues = [f"sb.pred.q{i}" for i in range(5)]
+    weights = [3, 1, 2, 1, 5]
+    exchange = "sb.pred.x"
+    fresh_topology(broker_url, exchange, queues)
+    keys = spark.range(0, 20_000, numPartitions=2).select(
+        F.sha2(F.col("id").cast("string"), 256).alias("routing_key")
+    )
+    bindings = [{"queue": q, "weight": w} for q, w in zip(queues, weights, strict=True)]
+    (
+        keys.write.format("amqp")
+        .option("uri", broker_url)
+        .option("exchange", exchange)
+        .option("routingKeyColumn", "routing_key")
+        .option("bodyColumn", "routing_key")
+        .option("declareExchange", "true")
+        .option("exchangeType", "x-consistent-hash")
+        .option("bindings", json.dumps(bindings))
+        .mode("append")
+        .save()
+    )
+    actual: dict[str, str] = {}
+    for queue in queues:
+        for message in drain(broker_url, queue, expected=20_000):
+            actual[message.body.decode()] = queue
+    predicted = spark_bridge.predict_queues(keys, "x-consistent-hash", bindings).collect()
+    assert len(actual) == 20_000
+    assert {r["routing_key"]: r["predicted_queue"] for r in predicted} == actual
+    fresh_topology(broker_url, exchange, queues)
+
+
+def test_predict_queues_array_for_multi_destination_types(spark: Any) -> None:
+    df = spark.createDataFrame([("a.b",), ("a.c",), ("z",)], "routing_key string")
+    out = spark_bridge.predict_queues(df, "topic", [("q1", "a.*"), ("q2", "#"), ("q3", "*.b")]).collect()
+    assert {r["routing_key"]: sorted(r["predicted_queue"]) for r in out} == {
+        "a.b": ["q1", "q2", "q3"],
+        "a.c": ["q1", "q2"],
+        "z": ["q2"],
+    }
+
+
+def _seed_table() -> list[tuple[int, float, int, float, float]]:
+    text = SEED.read_text(encoding="utf-8")
+    rows = re.findall(r"^\|(\d+)\|([\d.]+)\|(\d+)\|([\d.]+)\|([\d.]+)\|$", text, flags=re.M)
+    return [(int(n), float(s), int(d), float(a), float(b)) for n, s, d, a, b in rows]
+
+
+def test_uniformity_reproduces_the_readme_method(spark: Any, reference: dict[str, Any]) -> None:
+    keys = spark.range(0, 100_000, numPartitions=2).select(F.col("id").cast("string").alias("routing_key"))
+    table = {r["buckets"]: r for r in spark_bridge.uniformity(keys).collect()}
+    assert sorted(table) == list(range(2, 21))
+    seed = {n: (d, a, b) for n, _, d, a, b in _seed_table()}
+    assert sorted(seed) == list(range(2, 21))
+    # The README's columns: degrees of freedom N - 1 and the 0.05 / 0.01 critical values. Its table
+    # has typos that the computed values correct: 3.49 for 4 d.o.f. (9.49), rounding in the last
+    # digit (6.63, 11.34), and rows 18-20 carry the critical values of one more degree of freedom.
+    for n, row in table.items():
+        assert row["rows"] == 100_000
+        assert row["degrees_of_freedom"] == n - 1 == seed[n][0]
+        assert row["p_0_05"] == pytest.approx(chi2_critical(0.05, n - 1), abs=0.006)
+        if n not in (5, 18, 19, 20):
+            assert row["p_0_05"] == pytest.approx(seed[n][1], abs=0.011)
+            assert row["p_0_01"] == pytest.approx(seed[n][2], abs=0.011)
+        else:
+            assert row["p_0_05"] == pytest.approx(chi2_critical(0.05, n - 1), abs=0.006)
+        # The README's conclusion for its keys holds for these keys too: uniform at p = 0.01.
+        assert row["chi_squared"] < row["p_0_01"]
+    for n in (18, 19, 20):
+        assert seed[n][1] == pytest.approx(round(chi2_critical(0.05, n), 2), abs=0.011)
+    # With 4 buckets the statistic is exactly the one of RabbitMQ's recorded per-queue counts.
+    recorded = reference["big"]["chx_weights_1_1_1_1"]["counts_list_in_binding_order"]
+    assert table[4]["chi_squared"] == pytest.approx(chi_squared(recorded))
+
+
+def test_chi2_critical_values_match_standard_tables() -> None:
+    assert round(chi2_critical(0.05, 1), 2) == 3.84
+    assert round(chi2_critical(0.01, 1), 2) == 6.63
+    assert round(chi2_critical(0.05, 4), 2) == 9.49
+    assert round(chi2_critical(0.01, 19), 2) == 36.19
+    assert chi_squared([25, 25, 25, 25]) == 0.0
