@@ -1,0 +1,855 @@
+"""One AMQP channel: method handlers, content assembly, deliveries, acks, confirms and transactions.
+
+Handlers raise `AmqpError`; the connection turns soft errors into channel.close and hard ones into
+connection.close, so every check here only has to pick RabbitMQ's code and text. Handler order of
+checks follows rabbit_channel:handle_method so the *first* error reported matches RabbitMQ too.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from broker import replies
+from broker.entities.arguments import (
+    CLASSIC_QUEUE_ARGS,
+    assert_args_equivalence,
+    assert_field_equivalence,
+    check_consume_arguments,
+    check_queue_arguments,
+)
+from broker.entities.exchange import Exchange
+from broker.entities.queue import Consumer, Entry, Queue
+from broker.message import EXPIRATION_FLAG, REPLY_TO_FLAG, USER_ID_FLAG, StoredMessage, parse_expiration
+from broker.protocol import methods as M
+from broker.protocol import properties as P
+from broker.protocol.framing import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, build_body_frames
+from exchanges.base import Binding, Destination
+from exchanges.errors import AmqpError
+from exchanges.fields import FieldTable
+
+if TYPE_CHECKING:
+    from broker.connection import Connection
+
+log = logging.getLogger("hashbroker.channel")
+
+REPLY_TO = "amq.rabbitmq.reply-to"
+REPLY_TO_PREFIX = "amq.rabbitmq.reply-to."
+MAX_MESSAGE_SIZE = 134217728
+_HDR = struct.Struct(">BHI")
+_CONTENT_HEAD = struct.Struct(">HHQ")
+_PUBLISH_HEAD = b"\x00\x3c\x00\x28"
+
+
+def gen_name(prefix: str) -> str:
+    """rabbit_guid:binary(gen_secure(), Prefix): prefix + '-' + base64url of 16 random bytes."""
+    return prefix + "-" + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+
+
+def strip_cr_lf(name: str) -> str:
+    return name.replace("\n", "").replace("\r", "") if ("\n" in name or "\r" in name) else name
+
+
+def check_name(kind: str, name: str) -> None:
+    if name.startswith("amq."):
+        raise AmqpError(403, f"{kind} name '{name}' contains reserved prefix 'amq.*'")
+
+
+def not_default_exchange(name: str) -> None:
+    if name == "":
+        raise AmqpError(403, "operation not permitted on the default exchange")
+
+
+class Unacked:
+    __slots__ = ("consumer", "entry", "queue")
+
+    def __init__(self, queue: Queue, entry: Entry, consumer: Consumer | None) -> None:
+        self.queue = queue
+        self.entry = entry
+        self.consumer = consumer
+
+
+class Channel:
+    """State of one open channel. `conn` provides output, identity and the vhost."""
+
+    def __init__(self, conn: Connection, number: int) -> None:
+        self.conn = conn
+        self.number = number
+        self.vhost = conn.vhost_obj
+        self.open = True
+        self._class_method = (0, 0)  # ids of the method being handled, for close frames
+        self.closing = False  # sent channel.close, waiting for close-ok
+        # content assembly
+        self._pending: tuple[str, str, bool] | None = None  # exchange, routing key, mandatory
+        self._expect = 0  # 0 method, FRAME_HEADER, FRAME_BODY
+        self._props = b""
+        self._body_size = 0
+        self._body_parts: list[bytes] = []
+        self._body_got = 0
+        # consumers and acks
+        self.consumers: dict[str, Consumer] = {}
+        self.reply_consumer: tuple[str, str] | None = None  # (ctag, suffix)
+        self.next_tag = 1
+        self.unacked: dict[int, Unacked] = {}
+        self.unacked_order: deque[int] = deque()
+        self.unacked_count = 0
+        self.prefetch = 0
+        self.global_prefetch = 0
+        self.last_queue = ""
+        # confirms / tx
+        self.confirm = False
+        self.publish_seq = 0
+        self._ack_upto = 0  # acks not yet sent cover (last_sent, _ack_upto]
+        self._ack_sent = 0
+        self.tx: list[Callable[[], None]] | None = None
+        self.tx_acks: list[tuple[int, Unacked]] = []
+        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "channel.close": self.on_channel_close,
+            "channel.close_ok": self.on_channel_close_ok,
+            "channel.flow": self.on_channel_flow,
+            "channel.flow_ok": lambda a: None,
+            "channel.open": self.on_channel_open,
+            "exchange.declare": self.on_exchange_declare,
+            "exchange.delete": self.on_exchange_delete,
+            "exchange.bind": self.on_exchange_bind,
+            "exchange.unbind": self.on_exchange_unbind,
+            "queue.declare": self.on_queue_declare,
+            "queue.bind": self.on_queue_bind,
+            "queue.unbind": self.on_queue_unbind,
+            "queue.purge": self.on_queue_purge,
+            "queue.delete": self.on_queue_delete,
+            "basic.qos": self.on_basic_qos,
+            "basic.consume": self.on_basic_consume,
+            "basic.cancel": self.on_basic_cancel,
+            "basic.get": self.on_basic_get,
+            "basic.ack": self.on_basic_ack,
+            "basic.reject": self.on_basic_reject,
+            "basic.nack": self.on_basic_nack,
+            "basic.recover_async": self.on_basic_recover_async,
+            "basic.recover": self.on_basic_recover,
+            "confirm.select": self.on_confirm_select,
+            "tx.select": self.on_tx_select,
+            "tx.commit": self.on_tx_commit,
+            "tx.rollback": self.on_tx_rollback,
+        }
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def reply(self, payload: bytes) -> None:
+        self.conn.send_method(self.number, payload)
+
+    # -- frame intake -----------------------------------------------------------------------------
+
+    def handle_frame(self, ftype: int, payload: bytes) -> None:
+        """Process one frame for this channel (raises AmqpError)."""
+        expect = self._expect
+        if expect == 0:
+            if ftype != FRAME_METHOD:
+                raise AmqpError(505, "expected method frame, got non method frame instead")
+            if payload[:4] == _PUBLISH_HEAD:
+                self._start_publish(payload)
+                return
+            method = M.decode_method(payload)
+            if self.closing:
+                if method.name in ("channel.close_ok", "channel.close"):
+                    self.handlers[method.name](method.args)
+                return  # RabbitMQ drops everything else while closing
+            self._class_method = (method.class_id, method.method_id)
+            handler = self.handlers.get(method.name)
+            if handler is None:
+                raise AmqpError(503, "unimplemented method")
+            handler(method.args)
+            return
+        if expect == FRAME_HEADER:
+            if ftype != FRAME_HEADER:
+                raise AmqpError(
+                    505, "expected content header for class 60, got non content header frame instead"
+                )
+            if len(payload) < 14:
+                raise AmqpError(501, f"cannot decode {payload!r}")
+            class_id, weight, size = _CONTENT_HEAD.unpack_from(payload, 0)
+            if class_id != 60 or weight != 0:
+                raise AmqpError(
+                    505, f"expected content header for class 60, got one for class {class_id} instead"
+                )
+            self._props = payload[12:]
+            self._body_size = size
+            if size == 0:
+                self._expect = 0
+                self._complete_publish(b"")
+            else:
+                self._expect = FRAME_BODY
+                self._body_parts = []
+                self._body_got = 0
+            return
+        # FRAME_BODY expected
+        if ftype != FRAME_BODY:
+            raise AmqpError(505, "expected content body, got non content body frame instead")
+        self._body_got += len(payload)
+        if self._body_got > self._body_size:
+            raise AmqpError(501, "content body exceeds declared size")
+        if self._body_got == self._body_size:
+            self._expect = 0
+            if self._body_parts:
+                self._body_parts.append(payload)
+                body = b"".join(self._body_parts)
+                self._body_parts = []
+            else:
+                body = payload
+            self._complete_publish(body)
+        else:
+            self._body_parts.append(payload)
+
+    def _start_publish(self, payload: bytes) -> None:
+        try:
+            pos = 6  # class, method, ticket
+            n = payload[pos]
+            exchange = payload[pos + 1 : pos + 1 + n].decode("utf-8", errors="surrogateescape")
+            pos += 1 + n
+            n = payload[pos]
+            rk = payload[pos + 1 : pos + 1 + n].decode("utf-8", errors="surrogateescape")
+            pos += 1 + n
+            bits = payload[pos]
+        except IndexError:
+            raise AmqpError(501, f"cannot decode {payload[4:]!r}") from None
+        if self.closing:
+            self._pending = None
+            self._expect = FRAME_HEADER
+            return
+        if bits & 2:
+            raise AmqpError(540, "immediate=true", hard=True)
+        self._pending = (exchange, rk, bool(bits & 1))
+        self._class_method = (60, 40)
+        self._expect = FRAME_HEADER
+
+    # -- publishing -------------------------------------------------------------------------------
+
+    def _complete_publish(self, body: bytes) -> None:
+        pending = self._pending
+        self._pending = None
+        if pending is None:  # content of a publish received while closing
+            return
+        exchange, rk, mandatory = pending
+        props = self._props
+        if len(body) > MAX_MESSAGE_SIZE:
+            raise AmqpError(
+                406, f"message size {len(body)} is larger than configured max size {MAX_MESSAGE_SIZE}"
+            )
+        vhost = self.vhost
+        x = vhost.exchanges.get(exchange)
+        if x is None:
+            raise AmqpError(404, f"no exchange '{exchange}' in vhost '{vhost.name}'")
+        if x.internal:
+            raise AmqpError(403, f"cannot publish to internal exchange '{exchange}' in vhost '{vhost.name}'")
+        msg = StoredMessage(exchange, rk, props, body)
+        flags = msg.flags
+        if flags:
+            if flags & REPLY_TO_FLAG and msg.prop("reply_to") == REPLY_TO:
+                if self.reply_consumer is None:
+                    raise AmqpError(406, "fast reply consumer does not exist")
+                new_props = P.rewrite(props, {"reply_to": REPLY_TO_PREFIX + self.reply_consumer[1]})
+                msg = StoredMessage(exchange, rk, new_props, body)
+            if flags & USER_ID_FLAG:
+                claimed = msg.prop("user_id")
+                if claimed != self.conn.user:
+                    raise AmqpError(
+                        406,
+                        f"user_id property set to '{claimed}' but authenticated user was '{self.conn.user}'",
+                    )
+            if flags & EXPIRATION_FLAG:
+                value = msg.prop("expiration")
+                if value is not None:
+                    parse_expiration(value)
+            msg.compute_routing_keys()
+        seq = 0
+        if self.confirm:
+            self.publish_seq += 1
+            seq = self.publish_seq
+        if self.tx is not None:
+            self.tx.append(lambda: self._deliver_publish(x, msg, mandatory, 0))
+            return
+        self._deliver_publish(x, msg, mandatory, seq)
+
+    def _deliver_publish(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
+        vhost = self.vhost
+        if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
+            delivered = self.conn.broker.deliver_reply(msg)
+            if not delivered and mandatory:
+                self._send_return(msg)
+            if seq:
+                self._confirm(seq, True)
+            return
+        queues = vhost.route(x, msg)
+        if not queues:
+            if mandatory:
+                self._send_return(msg)
+            if seq:
+                self._confirm(seq, True)
+            return
+        if msg.has_bcc:
+            msg = msg.strip_bcc()
+        rejected = False
+        size = len(msg.body)
+        for q in queues:
+            if q.overflow != "drop-head" and q.would_overflow(size):
+                rejected = True
+                if q.overflow == "reject-publish-dlx":
+                    q.dead_letter([Entry(0, msg, 0.0)], "maxlen")
+                continue
+            q.enqueue(msg)
+        if seq:
+            self._confirm(seq, not rejected)
+
+    def _send_return(self, msg: StoredMessage) -> None:
+        out: list[bytes] = []
+        payload = M.return_payload(312, "NO_ROUTE", M.shortstr(msg.exchange), M.shortstr(msg.routing_key))
+        self._content_frames(payload, msg, out)
+        self.conn.send_frames(out)
+
+    def _confirm(self, seq: int, ack: bool) -> None:
+        if ack:
+            self._ack_upto = seq
+            self.conn.want_flush_confirms(self)
+            return
+        self.flush_confirms(upto=seq - 1)
+        self.reply(M.confirm_payload(False, seq, False))
+        self._ack_sent = seq
+        self._ack_upto = seq
+
+    def flush_confirms(self, upto: int | None = None) -> None:
+        """Send one (multiple) ack covering everything confirmed since the last one."""
+        top = self._ack_upto if upto is None else min(upto, self._ack_upto)
+        if top <= self._ack_sent:
+            return
+        multiple = top - self._ack_sent > 1
+        self.reply(M.confirm_payload(True, top, multiple))
+        self._ack_sent = top
+
+    # -- deliveries -------------------------------------------------------------------------------
+
+    def _content_frames(self, method_payload: bytes, msg: StoredMessage, out: list[bytes]) -> None:
+        ch = self.number
+        out.append(_HDR.pack(FRAME_METHOD, ch, len(method_payload)))
+        out.append(method_payload)
+        out.append(b"\xce")
+        header = _CONTENT_HEAD.pack(60, 0, len(msg.body)) + msg.props
+        out.append(_HDR.pack(FRAME_HEADER, ch, len(header)))
+        out.append(header)
+        out.append(b"\xce")
+        build_body_frames(ch, msg.body, self.conn.frame_max, out)
+
+    def can_deliver(self, consumer: Consumer) -> bool:
+        if not self.open or self.closing or self.conn.paused:
+            return False
+        if consumer.no_ack:
+            return True
+        if consumer.prefetch and consumer.unacked >= consumer.prefetch:
+            return False
+        return not (self.global_prefetch and self.unacked_count >= self.global_prefetch)
+
+    def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None:
+        tag = self.next_tag
+        self.next_tag = tag + 1
+        if not consumer.no_ack:
+            self.unacked[tag] = Unacked(queue, entry, consumer)
+            self.unacked_order.append(tag)
+            consumer.unacked += 1
+            self.unacked_count += 1
+        msg = entry.msg
+        payload = M.deliver_payload(
+            consumer.tag_wire, tag, entry.redelivered, M.shortstr(msg.exchange), M.shortstr(msg.routing_key)
+        )
+        out: list[bytes] = []
+        self._content_frames(payload, msg, out)
+        self.conn.send_frames(out)
+
+    def deliver_direct_reply(self, msg: StoredMessage) -> None:
+        """A message published to amq.rabbitmq.reply-to.<suffix> for our reply consumer."""
+        if self.reply_consumer is None:
+            return
+        tag = self.next_tag
+        self.next_tag = tag + 1
+        ctag = self.reply_consumer[0]
+        payload = M.deliver_payload(
+            M.shortstr(ctag), tag, False, M.shortstr(msg.exchange), M.shortstr(msg.routing_key)
+        )
+        out: list[bytes] = []
+        self._content_frames(payload, msg, out)
+        self.conn.send_frames(out)
+
+    def consumer_cancelled_by_server(self, consumer: Consumer) -> None:
+        """The queue went away: drop the consumer and tell the client (consumer_cancel_notify)."""
+        if self.consumers.pop(consumer.tag, None) is None:
+            return
+        if self.conn.cancel_notify:
+            self.reply(replies.basic_cancel(consumer.tag))
+
+    # -- channel methods ------------------------------------------------------------------------
+
+    def on_channel_open(self, args: dict[str, Any]) -> None:
+        raise AmqpError(504, "second 'channel.open' seen", hard=True)
+
+    def on_channel_close(self, args: dict[str, Any]) -> None:
+        self.reply(replies.channel_close_ok())
+        self.conn.channel_closed(self)
+
+    def on_channel_close_ok(self, args: dict[str, Any]) -> None:
+        if self.closing:
+            self.conn.channel_closed(self)
+
+    def on_channel_flow(self, args: dict[str, Any]) -> None:
+        if not args["active"]:
+            raise AmqpError(540, "active=false", hard=True)
+        self.reply(replies.channel_flow_ok(True))
+
+    # -- exchanges --------------------------------------------------------------------------------
+
+    def on_exchange_declare(self, a: dict[str, Any]) -> None:
+        vhost = self.vhost
+        name = strip_cr_lf(a["exchange"])
+        if a["passive"]:
+            not_default_exchange(name)
+            vhost.exchange_or_404(name)
+            if not a["nowait"]:
+                self.reply(replies.exchange_declare_ok())
+            return
+        type_name = a["type"]
+        from broker.exchange_types import get_type
+
+        get_type(type_name, vhost.compat)  # unknown type: 503 before anything else
+        not_default_exchange(name)
+        x = vhost.exchanges.get(name)
+        args: FieldTable = a["arguments"]
+        if x is None:
+            check_name("exchange", name)
+            ae = args.get("alternate-exchange")
+            if ae is not None and ae.type != "longstr":
+                raise AmqpError(
+                    406,
+                    f"invalid type '{ae.type}' for arg 'alternate-exchange' in {vhost.rs('exchange', name)}",
+                )
+            x = vhost.declare_exchange(
+                name,
+                type_name,
+                durable=a["durable"],
+                auto_delete=a["auto_delete"],
+                internal=a["internal"],
+                arguments=args,
+            )
+        else:
+            rs = vhost.rs("exchange", name)
+            assert_field_equivalence(x.type_name, type_name, rs, "type")
+            assert_field_equivalence(x.durable, a["durable"], rs, "durable")
+            assert_field_equivalence(x.auto_delete, a["auto_delete"], rs, "auto_delete")
+            assert_field_equivalence(x.internal, a["internal"], rs, "internal")
+            assert_args_equivalence(x.arguments, args, rs, ("alternate-exchange",))
+        if not a["nowait"]:
+            self.reply(replies.exchange_declare_ok())
+
+    def on_exchange_delete(self, a: dict[str, Any]) -> None:
+        vhost = self.vhost
+        name = strip_cr_lf(a["exchange"])
+        not_default_exchange(name)
+        if name.startswith("amq."):
+            raise AmqpError(403, f"deletion of system {vhost.rs('exchange', name)} not allowed")
+        x = vhost.exchanges.get(name)
+        if x is not None:
+            if a["if_unused"] and vhost.exchange_in_use(x):
+                raise AmqpError(406, f"{vhost.rs('exchange', name)} in use")
+            vhost.delete_exchange(x)
+        if not a["nowait"]:
+            self.reply(replies.exchange_delete_ok())
+
+    def _binding_action(self, source: str, dest: Destination, key: str, args: FieldTable, add: bool) -> None:
+        vhost = self.vhost
+        not_default_exchange(dest.name) if dest.kind == "exchange" else None
+        not_default_exchange(source)
+        src = vhost.exchanges.get(source)
+        if src is None:
+            raise AmqpError(404, f"no exchange '{source}' in vhost '{vhost.name}'")
+        if dest.kind == "queue":
+            q = vhost.queues.get(dest.name)
+            if q is None:
+                raise AmqpError(404, f"no queue '{dest.name}' in vhost '{vhost.name}'")
+            self.conn.check_exclusive(q)
+        elif dest.name not in vhost.exchanges:
+            raise AmqpError(404, f"no exchange '{dest.name}' in vhost '{vhost.name}'")
+        binding = Binding(dest, key, args)
+        if add:
+            vhost.add_binding(src, binding)
+        else:
+            vhost.remove_binding(src, binding)
+
+    def on_exchange_bind(self, a: dict[str, Any]) -> None:
+        self._binding_action(
+            strip_cr_lf(a["source"]),
+            Destination.exchange(strip_cr_lf(a["destination"])),
+            a["routing_key"],
+            a["arguments"],
+            True,
+        )
+        if not a["nowait"]:
+            self.reply(replies.exchange_bind_ok())
+
+    def on_exchange_unbind(self, a: dict[str, Any]) -> None:
+        self._binding_action(
+            strip_cr_lf(a["source"]),
+            Destination.exchange(strip_cr_lf(a["destination"])),
+            a["routing_key"],
+            a["arguments"],
+            False,
+        )
+        if not a["nowait"]:
+            self.reply(replies.exchange_unbind_ok())
+
+    # -- queues -------------------------------------------------------------------------------------
+
+    def _queue_name(self, name: str) -> str:
+        """expand_queue_name_shortcut: "" means the channel's most recently declared queue."""
+        if name == "":
+            if self.last_queue == "":
+                raise AmqpError(404, "no previously declared queue")
+            return self.last_queue
+        return strip_cr_lf(name)
+
+    def on_queue_declare(self, a: dict[str, Any]) -> None:
+        vhost = self.vhost
+        conn = self.conn
+        name = strip_cr_lf(a["queue"])
+        if a["passive"]:
+            found = vhost.queue_or_404(name)
+            conn.check_exclusive(found)
+            self._declare_ok(found, a["nowait"])
+            return
+        exclusive = a["exclusive"]
+        durable = a["durable"] and not exclusive
+        auto_delete = a["auto_delete"]
+        args: FieldTable = a["arguments"]
+        if name == "":
+            name = gen_name("amq.gen")
+        else:
+            check_name("queue", name)
+        q = vhost.queues.get(name)
+        if q is not None:
+            rs = vhost.rs("queue", name)
+            owner = conn if exclusive else None
+            if q.exclusive_owner is not owner:
+                raise conn.locked_error(q)
+            assert_field_equivalence(q.durable, durable, rs, "durable")
+            assert_field_equivalence(q.auto_delete, auto_delete, rs, "auto_delete")
+            assert_args_equivalence(q.arguments, args, rs, CLASSIC_QUEUE_ARGS)
+            q.reset_expiry()
+            self._declare_ok(q, a["nowait"])
+            return
+        dlx = args.get("x-dead-letter-exchange")
+        if dlx is not None and dlx.type != "longstr":
+            raise AmqpError(
+                406,
+                f"invalid type '{dlx.type}' for arg 'x-dead-letter-exchange' in {vhost.rs('queue', name)}",
+            )
+        check_queue_arguments(args, name, vhost.name)
+        q = Queue(
+            vhost,
+            name,
+            durable=durable,
+            exclusive_owner=conn if exclusive else None,
+            auto_delete=auto_delete,
+            arguments=args,
+        )
+        vhost.add_queue(q)
+        if exclusive:
+            conn.exclusive_queues.append(q)
+        self._declare_ok(q, a["nowait"])
+
+    def _declare_ok(self, q: Queue, nowait: bool) -> None:
+        self.last_queue = q.name
+        if not nowait:
+            self.reply(replies.queue_declare_ok(q.name, q.message_count, q.consumer_count))
+
+    def on_queue_bind(self, a: dict[str, Any]) -> None:
+        qname = self._queue_name(a["queue"])
+        key = a["routing_key"]
+        if a["queue"] == "" and key == "":
+            key = qname
+        self._binding_action(strip_cr_lf(a["exchange"]), Destination.queue(qname), key, a["arguments"], True)
+        if not a["nowait"]:
+            self.reply(replies.queue_bind_ok())
+
+    def on_queue_unbind(self, a: dict[str, Any]) -> None:
+        qname = self._queue_name(a["queue"])
+        key = a["routing_key"]
+        if a["queue"] == "" and key == "":
+            key = qname
+        self._binding_action(strip_cr_lf(a["exchange"]), Destination.queue(qname), key, a["arguments"], False)
+        self.reply(replies.queue_unbind_ok())
+
+    def on_queue_purge(self, a: dict[str, Any]) -> None:
+        q = self.vhost.queue_or_404(self._queue_name(a["queue"]))
+        self.conn.check_exclusive(q)
+        n = q.purge()
+        if not a["nowait"]:
+            self.reply(replies.queue_purge_ok(n))
+
+    def on_queue_delete(self, a: dict[str, Any]) -> None:
+        vhost = self.vhost
+        name = self._queue_name(a["queue"])
+        q = vhost.queues.get(name)
+        n = 0
+        if q is not None:
+            self.conn.check_exclusive(q)
+            if a["if_unused"] and q.consumers:
+                raise AmqpError(406, f"{vhost.rs('queue', name)} in use")
+            if a["if_empty"] and q.message_count:
+                raise AmqpError(406, f"{vhost.rs('queue', name)} not empty")
+            n = vhost.delete_queue(q)
+        if not a["nowait"]:
+            self.reply(replies.queue_delete_ok(n))
+
+    # -- basic --------------------------------------------------------------------------------------
+
+    def on_basic_qos(self, a: dict[str, Any]) -> None:
+        if a["prefetch_size"]:
+            raise AmqpError(540, f"prefetch_size!=0 ({a['prefetch_size']})", hard=True)
+        if a["global_"]:
+            self.global_prefetch = a["prefetch_count"]
+        else:
+            self.prefetch = a["prefetch_count"]
+        self.reply(replies.basic_qos_ok())
+        self._kick_queues()
+
+    def _kick_queues(self) -> None:
+        for q in {id(c.queue): c.queue for c in self.consumers.values()}.values():
+            q.try_deliver()
+
+    def on_basic_consume(self, a: dict[str, Any]) -> None:
+        tag = a["consumer_tag"]
+        if tag in self.consumers or (self.reply_consumer is not None and self.reply_consumer[0] == tag):
+            raise AmqpError(530, f"attempt to reuse consumer tag '{tag}'", hard=True)
+        qname = a["queue"]
+        if qname == REPLY_TO:
+            if not a["no_ack"]:
+                raise AmqpError(406, "reply consumer cannot acknowledge")
+            if self.reply_consumer is not None:
+                raise AmqpError(406, "reply consumer already set")
+            tag = tag or gen_name("amq.ctag")
+            suffix = self.conn.broker.register_reply_channel(self)
+            self.reply_consumer = (tag, suffix)
+            if not a["nowait"]:
+                self.reply(replies.basic_consume_ok(tag))
+            return
+        q = self.vhost.queue_or_404(self._queue_name(qname))
+        tag = tag or gen_name("amq.ctag")
+        self.conn.check_exclusive(q)
+        args: FieldTable = a["arguments"]
+        check_consume_arguments(args, q.name, self.vhost.name)
+        if q.consumers and (a["exclusive"] or any(c.exclusive for c in q.consumers)):
+            raise AmqpError(403, f"{self.vhost.rs('queue', q.name)} in exclusive use")
+        prio = args.get("x-priority")
+        consumer = Consumer(
+            self,
+            tag,
+            q,
+            a["no_ack"],
+            a["exclusive"],
+            self.prefetch,
+            args,
+            int(prio.value) if prio is not None else 0,
+        )
+        self.consumers[tag] = consumer
+        if not a["nowait"]:
+            self.reply(replies.basic_consume_ok(tag))
+        q.add_consumer(consumer)
+
+    def on_basic_cancel(self, a: dict[str, Any]) -> None:
+        tag = a["consumer_tag"]
+        if self.reply_consumer is not None and self.reply_consumer[0] == tag:
+            self.conn.broker.unregister_reply_channel(self.reply_consumer[1])
+            self.reply_consumer = None
+        else:
+            consumer = self.consumers.pop(tag, None)
+            if consumer is not None:
+                if not a["nowait"]:
+                    self.reply(replies.basic_cancel_ok(tag))
+                consumer.queue.remove_consumer(consumer)
+                return
+        if not a["nowait"]:
+            self.reply(replies.basic_cancel_ok(tag))
+
+    def on_basic_get(self, a: dict[str, Any]) -> None:
+        q = self.vhost.queue_or_404(self._queue_name(a["queue"]))
+        self.conn.check_exclusive(q)
+        entry = q.get()
+        if entry is None:
+            self.reply(replies.basic_get_empty())
+            return
+        tag = self.next_tag
+        self.next_tag = tag + 1
+        if not a["no_ack"]:
+            q.unacked += 1
+            self.unacked[tag] = Unacked(q, entry, None)
+            self.unacked_order.append(tag)
+            self.unacked_count += 1
+        msg = entry.msg
+        payload = M.get_ok_payload(
+            tag, entry.redelivered, M.shortstr(msg.exchange), M.shortstr(msg.routing_key), q.count
+        )
+        out: list[bytes] = []
+        self._content_frames(payload, msg, out)
+        self.conn.send_frames(out)
+        if a["no_ack"] and q.auto_delete:
+            pass
+
+    def _collect(self, tag: int, multiple: bool) -> list[tuple[int, Unacked]]:
+        """rabbit_channel:collect_acks: tag 0 + multiple means everything; unknown tag is a 406."""
+        unacked = self.unacked
+        if multiple and tag == 0:
+            out = [(t, unacked.pop(t)) for t in self.unacked_order if t in unacked]
+            self.unacked_order.clear()
+            return out
+        if tag not in unacked:
+            raise AmqpError(406, f"unknown delivery tag {tag}")
+        if not multiple:
+            return [(tag, unacked.pop(tag))]
+        out = []
+        order = self.unacked_order
+        while order and order[0] <= tag:
+            t = order.popleft()
+            u = unacked.pop(t, None)
+            if u is not None:
+                out.append((t, u))
+        return out
+
+    def _release(self, items: list[tuple[int, Unacked]]) -> set[Queue]:
+        """Bookkeeping common to ack/reject: free prefetch credit, return touched queues."""
+        touched: set[Queue] = set()
+        for _t, u in items:
+            if u.consumer is not None:
+                u.consumer.unacked -= 1
+            self.unacked_count -= 1
+            u.queue.unacked -= 1
+            touched.add(u.queue)
+        return touched
+
+    def on_basic_ack(self, a: dict[str, Any]) -> None:
+        items = self._collect(a["delivery_tag"], a["multiple"])
+        if self.tx is not None:
+            self.tx_acks.extend(items)
+            return
+        for q in self._release(items):
+            q.try_deliver()
+
+    def _reject(self, items: list[tuple[int, Unacked]], requeue: bool) -> None:
+        touched = self._release(items)
+        by_queue: dict[Queue, list[Entry]] = {}
+        for _t, u in items:
+            by_queue.setdefault(u.queue, []).append(u.entry)
+        for q, entries in by_queue.items():
+            if q.deleted:
+                continue
+            if requeue:
+                q.requeue(entries)
+            else:
+                q.dead_letter(entries, "rejected")
+        for q in touched:
+            q.try_deliver()
+
+    def on_basic_reject(self, a: dict[str, Any]) -> None:
+        items = self._collect(a["delivery_tag"], False)
+        if self.tx is not None:
+            requeue = a["requeue"]
+            self.tx.append(lambda: self._reject(items, requeue))
+            self.tx_acks.extend([])
+            return
+        self._reject(items, a["requeue"])
+
+    def on_basic_nack(self, a: dict[str, Any]) -> None:
+        items = self._collect(a["delivery_tag"], a["multiple"])
+        if self.tx is not None:
+            requeue = a["requeue"]
+            self.tx.append(lambda: self._reject(items, requeue))
+            return
+        self._reject(items, a["requeue"])
+
+    def on_basic_recover_async(self, a: dict[str, Any]) -> None:
+        if not a["requeue"]:
+            raise AmqpError(540, "requeue=false", hard=True)
+        self.requeue_all()
+
+    def on_basic_recover(self, a: dict[str, Any]) -> None:
+        self.on_basic_recover_async(a)
+        self.reply(replies.basic_recover_ok())
+
+    def requeue_all(self) -> None:
+        items = [(t, self.unacked.pop(t)) for t in self.unacked_order if t in self.unacked]
+        self.unacked_order.clear()
+        if items:
+            self._reject(items, True)
+
+    # -- confirm / tx -------------------------------------------------------------------------------
+
+    def on_confirm_select(self, a: dict[str, Any]) -> None:
+        if self.tx is not None:
+            raise AmqpError(406, "cannot switch from tx to confirm mode")
+        self.confirm = True
+        if not a["nowait"]:
+            self.reply(replies.confirm_select_ok())
+
+    def on_tx_select(self, a: dict[str, Any]) -> None:
+        if self.confirm:
+            raise AmqpError(406, "cannot switch from confirm to tx mode")
+        if self.tx is None:
+            self.tx = []
+            self.tx_acks = []
+        self.reply(replies.tx_select_ok())
+
+    def on_tx_commit(self, a: dict[str, Any]) -> None:
+        if self.tx is None:
+            raise AmqpError(406, "channel is not transactional")
+        actions, acks = self.tx, self.tx_acks
+        self.tx, self.tx_acks = [], []
+        for action in actions:
+            action()
+        for q in self._release(acks):
+            q.try_deliver()
+        self.reply(replies.tx_commit_ok())
+
+    def on_tx_rollback(self, a: dict[str, Any]) -> None:
+        if self.tx is None:
+            raise AmqpError(406, "channel is not transactional")
+        # acknowledged-in-tx deliveries become unacked again, in tag order
+        for t, u in self.tx_acks:
+            self.unacked[t] = u
+        if self.tx_acks:
+            self.unacked_order = deque(sorted(set(self.unacked_order) | {t for t, _ in self.tx_acks}))
+        self.tx, self.tx_acks = [], []
+        self.reply(replies.tx_rollback_ok())
+
+    # -- teardown ---------------------------------------------------------------------------------
+
+    def teardown(self) -> None:
+        """Channel closed (either side) or connection gone: cancel consumers, requeue unacked."""
+        self.open = False
+        for consumer in list(self.consumers.values()):
+            consumer.queue.remove_consumer(consumer)
+        self.consumers.clear()
+        if self.reply_consumer is not None:
+            self.conn.broker.unregister_reply_channel(self.reply_consumer[1])
+            self.reply_consumer = None
+        items = [(t, self.unacked.pop(t)) for t in self.unacked_order if t in self.unacked]
+        self.unacked_order.clear()
+        if self.tx_acks:  # uncommitted acks: the messages go back too
+            items.extend(self.tx_acks)
+            self.tx_acks = []
+        if items:
+            self._release(items)
+            by_queue: dict[Queue, list[Entry]] = {}
+            for _t, u in items:
+                by_queue.setdefault(u.queue, []).append(u.entry)
+            for q, entries in by_queue.items():
+                if not q.deleted:
+                    q.requeue(entries)

@@ -1,0 +1,89 @@
+"""`hashbroker` command line: `serve` runs the broker, `demo` shows consistent-hash routing.
+
+argparse subcommands so other tools (e.g. `ctl`) can register more later via `build_parser()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hashbroker", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the AMQP 0-9-1 broker")
+    serve.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="listen port (default 5672; 0 = any free port)")
+    serve.add_argument("--config", default=None, help="TOML or JSON settings file")
+    serve.add_argument(
+        "--management-port",
+        type=int,
+        default=None,
+        help="RabbitMQ-style management HTTP API port (off by default; 0 = any free port)",
+    )
+    serve.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    serve.set_defaults(func=cmd_serve)
+    demo = sub.add_parser(
+        "demo", help="route 100,000 messages through x-consistent-hash and compare with RabbitMQ"
+    )
+    demo.add_argument("--messages", type=int, default=100_000, help=argparse.SUPPRESS)
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from broker.settings import Settings
+
+    try:
+        settings = Settings.load(
+            args.config,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            management_port=args.management_port,
+        )
+    except Exception as exc:
+        print(f"hashbroker: invalid settings: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from broker.server import Broker
+
+    broker = Broker(settings)
+
+    async def run() -> None:
+        await broker.start()
+        try:
+            await broker.serve_forever()
+        finally:
+            await broker.stop()
+
+    try:
+        asyncio.run(run())
+    except OSError as exc:
+        reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        print(f"hashbroker: cannot listen on {settings.host}:{settings.port}: {reason}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from broker.demo import run_demo
+
+    return run_demo(args.messages)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,544 @@
+"""The AMQP connection state machine: handshake, tuning, channel table, heartbeats, error closing.
+
+It consumes bytes (`data_received`) and produces bytes through `transport.write`; the asyncio
+Protocol in broker.transport is only an adapter. Error handling follows rabbit_reader: errors during
+the handshake close the socket (with connection.close only where RabbitMQ sends one), hard errors
+send connection.close and wait briefly for close-ok, soft errors close just the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import platform
+import struct
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from broker import __version__
+from broker.channel import Channel
+from broker.protocol import methods as M
+from broker.protocol.framing import (
+    ACCEPTED_HEADERS,
+    FRAME_HEARTBEAT,
+    FRAME_METHOD,
+    FRAME_MIN_SIZE,
+    HEARTBEAT_FRAME,
+    PROTOCOL_HEADER,
+    FrameReader,
+    unexpected_frame_error,
+)
+from exchanges.errors import AmqpError
+from exchanges.fields import FieldDecodeError, FieldTable
+
+if TYPE_CHECKING:
+    from broker.entities.queue import Queue
+    from broker.entities.vhost import VHost
+    from broker.server import Broker
+
+log = logging.getLogger("hashbroker.connection")
+_ids = itertools.count(1)
+CLOSE_OK_TIMEOUT = 1.0
+_S64 = struct.Struct(">Q")
+
+
+class Transport(Protocol):
+    def write(self, data: bytes) -> None: ...
+    def close(self) -> None: ...
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
+
+
+def server_properties() -> dict[str, Any]:
+    return {
+        "product": "hashbroker",
+        "version": __version__,
+        "platform": f"Python {platform.python_version()}",
+        "copyright": "hashbroker contributors",
+        "information": "AMQP 0-9-1 broker routing as RabbitMQ 3.10.8; Apache-2.0",
+        "capabilities": {
+            "publisher_confirms": True,
+            "exchange_exchange_bindings": True,
+            "basic.nack": True,
+            "consumer_cancel_notify": True,
+            "connection.blocked": True,
+            "consumer_priorities": True,
+            "authentication_failure_close": True,
+            "per_consumer_qos": True,
+            "direct_reply_to": True,
+        },
+    }
+
+
+class Connection:
+    def __init__(self, broker: Broker, transport: Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.broker = broker
+        self.transport = transport
+        self.loop = loop
+        self.id = next(_ids)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.name = f"{self.peer} -> {broker.host}:{broker.port}"
+        self.reader = FrameReader(FRAME_MIN_SIZE)
+        self.state = "handshake"
+        self.frame_max = FRAME_MIN_SIZE
+        self.channel_max = broker.settings.channel_max
+        self.heartbeat = 0
+        self.user = ""
+        self.vhost_name = ""
+        self.vhost_obj: VHost = None  # type: ignore[assignment]  # set on connection.open
+        self.capabilities: FieldTable = FieldTable()
+        self.cancel_notify = False
+        self.channels: dict[int, Channel] = {}
+        self.closing_channels: set[int] = set()
+        self.exclusive_queues: list[Queue] = []
+        self.paused = False
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._confirm_channels: set[Channel] = set()
+        self._last_recv = time.monotonic()
+        self._last_send = time.monotonic()
+        self._hb_timer: asyncio.TimerHandle | None = None
+        self._close_timer: asyncio.TimerHandle | None = None
+        self.closed = False
+        self._auth_mechanism = ""
+        log.info("accepting AMQP connection %s (%s)", self.id, self.name)
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def send_method(self, channel: int, payload: bytes) -> None:
+        self._out.append(M.method_frame(channel, payload))
+        self._schedule_flush()
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        self._out.extend(frames)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def want_flush_confirms(self, channel: Channel) -> None:
+        self._confirm_channels.add(channel)
+        self._schedule_flush()
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        if self._confirm_channels:
+            chans = self._confirm_channels
+            self._confirm_channels = set()
+            for ch in chans:
+                if ch.open:
+                    ch.flush_confirms()
+        if self._out and not self.closed:
+            data = b"".join(self._out)
+            self._out.clear()
+            self._last_send = time.monotonic()
+            self.transport.write(data)
+        elif self._out:
+            self._out.clear()
+
+    # -- input --------------------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._last_recv = time.monotonic()
+        reader = self.reader
+        reader.feed(data)
+        if self.state == "handshake":
+            header = reader.take(8)
+            if header is None:
+                if reader.buffered and not PROTOCOL_HEADER.startswith(
+                    bytes(reader._buf[:8])[: reader.buffered]
+                ):
+                    self._refuse()
+                return
+            if header not in ACCEPTED_HEADERS:
+                self._refuse()
+                return
+            self._send_start()
+        try:
+            for ftype, channel, payload in reader.frames():
+                if self.closed:
+                    return
+                self._handle_frame(ftype, channel, payload)
+                if self.state == "closed":
+                    return
+        except AmqpError as err:
+            self.fail(err, 0, fatal=err.reply_code == 501)
+        self.flush()
+
+    def _refuse(self) -> None:
+        """Bad protocol header: answer with ours and close (rabbit_reader:refuse_connection)."""
+        log.info("connection %s: bad protocol header, refused", self.id)
+        self.transport.write(PROTOCOL_HEADER)
+        self._shutdown("bad protocol header")
+
+    def _handle_frame(self, ftype: int, channel: int, payload: bytes) -> None:
+        if ftype == FRAME_HEARTBEAT:
+            if channel != 0:
+                raise unexpected_frame_error(ftype, payload)
+            return
+        if ftype not in (1, 2, 3):
+            from broker.protocol.framing import frame_error
+
+            raise frame_error(ftype, payload, "unknown_frame")
+        if self.state == "closing":
+            if channel == 0 and ftype == FRAME_METHOD:
+                self._closing_method(payload)
+            return
+        if channel == 0:
+            if ftype != FRAME_METHOD:
+                raise unexpected_frame_error(ftype, payload)
+            self._channel0(M.decode_method(payload))
+            return
+        if self.state != "running":
+            raise unexpected_frame_error(ftype, payload)
+        ch = self.channels.get(channel)
+        if ch is None:
+            if channel in self.closing_channels:
+                # we sent channel.close: only close-ok (or a crossing close) matters now
+                if ftype == FRAME_METHOD and payload[:4] in (b"\x00\x14\x00\x29", b"\x00\x14\x00\x28"):
+                    if payload[:4] == b"\x00\x14\x00\x28":
+                        self.send_method(channel, M.simple_payload(20, 41))
+                    self.closing_channels.discard(channel)
+                return
+            if ftype == FRAME_METHOD and payload[:4] == b"\x00\x14\x00\x0a":  # channel.open
+                if self.channel_max and len(self.channels) >= self.channel_max:
+                    raise AmqpError(
+                        530,
+                        f"number of channels opened ({len(self.channels)}) has reached the "
+                        f"negotiated channel_max ({self.channel_max})",
+                    )
+                self.channels[channel] = Channel(self, channel)
+                self.send_method(channel, M.simple_payload(20, 11, b"\x00\x00\x00\x00"))
+                return
+            if ftype == FRAME_METHOD:
+                M.decode_method(payload)  # undecodable methods report 501/540 first
+            raise AmqpError(504, "expected 'channel.open'")
+        try:
+            ch.handle_frame(ftype, payload)
+        except AmqpError as err:
+            if err.hard:
+                err.class_method = getattr(ch, "_class_method", (0, 0))  # type: ignore[attr-defined]
+                raise
+            self.close_channel(ch, err)
+
+    # -- channel 0 ----------------------------------------------------------------------------------
+
+    def _send_start(self) -> None:
+        from pamqp import commands
+
+        start = commands.Connection.Start(
+            version_major=0,
+            version_minor=9,
+            server_properties=server_properties(),
+            mechanisms="PLAIN AMQPLAIN",
+            locales="en_US",
+        )
+        self._out.append(M.encode_method(0, start))
+        self.state = "starting"
+        self.flush()
+
+    def _channel0(self, m: M.Method) -> None:
+        state = self.state
+        name = m.name
+        if name == "connection.start_ok" and state == "starting":
+            self._start_ok(m.args)
+        elif name == "connection.secure_ok" and state == "securing":
+            raise AmqpError(503, "unexpected connection.secure_ok")
+        elif name == "connection.tune_ok" and state == "tuning":
+            self._tune_ok(m.args)
+        elif name == "connection.open" and state == "opening":
+            self._open(m.args)
+        elif name == "connection.close":
+            self.send_method(0, M.simple_payload(10, 51))
+            log.info(
+                "closing AMQP connection %s (%s, vhost: '%s', user: '%s')",
+                self.id,
+                self.name,
+                self.vhost_name,
+                self.user,
+            )
+            self.flush()
+            self._shutdown("client closed")
+        elif name == "connection.close_ok":
+            self._shutdown("close-ok")
+        elif name == "connection.update_secret" and state == "running":
+            raise AmqpError(530, "Secret update failed")
+        else:
+            raise AmqpError(504, f"unexpected method in connection state {state}")
+
+    def _start_ok(self, a: dict[str, Any]) -> None:
+        props: FieldTable = a["client_properties"]
+        caps = props.get("capabilities")
+        if caps is not None and caps.type == "table":
+            self.capabilities = caps.value
+        cn = self.capabilities.get("consumer_cancel_notify")
+        self.cancel_notify = bool(cn is not None and cn.type == "bool" and cn.value)
+        mech = a["mechanism"]
+        self._auth_mechanism = mech
+        response: bytes = a["response"]
+        if mech == "PLAIN":
+            parts = response.split(b"\x00")
+            if len(parts) != 3:
+                raise AmqpError(502, f"response {response!r} invalid")
+            user, password = parts[1], parts[2]
+        elif mech == "AMQPLAIN":
+            try:
+                table = FieldTable.decode(response)
+            except FieldDecodeError:
+                raise AmqpError(502, "AMQPLAIN response invalid") from None
+            lf, pf = table.get("LOGIN"), table.get("PASSWORD")
+            if lf is None or pf is None or lf.type != "longstr" or pf.type != "longstr":
+                raise AmqpError(502, "AMQPLAIN auth info invalid")
+            user, password = lf.value, pf.value
+        else:
+            raise AmqpError(503, f"unknown authentication mechanism '{mech}'")
+        username = user.decode("utf-8", errors="replace")
+        ok = self.broker.check_credentials(username, password.decode("utf-8", errors="replace"))
+        if not ok:
+            self._auth_fail(username, f"user '{username}' - invalid credentials")
+            return
+        if username in self.broker.settings.loopback_users and not self._is_loopback():
+            self._auth_fail(username, f"user '{username}' can only connect via localhost")
+            return
+        self.user = username
+        from pamqp import commands
+
+        s = self.broker.settings
+        self._out.append(
+            M.encode_method(
+                0,
+                commands.Connection.Tune(
+                    channel_max=s.channel_max, frame_max=s.frame_max, heartbeat=s.heartbeat
+                ),
+            )
+        )
+        self.state = "tuning"
+
+    def _is_loopback(self) -> bool:
+        peer = self.transport.get_extra_info("peername")
+        if not isinstance(peer, tuple):
+            return True  # unix socket / in-memory transport
+        host = str(peer[0])
+        return host.startswith("127.") or host in ("::1", "::ffff:127.0.0.1", "localhost")
+
+    def _auth_fail(self, username: str, reason: str) -> None:
+        log.error(
+            "connection %s (%s): user '%s' login refused: %s login refused: %s",
+            self.id,
+            self.name,
+            username,
+            self._auth_mechanism,
+            reason,
+        )
+        af = self.capabilities.get("authentication_failure_close")
+        if af is not None and af.type == "bool" and af.value:
+            text = (
+                f"ACCESS_REFUSED - Login was refused using authentication mechanism {self._auth_mechanism}. "
+                "For details see the broker logfile."
+            )
+            self._out.append(M.method_frame(0, M.close_payload(10, 403, text, 0, 0)))
+        self.flush()
+        self._shutdown("authentication failure")
+
+    def _tune_ok(self, a: dict[str, Any]) -> None:
+        s = self.broker.settings
+        self._negotiate("frame_max", FRAME_MIN_SIZE, s.frame_max, a["frame_max"])
+        self._negotiate("channel_max", 1, s.channel_max, a["channel_max"])
+        self.frame_max = a["frame_max"] or s.frame_max
+        self.reader.frame_max = self.frame_max
+        self.channel_max = a["channel_max"] or s.channel_max
+        self.heartbeat = a["heartbeat"]
+        self.state = "opening"
+        if self.heartbeat:
+            self._hb_timer = self.loop.call_later(self.heartbeat, self._heartbeat_tick)
+
+    @staticmethod
+    def _negotiate(field: str, minimum: int, server: int, client: int) -> None:
+        detail = " (no limit)" if client == 0 and field == "channel_max" else ""
+        if client != 0 and client < minimum:
+            raise AmqpError(
+                530,
+                f"negotiated {field} = {client}{detail} is lower than the minimum allowed value ({minimum})",
+            )
+        if server != 0 and (client == 0 or client > server):
+            raise AmqpError(
+                530,
+                f"negotiated {field} = {client}{detail} is higher than the maximum allowed value ({server})",
+            )
+
+    def _open(self, a: dict[str, Any]) -> None:
+        vhost = self.broker.vhosts.get(a["virtual_host"])
+        if vhost is None:
+            raise AmqpError(530, f"vhost {a['virtual_host']} not found")
+        self.vhost_name = vhost.name
+        self.vhost_obj = vhost
+        self.send_method(0, M.simple_payload(10, 41, b"\x00"))
+        self.state = "running"
+        log.info(
+            "connection %s (%s): user '%s' authenticated and granted access to vhost '%s'",
+            self.id,
+            self.name,
+            self.user,
+            vhost.name,
+        )
+
+    def _closing_method(self, payload: bytes) -> None:
+        try:
+            m = M.decode_method(payload)
+        except AmqpError:
+            return
+        if m.name == "connection.close_ok":
+            self._shutdown("close-ok")
+        elif m.name == "connection.close":
+            self.send_method(0, M.simple_payload(10, 51))
+            self.flush()
+
+    # -- heartbeats -------------------------------------------------------------------------------
+
+    def _heartbeat_tick(self) -> None:
+        self._hb_timer = None
+        if self.closed:
+            return
+        now = time.monotonic()
+        hb = self.heartbeat
+        if now - self._last_recv > 2 * hb:
+            log.error(
+                "closing AMQP connection %s (%s): missed heartbeats from client, timeout: %ss",
+                self.id,
+                self.name,
+                hb,
+            )
+            self._shutdown("missed heartbeats")
+            return
+        if now - self._last_send >= hb * 0.5:
+            self._out.append(HEARTBEAT_FRAME)
+            self.flush()
+        self._hb_timer = self.loop.call_later(hb / 2, self._heartbeat_tick)
+
+    # -- errors and closing -----------------------------------------------------------------------
+
+    def fail(self, err: AmqpError, channel: int, fatal: bool = False) -> None:
+        """A connection-level error: log it, send connection.close (when RabbitMQ would), close."""
+        log.error(
+            "closing AMQP connection %s (%s, vhost: '%s', user: '%s'): %d %s",
+            self.id,
+            self.name,
+            self.vhost_name,
+            self.user,
+            err.reply_code,
+            err.reply_text,
+        )
+        if self.state in ("starting", "securing") or (self.state == "tuning" and err.reply_code != 530):
+            # rabbit_reader: handshake errors other than these are a silent close
+            self.flush()
+            self._shutdown(err.reply_text)
+            return
+        if self.state == "closing":
+            return
+        class_id, method_id = getattr(err, "class_method", (0, 0))
+        self._out.append(
+            M.method_frame(0, M.close_payload(10, err.reply_code, err.reply_text, class_id, method_id))
+        )
+        self._teardown_channels()
+        self.state = "closing"
+        self.flush()
+        if fatal:
+            self._shutdown(err.reply_text)
+            return
+        self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._shutdown, "close-ok timeout")
+
+    def close_channel(self, ch: Channel, err: AmqpError) -> None:
+        """A soft error: channel.close with the error; the channel is gone once close-ok arrives."""
+        log.warning(
+            "channel error on connection %s (%s), channel %d: %d %s",
+            self.id,
+            self.name,
+            ch.number,
+            err.reply_code,
+            err.reply_text,
+        )
+        class_id, method_id = getattr(ch, "_class_method", (0, 0))
+        self.send_method(ch.number, M.close_payload(20, err.reply_code, err.reply_text, class_id, method_id))
+        ch.closing = True
+        ch.teardown()
+        self.channels.pop(ch.number, None)
+        self.closing_channels.add(ch.number)
+
+    def channel_closed(self, ch: Channel) -> None:
+        """Called by the channel after close (client-initiated) or close-ok (server-initiated)."""
+        if self.channels.get(ch.number) is ch:
+            del self.channels[ch.number]
+            ch.teardown()
+        self.closing_channels.discard(ch.number)
+
+    def _teardown_channels(self) -> None:
+        chans = list(self.channels.values())
+        self.channels.clear()
+        for ch in chans:
+            ch.teardown()
+        for q in self.exclusive_queues:
+            if not q.deleted:
+                q.vhost.delete_queue(q, reason="owner closed")
+        self.exclusive_queues.clear()
+
+    def _shutdown(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.flush()
+        self.closed = True
+        self.state = "closed"
+        for timer in (self._hb_timer, self._close_timer):
+            if timer is not None:
+                timer.cancel()
+        self._teardown_channels()
+        self.transport.close()
+        self.broker.connection_lost(self)
+        log.info("connection %s closed: %s", self.id, reason)
+
+    def connection_lost(self) -> None:
+        """The socket went away (client vanished or we closed it)."""
+        if not self.closed:
+            if self.state == "running":
+                log.warning("client unexpectedly closed TCP connection %s (%s)", self.id, self.name)
+            self._out.clear()
+            self.closed = True
+            self.state = "closed"
+            for timer in (self._hb_timer, self._close_timer):
+                if timer is not None:
+                    timer.cancel()
+            self._teardown_channels()
+            self.broker.connection_lost(self)
+
+    # -- flow control -------------------------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self.transport.resume_reading()
+        for ch in list(self.channels.values()):
+            ch._kick_queues()
+
+    # -- helpers for channels -----------------------------------------------------------------------
+
+    def locked_error(self, q: Queue) -> AmqpError:
+        return AmqpError(
+            405,
+            f"cannot obtain exclusive access to locked queue '{q.name}' in vhost '{q.vhost.name}'. "
+            "It could be "
+            "originally declared on another connection or the exclusive property value does not match that "
+            "of the original declaration.",
+        )
+
+    def check_exclusive(self, q: Queue) -> None:
+        if q.exclusive_owner is not None and q.exclusive_owner is not self:
+            raise self.locked_error(q)

@@ -1,0 +1,1 @@
+"""Broker state: virtual hosts, exchanges, queues and consumers (no I/O)."""

@@ -1,0 +1,288 @@
+"""Queue/consumer argument validation and equivalence checks with RabbitMQ 3.10.8's texts.
+
+Mirrors rabbit_amqqueue:check_declare_arguments (classic queue type) and
+rabbit_misc:assert_args_equivalence, including Erlang's term formatting in the messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from exchanges.errors import AmqpError
+from exchanges.fields import Field, FieldTable
+
+INTEGER_TYPES = frozenset(
+    {"byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort", "unsignedint"}
+)
+MAX_EXPIRY = 315_360_000_000
+MAX_PRIORITY = 255
+
+# rabbit_classic_queue:capabilities() queue_arguments, in this order (it is the comparison order).
+CLASSIC_QUEUE_ARGS: tuple[str, ...] = (
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-version",
+    "x-single-active-consumer",
+    "x-queue-type",
+    "x-queue-master-locator",
+)
+# Arguments of the other queue types (quorum, stream): rejected for a classic queue.
+OTHER_TYPE_ARGS: frozenset[str] = frozenset(
+    {
+        "x-dead-letter-strategy",
+        "x-delivery-limit",
+        "x-initial-cluster-size",
+        "x-max-age",
+        "x-max-in-memory-bytes",
+        "x-max-in-memory-length",
+        "x-max-segment-size",
+        "x-max-segment-size-bytes",
+        "x-queue-leader-locator",
+        "x-quorum-initial-group-size",
+        "x-stream-max-segment-size-bytes",
+        "x-stream-filter-size-bytes",
+    }
+)
+CONSUMER_ARGS = ("x-cancel-on-ha-failover", "x-priority", "x-credit")
+OTHER_CONSUMER_ARGS: frozenset[str] = frozenset({"x-stream-offset"})
+
+
+def erl_term(value: object) -> str:
+    """Format a Python value as Erlang's ~p would print the equivalent term."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, bytes):
+        if value and all(32 <= b < 127 for b in value):
+            return '<<"' + value.decode("ascii").replace("\\", "\\\\").replace('"', '\\"') + '">>'
+        return "<<" + ",".join(str(b) for b in value) + ">>"
+    if isinstance(value, tuple):
+        return "{" + ",".join(erl_term(v) for v in value) + "}"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, Atom):
+        return value.name
+    return repr(value)
+
+
+class Atom:
+    """An Erlang atom inside an error term (printed bare)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+Check = Callable[[Field, FieldTable], object | None]
+
+
+def _int(f: Field, _a: FieldTable) -> object | None:
+    if f.type not in INTEGER_TYPES:
+        return f"expected integer, got {f.type}"
+    return None
+
+
+def _non_neg(f: Field, a: FieldTable) -> object | None:
+    err = _int(f, a)
+    if err is None and f.value < 0:
+        return (Atom("value_negative"), f.value)
+    return err
+
+
+def _expiry(value: int) -> object | None:
+    if value < 0:
+        return (Atom("value_negative"), value)
+    if value > MAX_EXPIRY:
+        return (Atom("value_too_large"), value)
+    return None
+
+
+def _expires(f: Field, a: FieldTable) -> object | None:
+    err = _int(f, a)
+    if err is not None:
+        return err
+    if f.value == 0:
+        return (Atom("value_zero"), 0)
+    return _expiry(f.value)
+
+
+def _ttl(f: Field, a: FieldTable) -> object | None:
+    err = _int(f, a)
+    return err if err is not None else _expiry(f.value)
+
+
+def _dlx(f: Field, _a: FieldTable) -> object | None:
+    return None if f.type == "longstr" else (Atom("unacceptable_type"), Atom(f.type))
+
+
+def _dlrk(f: Field, a: FieldTable) -> object | None:
+    if f.type != "longstr":
+        return (Atom("unacceptable_type"), Atom(f.type))
+    return None if a.get("x-dead-letter-exchange") is not None else Atom("routing_key_but_no_dlx_defined")
+
+
+def _max_priority(f: Field, a: FieldTable) -> object | None:
+    err = _non_neg(f, a)
+    if err is None and f.value > MAX_PRIORITY:
+        return (Atom("max_value_exceeded"), f.value)
+    return err
+
+
+def _choice(allowed: Sequence[bytes], bad: str | None) -> Check:
+    def check(f: Field, _a: FieldTable) -> object | None:
+        if f.type != "longstr":
+            return (Atom("unacceptable_type"), Atom(f.type))
+        if f.value in allowed:
+            return None
+        if bad is None:
+            return Atom("invalid_overflow")
+        return bad.format(f.value.decode("utf-8", errors="replace"))
+
+    return check
+
+
+def _bool(f: Field, _a: FieldTable) -> object | None:
+    return None if f.type == "bool" else (Atom("unacceptable_type"), Atom(f.type))
+
+
+def _queue_version(f: Field, a: FieldTable) -> object | None:
+    err = _non_neg(f, a)
+    if err is None and f.value not in (1, 2):
+        return f"unsupported queue version '{f.value}'"
+    return err
+
+
+_QUEUE_TYPE = _choice((b"classic", b"quorum", b"stream"), "unsupported queue type '{}'")
+
+DECLARE_CHECKS: tuple[tuple[str, Check], ...] = (
+    ("x-expires", _expires),
+    ("x-message-ttl", _ttl),
+    ("x-dead-letter-exchange", _dlx),
+    ("x-dead-letter-routing-key", _dlrk),
+    ("x-max-length", _non_neg),
+    ("x-max-length-bytes", _non_neg),
+    ("x-max-priority", _max_priority),
+    ("x-overflow", _choice((b"drop-head", b"reject-publish", b"reject-publish-dlx"), None)),
+    ("x-queue-mode", _choice((b"default", b"lazy"), "unsupported queue mode '{}'")),
+    ("x-queue-version", _queue_version),
+    ("x-single-active-consumer", _bool),
+)
+
+
+def resource(kind: str, name: str, vhost: str) -> str:
+    """rabbit_misc:rs/1: "queue 'q' in vhost '/'"."""
+    return f"{kind} '{name}' in vhost '{vhost}'"
+
+
+def check_queue_arguments(args: FieldTable, qname: str, vhost: str) -> None:
+    """Validate declare arguments of a classic queue (raises 406 with RabbitMQ's text)."""
+    rs = resource("queue", qname, vhost)
+    qtype = args.get("x-queue-type")
+    if qtype is not None:
+        _raise_if(qtype, _QUEUE_TYPE(qtype, args), "x-queue-type", rs)
+        if qtype.value != b"classic":
+            raise AmqpError(540, f"queue type '{qtype.value.decode()}' is not supported by hashbroker")
+    for key, check in DECLARE_CHECKS:
+        f = args.get(key)
+        if f is not None:
+            _raise_if(f, check(f, args), key, rs)
+    for key, _f in args:
+        if key in OTHER_TYPE_ARGS:
+            raise AmqpError(406, f"invalid arg '{key}' for {rs} of queue type rabbit_classic_queue")
+
+
+def check_consume_arguments(args: FieldTable, qname: str, vhost: str) -> None:
+    rs = resource("queue", qname, vhost)
+    prio = args.get("x-priority")
+    if prio is not None:
+        _raise_if(prio, _int(prio, args), "x-priority", rs)
+    cancel = args.get("x-cancel-on-ha-failover")
+    if cancel is not None:
+        _raise_if(cancel, _bool(cancel, args), "x-cancel-on-ha-failover", rs)
+    for key, _f in args:
+        if key in OTHER_CONSUMER_ARGS:
+            raise AmqpError(406, f"invalid arg '{key}' for {rs} of queue type rabbit_classic_queue")
+
+
+def _raise_if(_f: Field, err: object | None, key: str, rs: str) -> None:
+    if err is not None:
+        raise AmqpError(406, f"invalid arg '{key}' for {rs}: {erl_term(err)}")
+
+
+def _val(f: Field | None) -> str:
+    """rabbit_misc:equivalence_fail's val/1."""
+    if f is None:
+        return "none"
+    v = f.value
+    shown = v.decode("utf-8", errors="replace") if isinstance(v, bytes) else erl_field_value(f)
+    return f"the value '{shown}' of type '{f.type}'"
+
+
+def _bare(f: Field) -> str:
+    v = f.value
+    return f"'{v.decode('utf-8', errors='replace')}'" if isinstance(v, bytes) else f"'{erl_field_value(f)}'"
+
+
+def erl_field_value(f: Field) -> str:
+    if f.type == "table":
+        return (
+            "["
+            + ",".join(
+                "{" + erl_term(k.encode()) + "," + f.type + "," + erl_field_value(v) + "}" for k, v in f.value
+            )
+            + "]"
+        )
+    if f.type == "array":
+        return "[" + ",".join("{" + i.type + "," + erl_field_value(i) + "}" for i in f.value) + "]"
+    if f.type == "void":
+        return "undefined"
+    return erl_term(f.value)
+
+
+_TYPE_CLASS = {t: "int" for t in ("byte", "short", "signedint", "long")}
+
+
+def type_class(t: str) -> str:
+    """rabbit_misc:type_class: signed integer types compare equal, others by exact type."""
+    return _TYPE_CLASS.get(t, t)
+
+
+def assert_args_equivalence(orig: FieldTable, new: FieldTable, rs: str, keys: Sequence[str]) -> None:
+    for key in keys:
+        a, b = orig.get(key), new.get(key)
+        if a == b:
+            continue
+        if a is not None and b is not None:
+            # both present: RabbitMQ compares (and prints) the bare values
+            if a.value == b.value:
+                continue
+            raise AmqpError(
+                406, f"inequivalent arg '{key}' for {rs}: received {_bare(b)} but current is {_bare(a)}"
+            )
+        raise AmqpError(
+            406, f"inequivalent arg '{key}' for {rs}: received {_val(b)} but current is {_val(a)}"
+        )
+
+
+def assert_field_equivalence(orig: object, new: object, rs: str, key: str) -> None:
+    if orig != new:
+        raise AmqpError(
+            406, f"inequivalent arg '{key}' for {rs}: received {_plain(new)} but current is {_plain(orig)}"
+        )
+
+
+def _plain(v: object) -> str:
+    if isinstance(v, bool):
+        return "'true'" if v else "'false'"
+    if isinstance(v, str):
+        return f"'{v}'"
+    return f"'{v}'"

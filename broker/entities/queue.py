@@ -1,0 +1,404 @@
+"""A classic queue: ready messages, consumers, TTL, length limits, dead-lettering, priorities.
+
+Delivery is push-based and synchronous: publishing, acking, consuming or a writer resuming calls
+`try_deliver`, which hands ready messages to consumers round-robin while their channels have
+credit (prefetch) and their connection's transport is not paused. No task per queue.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from broker.message import EXPIRATION_FLAG, PRIORITY_FLAG, StoredMessage, parse_expiration
+from exchanges.fields import Field, FieldTable
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from broker.entities.vhost import VHost
+
+
+class Entry:
+    """One message in one queue. `seq` is its original position, kept across requeues."""
+
+    __slots__ = ("expires", "msg", "redelivered", "seq")
+
+    def __init__(self, seq: int, msg: StoredMessage, expires: float) -> None:
+        self.seq = seq
+        self.msg = msg
+        self.redelivered = False
+        self.expires = expires
+
+    def __lt__(self, other: Entry) -> bool:
+        return self.seq < other.seq
+
+
+class ConsumerChannel(Protocol):
+    """What a queue needs from the channel that owns a consumer."""
+
+    def can_deliver(self, consumer: Consumer) -> bool: ...
+    def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None: ...
+    def consumer_cancelled_by_server(self, consumer: Consumer) -> None: ...
+
+
+class Consumer:
+    __slots__ = (
+        "args",
+        "channel",
+        "exclusive",
+        "no_ack",
+        "prefetch",
+        "priority",
+        "queue",
+        "tag",
+        "tag_wire",
+        "unacked",
+    )
+
+    def __init__(
+        self,
+        channel: ConsumerChannel,
+        tag: str,
+        queue: Queue,
+        no_ack: bool,
+        exclusive: bool,
+        prefetch: int,
+        args: FieldTable,
+        priority: int = 0,
+    ) -> None:
+        self.channel = channel
+        self.tag = tag
+        raw = tag.encode("utf-8", errors="surrogateescape")
+        self.tag_wire = bytes((len(raw),)) + raw
+        self.queue = queue
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.prefetch = prefetch
+        self.unacked = 0
+        self.args = args
+        self.priority = priority
+
+
+def _int_arg(args: FieldTable, key: str) -> int | None:
+    f = args.get(key)
+    return int(f.value) if f is not None else None
+
+
+def _str_arg(args: FieldTable, key: str) -> str | None:
+    f = args.get(key)
+    if f is None or f.type != "longstr":
+        return None
+    return str(f.value.decode("utf-8", errors="surrogateescape"))
+
+
+class Queue:
+    def __init__(
+        self,
+        vhost: VHost,
+        name: str,
+        *,
+        durable: bool,
+        exclusive_owner: object | None,
+        auto_delete: bool,
+        arguments: FieldTable,
+    ) -> None:
+        self.vhost = vhost
+        self.name = name
+        raw = name.encode("utf-8", errors="surrogateescape")
+        self.name_wire = bytes((len(raw),)) + raw
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner
+        self.auto_delete = auto_delete
+        self.arguments = arguments
+        self.message_ttl = _int_arg(arguments, "x-message-ttl")
+        self.expires = _int_arg(arguments, "x-expires")
+        self.max_length = _int_arg(arguments, "x-max-length")
+        self.max_length_bytes = _int_arg(arguments, "x-max-length-bytes")
+        self.overflow = _str_arg(arguments, "x-overflow") or "drop-head"
+        self.dlx = _str_arg(arguments, "x-dead-letter-exchange")
+        self.dlrk = _str_arg(arguments, "x-dead-letter-routing-key")
+        mp = _int_arg(arguments, "x-max-priority")
+        self.max_priority = mp if mp else 0
+        sac = arguments.get("x-single-active-consumer")
+        self.single_active = bool(sac is not None and sac.type == "bool" and sac.value)
+        self.levels: list[deque[Entry]] = [deque() for _ in range(self.max_priority + 1)]
+        self.count = 0
+        self.bytes = 0
+        self.seq = 0
+        self.consumers: deque[Consumer] = deque()
+        self.unacked = 0
+        self.deleted = False
+        self.had_consumers = False
+        self._ttl_timer: asyncio.TimerHandle | None = None
+        self._ttl_at = 0.0
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._delivering = False
+        self.uses_ttl = self.message_ttl is not None
+        self.reset_expiry()
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    @property
+    def message_count(self) -> int:
+        self.drop_expired()
+        return self.count
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self.consumers)
+
+    def _level(self, msg: StoredMessage) -> deque[Entry]:
+        if not self.max_priority:
+            return self.levels[0]
+        prio = msg.prop("priority") if msg.flags & PRIORITY_FLAG else 0
+        return self.levels[min(prio or 0, self.max_priority)]
+
+    def reset_expiry(self) -> None:
+        """(Re)arm the x-expires timer: the queue dies after being unused that long."""
+        if self.expires is None or self.deleted:
+            return
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+        if self.consumers:
+            return
+        loop = self.vhost.loop
+        if loop is not None:
+            self._expiry_timer = loop.call_later(self.expires / 1000.0, self._expired_unused)
+
+    def _expired_unused(self) -> None:
+        self._expiry_timer = None
+        if not self.deleted and not self.consumers:
+            self.vhost.delete_queue(self, reason="expired")
+
+    # -- publishing ----------------------------------------------------------------------------
+
+    def _expiry_for(self, msg: StoredMessage, now: float) -> float:
+        ttl = self.message_ttl
+        if msg.flags & EXPIRATION_FLAG:
+            value = msg.prop("expiration")
+            if value is not None:
+                per = parse_expiration(value)
+                ttl = per if ttl is None else min(ttl, per)
+        if ttl is None:
+            return 0.0
+        self.uses_ttl = True
+        return now + ttl / 1000.0
+
+    def would_overflow(self, size: int) -> bool:
+        """True when a reject-publish queue is full (checked before enqueueing)."""
+        if self.overflow == "drop-head":
+            return False
+        self.drop_expired()
+        if self.max_length is not None and self.count >= self.max_length:
+            return True
+        return self.max_length_bytes is not None and self.bytes + size > self.max_length_bytes
+
+    def enqueue(self, msg: StoredMessage) -> None:
+        now = time.monotonic()
+        expires = self._expiry_for(msg, now) if (self.uses_ttl or msg.flags & EXPIRATION_FLAG) else 0.0
+        self.seq += 1
+        entry = Entry(self.seq, msg, expires)
+        if expires and expires <= now and not self._can_deliver_now():
+            # Zero TTL: delivered only if a consumer can take it immediately (RabbitMQ semantics).
+            self.dead_letter([entry], "expired")
+            return
+        self._level(msg).append(entry)
+        self.count += 1
+        self.bytes += len(msg.body)
+        if self.max_length is not None or self.max_length_bytes is not None:
+            self._enforce_limits()
+        self.try_deliver()
+        if self.count and expires:
+            self._arm_ttl()
+
+    def _can_deliver_now(self) -> bool:
+        return any(c.channel.can_deliver(c) for c in self._active_consumers())
+
+    def _enforce_limits(self) -> None:
+        if self.overflow != "drop-head":
+            return
+        dropped: list[Entry] = []
+        while self.count and (
+            (self.max_length is not None and self.count > self.max_length)
+            or (self.max_length_bytes is not None and self.bytes > self.max_length_bytes)
+        ):
+            entry = self._pop_head()
+            if entry is None:
+                break
+            dropped.append(entry)
+        if dropped:
+            self.dead_letter(dropped, "maxlen")
+
+    # -- taking messages ---------------------------------------------------------------------
+
+    def _pop_head(self) -> Entry | None:
+        for level in reversed(self.levels) if self.max_priority else self.levels:
+            if level:
+                entry = level.popleft()
+                self.count -= 1
+                self.bytes -= len(entry.msg.body)
+                return entry
+        return None
+
+    def _peek_head(self) -> Entry | None:
+        for level in reversed(self.levels) if self.max_priority else self.levels:
+            if level:
+                return level[0]
+        return None
+
+    def drop_expired(self) -> None:
+        if not self.uses_ttl or not self.count:
+            return
+        now = time.monotonic()
+        expired: list[Entry] = []
+        for level in self.levels:
+            while level and level[0].expires and level[0].expires <= now:
+                entry = level.popleft()
+                self.count -= 1
+                self.bytes -= len(entry.msg.body)
+                expired.append(entry)
+        if expired:
+            self.dead_letter(expired, "expired")
+        if self.count:
+            self._arm_ttl()
+
+    def _arm_ttl(self) -> None:
+        loop = self.vhost.loop
+        if loop is None:
+            return
+        head = self._peek_head()
+        soonest = min((lv[0].expires for lv in self.levels if lv and lv[0].expires), default=0.0)
+        if head is None or not soonest:
+            return
+        if self._ttl_timer is not None and self._ttl_at <= soonest:
+            return
+        if self._ttl_timer is not None:
+            self._ttl_timer.cancel()
+        self._ttl_at = soonest
+        delay = max(0.0, soonest - time.monotonic())
+        self._ttl_timer = loop.call_later(delay + 0.001, self._ttl_fire)
+
+    def _ttl_fire(self) -> None:
+        self._ttl_timer = None
+        if not self.deleted:
+            self.drop_expired()
+
+    def _active_consumers(self) -> Iterable[Consumer]:
+        if self.single_active:
+            return list(self.consumers)[:1]
+        return self.consumers
+
+    def try_deliver(self) -> None:
+        """Push ready messages to consumers with credit, round-robin."""
+        if self._delivering or not self.consumers or not self.count or self.deleted:
+            return
+        self._delivering = True
+        try:
+            if self.uses_ttl:
+                self.drop_expired()
+            consumers = self.consumers
+            while self.count and consumers:
+                if self.single_active:
+                    c = consumers[0]
+                    if not c.channel.can_deliver(c):
+                        return
+                else:
+                    for _ in range(len(consumers)):
+                        c = consumers[0]
+                        if c.channel.can_deliver(c):
+                            consumers.rotate(-1)
+                            break
+                        consumers.rotate(-1)
+                    else:
+                        return
+                entry = self._pop_head()
+                if entry is None:
+                    return
+                if entry.expires and entry.expires <= time.monotonic():
+                    self.dead_letter([entry], "expired")
+                    continue
+                if not c.no_ack:
+                    self.unacked += 1
+                c.channel.deliver(c, self, entry)
+        finally:
+            self._delivering = False
+
+    def get(self) -> Entry | None:
+        """basic.get: take the head message (the caller records it as unacked if needed)."""
+        if self.uses_ttl:
+            self.drop_expired()
+        self.reset_expiry()
+        return self._pop_head()
+
+    def requeue(self, entries: list[Entry]) -> None:
+        """Put entries back at their original positions, marked redelivered."""
+        for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
+            entry.redelivered = True
+            level = self._level(entry.msg)
+            if not level or entry.seq < level[0].seq:
+                level.appendleft(entry)
+            else:
+                idx = bisect.bisect_left(level, entry)
+                level.insert(idx, entry)
+            self.count += 1
+            self.bytes += len(entry.msg.body)
+        if self.max_length is not None or self.max_length_bytes is not None:
+            self._enforce_limits()
+        self.try_deliver()
+
+    def settled(self, n: int = 1) -> None:
+        """Unacked messages left the queue (acked, rejected, or requeued)."""
+        self.unacked -= n
+
+    def purge(self) -> int:
+        n = self.count
+        for level in self.levels:
+            level.clear()
+        self.count = 0
+        self.bytes = 0
+        return n
+
+    # -- consumers ----------------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.had_consumers = True
+        if consumer.priority and not self.single_active:
+            # higher x-priority consumers go first; equal priorities keep arrival order
+            items = list(self.consumers)
+            idx = next((i for i, c in enumerate(items) if c.priority < consumer.priority), len(items))
+            items.insert(idx, consumer)
+            self.consumers = deque(items)
+        else:
+            self.consumers.append(consumer)
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+        self.try_deliver()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        try:
+            self.consumers.remove(consumer)
+        except ValueError:
+            return
+        if not self.consumers:
+            if self.auto_delete and self.had_consumers:
+                self.vhost.delete_queue(self, reason="auto_delete")
+                return
+            self.reset_expiry()
+        else:
+            self.try_deliver()
+
+    # -- dead lettering ------------------------------------------------------------------------
+
+    def dead_letter(self, entries: list[Entry], reason: str) -> None:
+        if not entries or self.dlx is None:
+            return
+        self.vhost.dead_letter(self, [e.msg for e in entries], reason)
+
+    def header_field(self) -> Field:
+        return Field("longstr", self.name.encode())

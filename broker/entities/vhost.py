@@ -1,0 +1,363 @@
+"""A virtual host: exchanges, queues, bindings, and RabbitMQ's routing walk (rabbit_exchange:route).
+
+Exchange-to-exchange routing, alternate exchanges, de-duplication and loop protection happen here;
+each exchange type only maps a message to its direct destinations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker.entities.exchange import Exchange
+from broker.entities.queue import Queue
+from broker.message import RoutingView, StoredMessage
+from broker.protocol import properties as P
+from exchanges.base import Binding, Destination
+from exchanges.compat import Compat
+from exchanges.errors import AmqpError
+from exchanges.fields import Field, FieldTable
+
+if TYPE_CHECKING:
+    from exchanges.base import ExchangeType
+
+log = logging.getLogger("hashbroker.vhost")
+
+PREDECLARED: tuple[tuple[str, str], ...] = (
+    ("amq.direct", "direct"),
+    ("amq.fanout", "fanout"),
+    ("amq.topic", "topic"),
+    ("amq.headers", "headers"),
+    ("amq.match", "headers"),
+)
+# rabbit_vhost also declares amq.rabbitmq.trace (topic, internal); include it when topic exists.
+
+
+def get_exchange_type(name: str, compat: Compat) -> type[ExchangeType]:
+    from broker.exchange_types import get_type
+
+    return get_type(name, compat)
+
+
+class VHost:
+    def __init__(self, name: str, compat: Compat, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.name = name
+        self.compat = compat
+        self.loop = loop
+        self.exchanges: dict[str, Exchange] = {}
+        self.queues: dict[str, Queue] = {}
+        # destination -> {(source exchange name, binding)} so deleting a destination is cheap
+        self.bindings_to: dict[Destination, set[tuple[str, Binding]]] = {}
+        # queue-deleted listeners (channels cancel consumers, connections forget exclusive queues)
+        self.on_queue_deleted: list[Callable[[Queue], None]] = []
+        self.exchanges[""] = Exchange(
+            "", "direct", None, durable=True, auto_delete=False, internal=False, arguments=FieldTable()
+        )
+        for name_, type_name in PREDECLARED:
+            try:
+                cls = get_exchange_type(type_name, compat)
+            except AmqpError:
+                log.debug("exchange type %s not available; %s not pre-declared", type_name, name_)
+                continue
+            self.exchanges[name_] = Exchange(
+                name_,
+                type_name,
+                cls(FieldTable(), compat),
+                durable=True,
+                auto_delete=False,
+                internal=False,
+                arguments=FieldTable(),
+            )
+
+    def rs(self, kind: str, name: str) -> str:
+        return f"{kind} '{name}' in vhost '{self.name}'"
+
+    # -- lookups ----------------------------------------------------------------------------------
+
+    def exchange_or_404(self, name: str) -> Exchange:
+        x = self.exchanges.get(name)
+        if x is None:
+            raise AmqpError(404, f"no exchange '{name}' in vhost '{self.name}'")
+        return x
+
+    def queue_or_404(self, name: str) -> Queue:
+        q = self.queues.get(name)
+        if q is None:
+            raise AmqpError(404, f"no queue '{name}' in vhost '{self.name}'")
+        return q
+
+    # -- exchanges --------------------------------------------------------------------------------
+
+    def declare_exchange(
+        self,
+        name: str,
+        type_name: str,
+        *,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: FieldTable,
+    ) -> Exchange:
+        cls = get_exchange_type(type_name, self.compat)
+        cls.validate(arguments)
+        impl = cls(arguments, self.compat)
+        x = Exchange(
+            name,
+            type_name,
+            impl,
+            durable=durable,
+            auto_delete=auto_delete,
+            internal=internal,
+            arguments=arguments,
+        )
+        self.exchanges[name] = x
+        return x
+
+    def delete_exchange(self, x: Exchange) -> None:
+        self.exchanges.pop(x.name, None)
+        # bindings where x is the source
+        for b in list(x.binding_set):
+            self._forget_dest_index(x.name, b)
+        x.binding_set.clear()
+        # bindings where x is the destination
+        dest = Destination.exchange(x.name)
+        for source_name, b in list(self.bindings_to.pop(dest, ())):
+            src = self.exchanges.get(source_name)
+            if src is not None:
+                self._remove_binding_from(src, b)
+
+    def exchange_in_use(self, x: Exchange) -> bool:
+        """if-unused: an exchange is used while it is the source of any binding."""
+        return bool(x.binding_set)
+
+    # -- bindings ---------------------------------------------------------------------------------
+
+    def add_binding(self, src: Exchange, binding: Binding) -> None:
+        if binding in src.binding_set:
+            return
+        assert src.impl is not None
+        src.impl.validate_binding(binding)
+        src.impl.add_binding(binding)
+        src.binding_set.add(binding)
+        self.bindings_to.setdefault(binding.destination, set()).add((src.name, binding))
+
+    def remove_binding(self, src: Exchange, binding: Binding) -> bool:
+        if binding not in src.binding_set:
+            return False
+        self._forget_dest_index(src.name, binding)
+        self._remove_binding_from(src, binding)
+        return True
+
+    def _forget_dest_index(self, source: str, binding: Binding) -> None:
+        s = self.bindings_to.get(binding.destination)
+        if s is not None:
+            s.discard((source, binding))
+            if not s:
+                del self.bindings_to[binding.destination]
+
+    def _remove_binding_from(self, src: Exchange, binding: Binding) -> None:
+        src.binding_set.discard(binding)
+        if src.impl is not None:
+            src.impl.remove_bindings([binding])
+        if src.auto_delete and not src.binding_set and src.name in self.exchanges:
+            self.delete_exchange(src)
+
+    # -- queues -----------------------------------------------------------------------------------
+
+    def add_queue(self, q: Queue) -> None:
+        self.queues[q.name] = q
+
+    def delete_queue(self, q: Queue, reason: str = "deleted") -> int:
+        """Remove a queue, its bindings and its consumers; returns the ready count it had."""
+        if q.deleted:
+            return 0
+        n = q.count
+        q.deleted = True
+        self.queues.pop(q.name, None)
+        dest = Destination.queue(q.name)
+        for source_name, b in list(self.bindings_to.pop(dest, ())):
+            src = self.exchanges.get(source_name)
+            if src is not None:
+                self._remove_binding_from(src, b)
+        for consumer in list(q.consumers):
+            consumer.channel.consumer_cancelled_by_server(consumer)
+        q.consumers.clear()
+        for cb in list(self.on_queue_deleted):
+            cb(q)
+        for timer in (q._ttl_timer, q._expiry_timer):
+            if timer is not None:
+                timer.cancel()
+        q.purge()
+        log.debug("queue %r deleted (%s)", q.name, reason)
+        return n
+
+    # -- routing ----------------------------------------------------------------------------------
+
+    def route(self, x: Exchange, msg: StoredMessage) -> list[Queue]:
+        """Queues a message published to `x` reaches (rabbit_exchange:route), de-duplicated."""
+        if x.impl is None:  # default exchange: every queue is bound by its name
+            keys = msg.routing_keys
+            if len(keys) == 1:
+                q = self.queues.get(keys[0])
+                return [q] if q is not None else []
+            out: dict[str, Queue] = {}
+            for k in sorted(set(keys)):
+                q = self.queues.get(k)
+                if q is not None:
+                    out[k] = q
+            return list(out.values())
+        view = RoutingView(msg)
+        dests = x.impl.route(view)
+        if x.alternate is None and all(d.kind == "queue" for d in dests):
+            qs = self.queues
+            if len(dests) == 1:
+                q = qs.get(dests[0].name)
+                return [q] if q is not None else []
+            found: dict[str, Queue] = {}
+            for d in dests:
+                q = qs.get(d.name)
+                if q is not None:
+                    found[d.name] = q
+            return list(found.values())
+        return self._route_walk(x, view, dests)
+
+    def _route_walk(self, x: Exchange, view: RoutingView, first: list[Destination]) -> list[Queue]:
+        seen: set[str] = {x.name}
+        work: list[tuple[Exchange, list[Destination] | None]] = [(x, first)]
+        queue_names: dict[str, None] = {}
+        while work:
+            ex, dests = work.pop()
+            if dests is None:
+                assert ex.impl is not None
+                dests = ex.impl.route(view) if ex.impl is not None else []
+            extra: list[Destination] = []
+            if not dests and ex.alternate is not None:
+                extra.append(Destination.exchange(ex.alternate))
+            for d in extra + dests:
+                if d.kind == "queue":
+                    queue_names[d.name] = None
+                elif d.name not in seen:
+                    seen.add(d.name)
+                    nxt = self.exchanges.get(d.name)
+                    if nxt is not None:
+                        if nxt.impl is None:
+                            # default exchange as a destination: route by name
+                            for k in view.routing_keys:
+                                queue_names[k] = None
+                        else:
+                            work.append((nxt, None))
+        out = []
+        for name in sorted(queue_names):
+            q = self.queues.get(name)
+            if q is not None:
+                out.append(q)
+        return out
+
+    # -- dead lettering -----------------------------------------------------------------------------
+
+    def dead_letter(self, q: Queue, msgs: list[StoredMessage], reason: str) -> None:
+        """rabbit_dead_letter:publish for each message (x-death headers, cycle detection)."""
+        if q.dlx is None:
+            return
+        x = self.exchanges.get(q.dlx)
+        if x is None:
+            return
+        for msg in msgs:
+            dl = make_dead_letter(msg, reason, q.dlx, q.dlrk, q.name)
+            targets = self.route(x, dl)
+            if reason != "rejected":
+                targets = [t for t in targets if not _is_cycle(t.name, dl)]
+            for t in targets:
+                if t.would_overflow(len(dl.body)):
+                    continue
+                t.enqueue(dl)
+
+
+def _is_cycle(qname: str, msg: StoredMessage) -> bool:
+    headers = msg.headers()
+    if headers is None:
+        return False
+    deaths = headers.get("x-death")
+    if deaths is None or deaths.type != "array":
+        return False
+    items = list(deaths.value)
+    # rabbit_dead_letter:is_cycle: skip entries until one for this queue, then the rest must
+    # contain no "rejected" reason for it to be a fully automatic cycle.
+    for i, d in enumerate(items):
+        if d.type == "table" and d.value.get("queue") == Field("longstr", qname.encode()):
+            return all(
+                not (e.type == "table" and e.value.get("reason") == Field("longstr", b"rejected"))
+                for e in items[i:]
+            )
+    return False
+
+
+def make_dead_letter(
+    msg: StoredMessage, reason: str, dlx: str, dlrk: str | None, qname: str
+) -> StoredMessage:
+    headers = msg.headers() or FieldTable()
+    entries = list(headers)
+    rks = [Field("longstr", msg.routing_key.encode("utf-8", errors="surrogateescape"))]
+    for name in ("CC", "BCC"):
+        f = headers.get(name)
+        if f is not None and f.type == "array":
+            rks.extend(v for v in f.value if v.type == "longstr")
+    info: list[tuple[str, Field]] = [
+        ("reason", Field("longstr", reason.encode())),
+        ("queue", Field("longstr", qname.encode("utf-8", errors="surrogateescape"))),
+        ("time", Field("timestamp", int(time.time()))),
+        ("exchange", Field("longstr", msg.exchange.encode("utf-8", errors="surrogateescape"))),
+        ("routing-keys", Field("array", tuple(rks))),
+    ]
+    expiration = msg.prop("expiration")
+    if expiration is not None:
+        info.append(("original-expiration", Field("longstr", expiration.encode())))
+    existing = headers.get("x-death")
+    q_f = Field("longstr", qname.encode("utf-8", errors="surrogateescape"))
+    r_f = Field("longstr", reason.encode())
+    if existing is None:
+        entries = _set(entries, "x-first-death-reason", r_f)
+        entries = _set(entries, "x-first-death-queue", q_f)
+        entries = _set(entries, "x-first-death-exchange", info[3][1])
+        table = FieldTable([("count", Field("long", 1)), *info])
+        entries = _set(entries, "x-death", Field("array", (Field("table", table),)))
+    elif existing.type == "array":
+        tables = [t for t in existing.value if t.type == "table"]
+        match = [t for t in tables if t.value.get("queue") == q_f and t.value.get("reason") == r_f]
+        others = [t for t in tables if t not in match]
+        if match:
+            old = list(match[0].value)
+            cnt = match[0].value.get("count")
+            n = (cnt.value if cnt is not None else 0) + 1
+            if cnt is None:
+                new_info = [("count", Field("long", 1)), *old]
+            else:
+                new_info = [(k, Field("long", n) if k == "count" else v) for k, v in old]
+        else:
+            new_info = [("count", Field("long", 1)), *info]
+        new_info.sort(key=lambda kv: kv[0].encode())
+        entries = _set(entries, "x-death", Field("array", (Field("table", FieldTable(new_info)), *others)))
+    else:
+        table = FieldTable([("count", Field("long", 1)), *info])
+        entries = _set(entries, "x-death", Field("array", (Field("table", table),)))
+    keys = [dlrk] if dlrk is not None else list(msg.routing_keys)
+    if dlrk is not None:
+        entries = [(k, v) for k, v in entries if k != "CC"]
+    props = P.rewrite(msg.props, {"headers": FieldTable(entries), "expiration": None})
+    return msg.with_props(props, exchange=dlx, routing_keys=keys)
+
+
+def _set(entries: list[tuple[str, Field]], key: str, value: Field) -> list[tuple[str, Field]]:
+    """rabbit_misc:set_table_value: keystore then keysort."""
+    out = list(entries)
+    for i, (k, _v) in enumerate(out):
+        if k == key:
+            out[i] = (key, value)
+            break
+    else:
+        out.append((key, value))
+    out.sort(key=lambda kv: kv[0].encode())
+    return out

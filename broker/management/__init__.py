@@ -1,0 +1,60 @@
+"""RabbitMQ-shaped management HTTP API for hashbroker (`/api/overview`, `/api/queues`, ...).
+
+    server = await start_management(broker, "127.0.0.1", 15672)   # on the broker's event loop
+    ...
+    await server.close()
+
+It runs on the broker's own event loop so it can read state without locks; reads go through
+`broker.management.state` (the only module that knows broker internals), writes through a real
+AMQP connection (`broker.management.amqp_ops`) so they obey exactly the AMQP semantics.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from broker.management.api import Api
+from broker.management.http import HttpServer
+from broker.management.state import BrokerState
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+__all__ = ["ManagementServer", "start_management"]
+
+log = logging.getLogger("hashbroker.management")
+
+
+class ManagementServer:
+    """A running management listener; `port` is the bound port (resolved when 0 was asked for)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.state = BrokerState(broker)
+        self.api = Api(self.state)
+        self._http = HttpServer(self.api.handle)
+        self.host = ""
+
+    @property
+    def port(self) -> int:
+        return self._http.port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self, host: str, port: int) -> None:
+        await self._http.start(host, port)
+        self.host = host
+        self.api.http_host, self.api.http_port = host, self.port
+        log.info("management API listening on http://%s:%d/api/", host, self.port)
+
+    async def close(self) -> None:
+        await self._http.close()
+
+
+async def start_management(broker: Broker, host: str, port: int) -> ManagementServer:
+    """Start the management API for a started `broker` (call on the broker's loop; port 0 = any)."""
+    server = ManagementServer(broker)
+    await server.start(host, port)
+    return server

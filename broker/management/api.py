@@ -1,0 +1,736 @@
+"""RabbitMQ-shaped management HTTP API (the subset monitoring tools and test suites use).
+
+Field names, status codes and error bodies were taken from a live RabbitMQ 3.10.8 management
+plugin, so clients written against RabbitMQ (rabbitmqadmin, Prometheus exporters, test helpers
+that poll /api/queues) work unchanged. Rates are not sampled: every `*_details` is `{"rate": 0.0}`.
+Erlang-internal fields (garbage_collection, reductions, backing_queue_status, ...) are omitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import functools
+import hashlib
+import ipaddress
+import json
+import os
+import platform
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import unquote
+
+from broker import __version__
+from broker.management import amqp_ops
+from broker.management.amqp_ops import AmqpOpError, Target
+from broker.management.http import Request, Response
+from broker.management.state import (
+    BindingInfo,
+    BrokerState,
+    ConnectionInfo,
+    ConsumerInfo,
+    ExchangeInfo,
+    QueueInfo,
+)
+
+RATE = {"rate": 0.0}
+NOT_FOUND = {"error": "Object Not Found", "reason": "Not Found"}
+EXCHANGE_TYPE_DESCRIPTIONS = {
+    "direct": "AMQP direct exchange, as per the AMQP specification",
+    "fanout": "AMQP fanout exchange, as per the AMQP specification",
+    "headers": "AMQP headers exchange, as per the AMQP specification",
+    "topic": "AMQP topic exchange, as per the AMQP specification",
+    "x-consistent-hash": "Consistent Hashing Exchange",
+    "x-modulus-hash": "Modulus Hashing Exchange",
+    "x-delayed-message": "Delayed Message Exchange",
+}
+
+Route = Callable[["Api", Request, list[str]], Awaitable[Response]]
+
+
+def not_found() -> Response:
+    return Response.json(NOT_FOUND, 404)
+
+
+def bad_request(reason: Any) -> Response:
+    return Response.json({"error": "bad_request", "reason": reason}, 400)
+
+
+def access_refused() -> Response:
+    # sic: RabbitMQ spells it "not_authorised" here and "not_authorized" for failed logins
+    return Response.json({"error": "not_authorised", "reason": "Access refused."}, 401)
+
+
+def exchange_name(segment: str) -> str:
+    """The default exchange is addressed as "amq.default" in URLs."""
+    return "" if segment == "amq.default" else segment
+
+
+def with_rates(d: dict[str, Any], *keys: str) -> dict[str, Any]:
+    for k in keys:
+        d[f"{k}_details"] = dict(RATE)
+    return d
+
+
+class Api:
+    """Routes requests to handlers; everything runs on the broker's event loop."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+        self.http_port = 0
+        self.http_host = ""
+        self._salt = os.urandom(4)
+
+    # -- dispatch ---------------------------------------------------------------------------------
+
+    async def handle(self, req: Request) -> Response:
+        segments = [unquote(s) for s in req.raw_path.split("/")[1:]]
+        if segments and segments[-1] == "" and len(segments) > 1:
+            segments.pop()
+        if not segments or segments[0] != "api":
+            return not_found()
+        auth = self.authenticate(req)
+        if isinstance(auth, Response):
+            return auth
+        user, password = auth
+        route, allowed = self._match(req.method, segments[1:])
+        if route is None:
+            if allowed:
+                return Response(405, b"", {"allow": ", ".join(sorted(allowed))})
+            return not_found()
+        req.user, req.password = user, password
+        resp = await route(self, req, segments[1:])
+        return self._columns(req, resp)
+
+    def _match(self, method: str, segs: list[str]) -> tuple[Route | None, set[str]]:
+        allowed: set[str] = set()
+        for pattern, methods in ROUTES:
+            if len(pattern) != len(segs):
+                continue
+            if not all(p == "*" or p == s for p, s in zip(pattern, segs, strict=True)):
+                continue
+            names = set(methods)
+            if "GET" in names:
+                names |= {"HEAD", "OPTIONS"}
+            allowed |= names
+            handler = methods.get("GET" if method == "HEAD" else method)
+            if handler is not None:
+                return handler, allowed
+        return None, allowed
+
+    def authenticate(self, req: Request) -> tuple[str, str] | Response:
+        """HTTP basic auth against the broker's users, with RabbitMQ's loopback-user rule."""
+        header = req.headers.get("authorization", "")
+        challenge = {"www-authenticate": 'Basic realm="RabbitMQ Management"'}
+        if not header.lower().startswith("basic "):
+            return Response(401, b"", challenge)
+        try:
+            user, _, password = base64.b64decode(header[6:].strip()).decode("utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return Response.json({"error": "not_authorized", "reason": "Login failed"}, 401, challenge)
+        if not self.state.check_credentials(user, password):
+            return Response.json({"error": "not_authorized", "reason": "Login failed"}, 401, challenge)
+        if self.state.is_loopback_user(user) and not _is_loopback(req.peer_host):
+            return Response.json(
+                {"error": "not_authorized", "reason": "User can only log in via localhost"}, 401, challenge
+            )
+        return user, password
+
+    @staticmethod
+    def _columns(req: Request, resp: Response) -> Response:
+        """`?columns=name,message_stats.publish` as RabbitMQ supports it (tools use it to cut payloads)."""
+        cols = req.query.get("columns")
+        if not cols or resp.status != 200 or not resp.body:
+            return resp
+        wanted = [c.split(".") for c in ",".join(cols).split(",") if c]
+        data = json.loads(resp.body)
+
+        def pick(obj: Any) -> Any:
+            if not isinstance(obj, dict):
+                return obj
+            out: dict[str, Any] = {}
+            for path in wanted:
+                src: Any = obj
+                for part in path:
+                    src = src.get(part) if isinstance(src, dict) else None
+                    if src is None:
+                        break
+                if src is None:
+                    continue
+                dst = out
+                for part in path[:-1]:
+                    dst = dst.setdefault(part, {})
+                dst[path[-1]] = src
+            return out
+
+        picked = [pick(o) for o in data] if isinstance(data, list) else pick(data)
+        return Response.json(picked, resp.status)
+
+    def target(self, req: Request, vhost: str) -> Target:
+        return Target(self.state.amqp_host, self.state.amqp_port, req.user, req.password, vhost)
+
+    @staticmethod
+    async def run(fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a blocking AMQP operation off the loop, which must stay free to serve it."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(fn, *args))
+
+    # -- formatting ---------------------------------------------------------------------------------
+
+    def fmt_exchange(self, e: ExchangeInfo, detail: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "arguments": e.arguments,
+            "auto_delete": e.auto_delete,
+            "durable": e.durable,
+            "internal": e.internal,
+            "name": e.name,
+            "type": e.type,
+            "user_who_performed_action": e.declared_by,
+            "vhost": e.vhost,
+        }
+        if detail:
+            d["incoming"] = []
+            d["outgoing"] = []
+        return d
+
+    def fmt_queue(self, q: QueueInfo, detail: bool = False) -> dict[str, Any]:
+        messages = q.messages_ready + q.messages_unacknowledged
+        nbytes = q.message_bytes_ready + q.message_bytes_unacknowledged
+        d: dict[str, Any] = {
+            "arguments": q.arguments,
+            "auto_delete": q.auto_delete,
+            "consumer_capacity": 1.0 if q.consumers else 0,
+            "consumer_utilisation": 1.0 if q.consumers else 0,
+            "consumers": len(q.consumers),
+            "durable": q.durable,
+            "effective_policy_definition": {},
+            "exclusive": q.exclusive,
+            "exclusive_consumer_tag": q.exclusive_consumer_tag,
+            "head_message_timestamp": None,
+            "memory": nbytes,
+            "message_bytes": nbytes,
+            "message_bytes_paged_out": 0,
+            "message_bytes_persistent": 0,  # nothing is ever written to disk
+            "message_bytes_ram": nbytes,
+            "message_bytes_ready": q.message_bytes_ready,
+            "message_bytes_unacknowledged": q.message_bytes_unacknowledged,
+            "messages": messages,
+            "messages_paged_out": 0,
+            "messages_persistent": 0,
+            "messages_ram": messages,
+            "messages_ready": q.messages_ready,
+            "messages_ready_ram": q.messages_ready,
+            "messages_unacknowledged": q.messages_unacknowledged,
+            "messages_unacknowledged_ram": q.messages_unacknowledged,
+            "name": q.name,
+            "node": self.state.node_name,
+            "operator_policy": None,
+            "policy": None,
+            "recoverable_slaves": None,
+            "single_active_consumer_tag": q.single_active_consumer_tag,
+            "state": "running",
+            "type": "classic",
+            "vhost": q.vhost,
+        }
+        with_rates(d, "messages", "messages_ready", "messages_unacknowledged")
+        if q.stats:
+            d["message_stats"] = with_rates(dict(q.stats), *q.stats)
+        if q.owner is not None:
+            d["owner_pid_details"] = {
+                "name": q.owner.name,
+                "peer_port": q.owner.peer_port,
+                "peer_host": q.owner.peer_host,
+            }
+        if detail:
+            d["consumer_details"] = [self.fmt_consumer(c) for c in q.consumers]
+            d["deliveries"] = []
+            d["incoming"] = []
+        return d
+
+    def fmt_consumer(self, c: ConsumerInfo) -> dict[str, Any]:
+        return {
+            "arguments": c.arguments,
+            "ack_required": c.ack_required,
+            "active": c.active,
+            "activity_status": "up" if c.active else "waiting",
+            "channel_details": {
+                "connection_name": c.connection_name,
+                "name": f"{c.connection_name} ({c.channel_number})",
+                "node": self.state.node_name,
+                "number": c.channel_number,
+                "peer_host": c.peer_host,
+                "peer_port": c.peer_port,
+                "user": c.user,
+            },
+            "consumer_tag": c.tag,
+            "exclusive": c.exclusive,
+            "prefetch_count": c.prefetch_count,
+            "queue": {"name": c.queue, "vhost": c.vhost},
+        }
+
+    @staticmethod
+    def fmt_binding(b: BindingInfo) -> dict[str, Any]:
+        return {
+            "source": b.source,
+            "vhost": b.vhost,
+            "destination": b.destination,
+            "destination_type": b.destination_type,
+            "routing_key": b.routing_key,
+            "arguments": b.arguments,
+            "properties_key": b.properties_key,
+        }
+
+    def fmt_connection(self, c: ConnectionInfo) -> dict[str, Any]:
+        return {
+            "auth_mechanism": c.auth_mechanism,
+            "channel_max": c.channel_max,
+            "channels": c.channels,
+            "frame_max": c.frame_max,
+            "host": c.host,
+            "name": c.name,
+            "node": self.state.node_name,
+            "peer_host": c.peer_host,
+            "peer_port": c.peer_port,
+            "port": c.port,
+            "protocol": "AMQP 0-9-1",
+            "ssl": False,
+            "state": c.state,
+            "timeout": c.timeout,
+            "type": "network",
+            "user": c.user,
+            "vhost": c.vhost,
+        }
+
+    def fmt_vhost(self, name: str) -> dict[str, Any]:
+        qs = self.state.queues(name)
+        ready = sum(q.messages_ready for q in qs)
+        unacked = sum(q.messages_unacknowledged for q in qs)
+        description = "Default virtual host" if name == "/" else ""
+        d: dict[str, Any] = {
+            "cluster_state": {self.state.node_name: "running"},
+            "default_queue_type": "undefined",
+            "description": description,
+            "message_stats": {},
+            "messages": ready + unacked,
+            "messages_ready": ready,
+            "messages_unacknowledged": unacked,
+            "metadata": {"description": description, "tags": []},
+            "name": name,
+            "tags": [],
+            "tracing": False,
+        }
+        return with_rates(d, "messages", "messages_ready", "messages_unacknowledged")
+
+    def exchange_types(self) -> list[dict[str, Any]]:
+        return [
+            {"name": t, "description": EXCHANGE_TYPE_DESCRIPTIONS.get(t, ""), "enabled": True}
+            for t in self.state.exchange_types()
+        ]
+
+    def fmt_user(self, name: str) -> dict[str, Any]:
+        # rabbit_password_hashing_sha256: base64(salt ++ sha256(salt ++ password)); never the password
+        digest = hashlib.sha256(self._salt + name.encode()).digest()
+        return {
+            "name": name,
+            "password_hash": base64.b64encode(self._salt + digest).decode(),
+            "hashing_algorithm": "rabbit_password_hashing_sha256",
+            "tags": self.state.user_tags(name),
+            "limits": {},
+        }
+
+    # -- read handlers --------------------------------------------------------------------------------
+
+    async def get_overview(self, req: Request, segs: list[str]) -> Response:
+        s = self.state
+        qs = s.queues()
+        ready = sum(q.messages_ready for q in qs)
+        unacked = sum(q.messages_unacknowledged for q in qs)
+        node = s.node_name
+        return Response.json(
+            {
+                "management_version": s.compat_version,
+                "rates_mode": "basic",
+                "sample_retention_policies": {
+                    "global": [600, 3600, 28800, 86400],
+                    "basic": [600, 3600],
+                    "detailed": [600],
+                },
+                "exchange_types": self.exchange_types(),
+                "product_version": __version__,
+                "product_name": "hashbroker",
+                "rabbitmq_version": s.compat_version,
+                "cluster_name": node,
+                "erlang_version": f"none (Python {platform.python_version()})",
+                "erlang_full_version": (
+                    f"none ({platform.python_implementation()} {platform.python_version()})"
+                ),
+                "disable_stats": False,
+                "enable_queue_totals": False,
+                "message_stats": {},
+                "churn_rates": {},
+                "queue_totals": with_rates(
+                    {
+                        "messages": ready + unacked,
+                        "messages_ready": ready,
+                        "messages_unacknowledged": unacked,
+                    },
+                    "messages",
+                    "messages_ready",
+                    "messages_unacknowledged",
+                ),
+                "object_totals": {
+                    "channels": s.channel_count(),
+                    "connections": len(s.connections()),
+                    "consumers": sum(len(q.consumers) for q in qs),
+                    "exchanges": len(s.exchanges()),
+                    "queues": len(qs),
+                },
+                "statistics_db_event_queue": 0,
+                "node": node,
+                "listeners": [
+                    {
+                        "node": node,
+                        "protocol": "amqp",
+                        "ip_address": s.amqp_host,
+                        "port": s.amqp_port,
+                        "socket_opts": {},
+                    },
+                    {
+                        "node": node,
+                        "protocol": "http",
+                        "ip_address": self.http_host,
+                        "port": self.http_port,
+                        "socket_opts": {},
+                    },
+                ],
+                "contexts": [
+                    {
+                        "node": node,
+                        "description": "RabbitMQ Management",
+                        "path": "/",
+                        "port": str(self.http_port),
+                    }
+                ],
+            }
+        )
+
+    async def get_nodes(self, req: Request, segs: list[str]) -> Response:
+        n = self.state.node()
+        node = {
+            "name": n.name,
+            "type": "disc",
+            "running": True,
+            "os_pid": n.os_pid,
+            "uptime": n.uptime_ms,
+            "processors": n.processors,
+            "rates_mode": "basic",
+            "partitions": [],
+            "mem_used": n.mem_used,
+            "mem_alarm": False,
+            "disk_free_alarm": False,
+            "being_drained": False,
+            "exchange_types": self.exchange_types(),
+            "auth_mechanisms": [
+                {"name": "PLAIN", "description": "SASL PLAIN authentication mechanism", "enabled": True},
+                {"name": "AMQPLAIN", "description": "QPid AMQPLAIN mechanism", "enabled": True},
+            ],
+            "applications": [{"name": "hashbroker", "description": "hashbroker", "version": __version__}],
+            "enabled_plugins": ["rabbitmq_management"],
+        }
+        if len(segs) == 2:
+            return Response.json(node) if segs[1] == n.name else not_found()
+        return Response.json([node])
+
+    async def get_vhosts(self, req: Request, segs: list[str]) -> Response:
+        if len(segs) == 2:
+            return Response.json(self.fmt_vhost(segs[1])) if self.state.has_vhost(segs[1]) else not_found()
+        return Response.json([self.fmt_vhost(v) for v in self.state.vhost_names()])
+
+    async def get_users(self, req: Request, segs: list[str]) -> Response:
+        if len(segs) == 2:
+            return Response.json(self.fmt_user(segs[1])) if segs[1] in self.state.users() else not_found()
+        return Response.json([self.fmt_user(u) for u in self.state.users()])
+
+    async def get_whoami(self, req: Request, segs: list[str]) -> Response:
+        user = req.user
+        return Response.json({"name": user, "tags": self.state.user_tags(user)})
+
+    async def get_permissions(self, req: Request, segs: list[str]) -> Response:
+        return Response.json(
+            [
+                {"user": u, "vhost": v, "configure": ".*", "write": ".*", "read": ".*"}
+                for u in self.state.users()
+                for v in self.state.vhost_names()
+            ]
+        )
+
+    async def get_connections(self, req: Request, segs: list[str]) -> Response:
+        return Response.json([self.fmt_connection(c) for c in self.state.connections()])
+
+    async def get_consumers(self, req: Request, segs: list[str]) -> Response:
+        vhost = segs[1] if len(segs) == 2 else None
+        if vhost is not None and not self.state.has_vhost(vhost):
+            return not_found()
+        return Response.json([self.fmt_consumer(c) for q in self.state.queues(vhost) for c in q.consumers])
+
+    async def get_exchanges(self, req: Request, segs: list[str]) -> Response:
+        if len(segs) >= 2 and not self.state.has_vhost(segs[1]):
+            return not_found()
+        if len(segs) == 3:
+            e = self.state.exchange(segs[1], exchange_name(segs[2]))
+            return Response.json(self.fmt_exchange(e, detail=True)) if e is not None else not_found()
+        vhost = segs[1] if len(segs) == 2 else None
+        return Response.json([self.fmt_exchange(e) for e in self.state.exchanges(vhost)])
+
+    async def get_queues(self, req: Request, segs: list[str]) -> Response:
+        if len(segs) >= 2 and not self.state.has_vhost(segs[1]):
+            return not_found()
+        if len(segs) == 3:
+            q = self.state.queue(segs[1], segs[2])
+            return Response.json(self.fmt_queue(q, detail=True)) if q is not None else not_found()
+        vhost = segs[1] if len(segs) == 2 else None
+        return Response.json([self.fmt_queue(q) for q in self.state.queues(vhost)])
+
+    async def get_bindings(self, req: Request, segs: list[str]) -> Response:
+        if len(segs) == 2 and not self.state.has_vhost(segs[1]):
+            return not_found()
+        vhost = segs[1] if len(segs) == 2 else None
+        return Response.json([self.fmt_binding(b) for b in self.state.bindings(vhost)])
+
+    async def get_queue_bindings(self, req: Request, segs: list[str]) -> Response:
+        vhost, name = segs[1], segs[2]
+        if self.state.queue(vhost, name) is None:
+            return not_found()
+        return Response.json(
+            [
+                self.fmt_binding(b)
+                for b in self.state.bindings(vhost)
+                if b.destination_type == "queue" and b.destination == name
+            ]
+        )
+
+    async def get_exchange_bindings(self, req: Request, segs: list[str]) -> Response:
+        vhost, name, side = segs[1], exchange_name(segs[2]), segs[4]
+        if self.state.exchange(vhost, name) is None or name == "":
+            return not_found()
+        bs = self.state.bindings(vhost)
+        if side == "source":
+            picked = [b for b in bs if b.source == name]
+        else:
+            picked = [b for b in bs if b.destination_type == "exchange" and b.destination == name]
+        return Response.json([self.fmt_binding(b) for b in picked])
+
+    # -- write handlers -------------------------------------------------------------------------------
+
+    async def put_queue(self, req: Request, segs: list[str]) -> Response:
+        vhost, name = segs[1], segs[2]
+        if not self.state.has_vhost(vhost):
+            return not_found()
+        body = _json_body(req)
+        if isinstance(body, Response):
+            return body
+        existed = self.state.queue(vhost, name) is not None
+        try:
+            await self.run(
+                amqp_ops.declare_queue,
+                self.target(req, vhost),
+                name,
+                _bool(body, "durable"),
+                _bool(body, "auto_delete"),
+                body.get("arguments") or {},
+            )
+        except AmqpOpError as exc:
+            return bad_request(exc.explanation)
+        return Response(204 if existed else 201)
+
+    async def delete_queue(self, req: Request, segs: list[str]) -> Response:
+        vhost, name = segs[1], segs[2]
+        if self.state.queue(vhost, name) is None:
+            return not_found()
+        try:
+            await self.run(
+                amqp_ops.delete_queue,
+                self.target(req, vhost),
+                name,
+                _flag(req, "if-unused"),
+                _flag(req, "if-empty"),
+            )
+        except AmqpOpError as exc:
+            return bad_request(exc.explanation)
+        return Response(204)
+
+    async def purge_queue(self, req: Request, segs: list[str]) -> Response:
+        vhost, name = segs[1], segs[2]
+        if self.state.queue(vhost, name) is None:
+            return not_found()
+        try:
+            await self.run(amqp_ops.purge_queue, self.target(req, vhost), name)
+        except AmqpOpError as exc:
+            return bad_request(exc.explanation)
+        return Response(204)
+
+    async def get_messages(self, req: Request, segs: list[str]) -> Response:
+        vhost, name = segs[1], segs[2]
+        if not self.state.has_vhost(vhost):
+            return not_found()
+        body = _json_body(req)
+        if isinstance(body, Response):
+            return body
+        missing = [k for k in ("count", "ackmode", "encoding") if k not in body]
+        if missing:
+            return bad_request("[" + ",".join(f"{{key_missing,{k}}}" for k in missing) + "]")
+        ackmode, encoding = body["ackmode"], body["encoding"]
+        if encoding not in ("auto", "base64"):
+            return bad_request("Unsupported encoding. Please use auto or base64.")
+        if ackmode not in amqp_ops.ACK_MODES:
+            return bad_request(f"unknown ackmode {ackmode!r}")
+        try:
+            count = int(body["count"])
+            truncate = int(body["truncate"]) if body.get("truncate") not in (None, "") else None
+        except (TypeError, ValueError):
+            return bad_request("count and truncate must be integers")
+        try:
+            msgs = await self.run(
+                amqp_ops.get_messages, self.target(req, vhost), name, count, ackmode, encoding, truncate
+            )
+        except AmqpOpError as exc:
+            if exc.code == 404:
+                return Response.json({"error": "not_found", "reason": exc.text}, 404)
+            return bad_request(exc.explanation)
+        return Response.json(msgs)
+
+    async def put_exchange(self, req: Request, segs: list[str]) -> Response:
+        vhost, name = segs[1], exchange_name(segs[2])
+        if not self.state.has_vhost(vhost):
+            return not_found()
+        if name == "" or name.startswith("amq."):
+            return access_refused()
+        body = _json_body(req)
+        if isinstance(body, Response):
+            return body
+        existed = self.state.exchange(vhost, name) is not None
+        try:
+            await self.run(
+                amqp_ops.declare_exchange,
+                self.target(req, vhost),
+                name,
+                body.get("type") or "direct",
+                _bool(body, "durable"),
+                _bool(body, "auto_delete"),
+                _bool(body, "internal"),
+                body.get("arguments") or {},
+            )
+        except AmqpOpError as exc:
+            return bad_request(exc.explanation)
+        return Response(204 if existed else 201)
+
+    async def delete_exchange(self, req: Request, segs: list[str]) -> Response:
+        vhost, name = segs[1], exchange_name(segs[2])
+        if name == "" or name.startswith("amq."):
+            return access_refused()
+        if self.state.exchange(vhost, name) is None:
+            return not_found()
+        try:
+            await self.run(amqp_ops.delete_exchange, self.target(req, vhost), name, _flag(req, "if-unused"))
+        except AmqpOpError as exc:
+            return bad_request(exc.explanation)
+        return Response(204)
+
+    async def publish(self, req: Request, segs: list[str]) -> Response:
+        vhost, name = segs[1], exchange_name(segs[2])
+        if not self.state.has_vhost(vhost):
+            return not_found()
+        body = _json_body(req)
+        if isinstance(body, Response):
+            return body
+        missing = [k for k in ("routing_key", "properties", "payload", "payload_encoding") if k not in body]
+        if missing:
+            return bad_request("[" + ",".join(f"{{key_missing,{k}}}" for k in missing) + "]")
+        enc = body["payload_encoding"]
+        if enc == "string":
+            payload = str(body["payload"]).encode("utf-8")
+        elif enc == "base64":
+            try:
+                payload = base64.b64decode(str(body["payload"]), validate=True)
+            except binascii.Error:
+                return bad_request("not_base64")
+        else:
+            return bad_request(["unsupported_encoding", enc])
+        props = body["properties"] if isinstance(body["properties"], dict) else {}
+        if _has_null(props):
+            return bad_request("null_not_allowed")
+        try:
+            routed = await self.run(
+                amqp_ops.publish, self.target(req, vhost), name, str(body["routing_key"]), props, payload
+            )
+        except AmqpOpError as exc:
+            return bad_request(f"{exc.code} {exc.text}")
+        return Response.json({"routed": bool(routed)})
+
+
+def _json_body(req: Request) -> dict[str, Any] | Response:
+    try:
+        body = req.json()
+    except (ValueError, UnicodeDecodeError):
+        return bad_request("not_json")
+    return body if isinstance(body, dict) else bad_request("not_json")
+
+
+def _bool(body: dict[str, Any], key: str) -> bool:
+    v = body.get(key, False)
+    return v in (True, "true")
+
+
+def _flag(req: Request, key: str) -> bool:
+    return req.query.get(key, ["false"])[-1].lower() == "true"
+
+
+def _has_null(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return any(_has_null(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_null(v) for v in value)
+    return False
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host in ("localhost", "")
+
+
+ROUTES: list[tuple[tuple[str, ...], dict[str, Route]]] = [
+    (("overview",), {"GET": Api.get_overview}),
+    (("nodes",), {"GET": Api.get_nodes}),
+    (("nodes", "*"), {"GET": Api.get_nodes}),
+    (("vhosts",), {"GET": Api.get_vhosts}),
+    (("vhosts", "*"), {"GET": Api.get_vhosts}),
+    (("users",), {"GET": Api.get_users}),
+    (("users", "*"), {"GET": Api.get_users}),
+    (("whoami",), {"GET": Api.get_whoami}),
+    (("permissions",), {"GET": Api.get_permissions}),
+    (("connections",), {"GET": Api.get_connections}),
+    (("consumers",), {"GET": Api.get_consumers}),
+    (("consumers", "*"), {"GET": Api.get_consumers}),
+    (("exchanges",), {"GET": Api.get_exchanges}),
+    (("exchanges", "*"), {"GET": Api.get_exchanges}),
+    (
+        ("exchanges", "*", "*"),
+        {"GET": Api.get_exchanges, "PUT": Api.put_exchange, "DELETE": Api.delete_exchange},
+    ),
+    (("exchanges", "*", "*", "publish"), {"POST": Api.publish}),
+    (("exchanges", "*", "*", "bindings", "source"), {"GET": Api.get_exchange_bindings}),
+    (("exchanges", "*", "*", "bindings", "destination"), {"GET": Api.get_exchange_bindings}),
+    (("queues",), {"GET": Api.get_queues}),
+    (("queues", "*"), {"GET": Api.get_queues}),
+    (("queues", "*", "*"), {"GET": Api.get_queues, "PUT": Api.put_queue, "DELETE": Api.delete_queue}),
+    (("queues", "*", "*", "contents"), {"DELETE": Api.purge_queue}),
+    (("queues", "*", "*", "get"), {"POST": Api.get_messages}),
+    (("queues", "*", "*", "bindings"), {"GET": Api.get_queue_bindings}),
+    (("bindings",), {"GET": Api.get_bindings}),
+    (("bindings", "*"), {"GET": Api.get_bindings}),
+]

@@ -1,0 +1,448 @@
+"""Read-only adapter between the management API and the broker's internals.
+
+Everything the HTTP layer knows about the broker goes through this module, as plain snapshot
+dataclasses. The broker's entities (VHost, Queue, Exchange, Connection, Channel) are being actively
+reshaped; when they change, only this file has to follow. Nothing here mutates broker state:
+mutations go through a real AMQP connection (see `broker.management.amqp_ops`) so they get exactly
+the checks and error texts of the AMQP code path.
+
+All functions must be called on the broker's event loop thread (the management server runs
+there), which is what makes reading the broker's unlocked dicts safe.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote_plus
+
+from exchanges.erlang_terms import Atom, phash2
+from exchanges.fields import Field, FieldTable, field_to_python
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+# Client capability the management's own AMQP connections announce, so they can be left out of
+# /api/connections and object_totals (RabbitMQ's management uses internal direct connections that
+# tools never count either).
+MANAGEMENT_CAPABILITY = "hashbroker_management"
+
+# Exchanges every vhost has from birth; RabbitMQ reports them as declared by "rmq-internal".
+_PREDECLARED_PREFIX = "amq."
+
+
+def json_value(value: Any) -> Any:
+    """Turn decoded AMQP field values into what RabbitMQ's management would render in JSON."""
+    if isinstance(value, Field):
+        value = field_to_python(value)
+    if isinstance(value, FieldTable):
+        return {k: json_value(v) for k, v in value}
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(v) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="replace")
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    try:  # decimal.Decimal, datetime
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def table_to_json(table: FieldTable | None) -> dict[str, Any]:
+    """AMQP arguments table as a JSON object (first entry wins on duplicates, as RabbitMQ looks up)."""
+    out: dict[str, Any] = {}
+    if table is None:
+        return out
+    for k, v in table:
+        if k not in out:
+            out[k] = json_value(v)
+    return out
+
+
+@dataclass(frozen=True)
+class ExchangeInfo:
+    vhost: str
+    name: str
+    type: str
+    durable: bool
+    auto_delete: bool
+    internal: bool
+    arguments: dict[str, Any]
+    declared_by: str
+
+
+@dataclass(frozen=True)
+class ConsumerInfo:
+    tag: str
+    queue: str
+    vhost: str
+    ack_required: bool
+    exclusive: bool
+    prefetch_count: int
+    arguments: dict[str, Any]
+    channel_number: int
+    connection_name: str
+    peer_host: str
+    peer_port: int
+    user: str
+    active: bool
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    vhost: str
+    name: str
+    durable: bool
+    auto_delete: bool
+    exclusive: bool
+    arguments: dict[str, Any]
+    messages_ready: int
+    messages_unacknowledged: int
+    message_bytes_ready: int
+    message_bytes_unacknowledged: int
+    consumers: list[ConsumerInfo]
+    single_active_consumer_tag: str | None
+    exclusive_consumer_tag: str | None
+    owner: ConnectionInfo | None
+    # message_stats counters that are known exactly; absent keys are not reported at all.
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BindingInfo:
+    vhost: str
+    source: str
+    destination: str
+    destination_type: str
+    routing_key: str
+    arguments: dict[str, Any]
+    properties_key: str
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    name: str
+    user: str
+    vhost: str
+    peer_host: str
+    peer_port: int
+    host: str
+    port: int
+    channels: int
+    state: str
+    frame_max: int
+    channel_max: int
+    timeout: int
+    auth_mechanism: str
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    os_pid: str
+    uptime_ms: int
+    processors: int
+    amqp_host: str
+    amqp_port: int
+    exchange_types: list[str]
+    mem_used: int
+
+
+class BrokerState:
+    """A read-only view over one running `broker.server.Broker`."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.started = time.monotonic()
+        self.node_name = f"hashbroker@{socket.gethostname().split('.')[0] or 'localhost'}"
+
+    # -- identity & auth ------------------------------------------------------------------------
+
+    @property
+    def compat_version(self) -> str:
+        return str(self.broker.settings.rabbitmq_compat_version)
+
+    @property
+    def amqp_host(self) -> str:
+        return str(self.broker.host)
+
+    @property
+    def amqp_port(self) -> int:
+        return int(self.broker.port)
+
+    def users(self) -> list[str]:
+        """The broker has a single configured user (settings.default_user)."""
+        return [self.broker.settings.default_user]
+
+    def user_tags(self, user: str) -> list[str]:
+        return ["administrator"] if user in self.users() else []
+
+    def check_credentials(self, user: str, password: str) -> bool:
+        return bool(self.broker.check_credentials(user, password))
+
+    def is_loopback_user(self, user: str) -> bool:
+        return user in self.broker.settings.loopback_users
+
+    # -- vhosts ---------------------------------------------------------------------------------
+
+    def vhost_names(self) -> list[str]:
+        return sorted(self.broker.vhosts)
+
+    def has_vhost(self, name: str) -> bool:
+        return name in self.broker.vhosts
+
+    # -- exchanges ------------------------------------------------------------------------------
+
+    def exchanges(self, vhost: str | None = None) -> list[ExchangeInfo]:
+        out = []
+        for vname in self._vhosts(vhost):
+            vh = self.broker.vhosts[vname]
+            for x in vh.exchanges.values():
+                out.append(self._exchange_info(vname, x))
+        out.sort(key=lambda e: (e.vhost, e.name))
+        return out
+
+    def exchange(self, vhost: str, name: str) -> ExchangeInfo | None:
+        vh = self.broker.vhosts.get(vhost)
+        x = vh.exchanges.get(name) if vh is not None else None
+        return self._exchange_info(vhost, x) if x is not None else None
+
+    def _exchange_info(self, vhost: str, x: Any) -> ExchangeInfo:
+        internal_origin = x.name == "" or x.name.startswith(_PREDECLARED_PREFIX)
+        return ExchangeInfo(
+            vhost=vhost,
+            name=x.name,
+            type=x.type_name,
+            durable=bool(x.durable),
+            auto_delete=bool(x.auto_delete),
+            internal=bool(x.internal),
+            arguments=table_to_json(x.arguments),
+            # single-user broker: anything not predeclared was declared by that user
+            declared_by="rmq-internal" if internal_origin else self.broker.settings.default_user,
+        )
+
+    # -- queues ---------------------------------------------------------------------------------
+
+    def queues(self, vhost: str | None = None) -> list[QueueInfo]:
+        unacked_bytes = self._unacked_bytes()
+        out = []
+        for vname in self._vhosts(vhost):
+            for q in self.broker.vhosts[vname].queues.values():
+                out.append(self._queue_info(vname, q, unacked_bytes))
+        out.sort(key=lambda q: (q.vhost, q.name))
+        return out
+
+    def queue(self, vhost: str, name: str) -> QueueInfo | None:
+        vh = self.broker.vhosts.get(vhost)
+        q = vh.queues.get(name) if vh is not None else None
+        return self._queue_info(vhost, q, self._unacked_bytes()) if q is not None else None
+
+    def _unacked_bytes(self) -> dict[int, int]:
+        """Bytes of delivered-but-unacked messages per queue (by id), read from the channels."""
+        out: dict[int, int] = {}
+        for conn in list(self.broker.connections):
+            for ch in list(getattr(conn, "channels", {}).values()):
+                for u in list(getattr(ch, "unacked", {}).values()):
+                    out[id(u.queue)] = out.get(id(u.queue), 0) + len(u.entry.msg.body)
+        return out
+
+    def _queue_info(self, vhost: str, q: Any, unacked_bytes: dict[int, int]) -> QueueInfo:
+        consumers = [self._consumer_info(vhost, q, c, i) for i, c in enumerate(q.consumers)]
+        sac = consumers[0].tag if q.single_active and consumers else None
+        excl = next((c.tag for c in consumers if c.exclusive), None)
+        owner = q.exclusive_owner
+        return QueueInfo(
+            vhost=vhost,
+            name=q.name,
+            durable=bool(q.durable),
+            auto_delete=bool(q.auto_delete),
+            exclusive=owner is not None,
+            arguments=table_to_json(q.arguments),
+            # raw counters, not `message_count`: that property expires messages (a mutation)
+            messages_ready=int(q.count),
+            messages_unacknowledged=int(q.unacked),
+            message_bytes_ready=int(q.bytes),
+            message_bytes_unacknowledged=unacked_bytes.get(id(q), 0),
+            consumers=consumers,
+            single_active_consumer_tag=sac,
+            exclusive_consumer_tag=excl,
+            owner=self._connection_info(owner) if owner is not None else None,
+            stats=self._queue_stats(q),
+        )
+
+    @staticmethod
+    def _queue_stats(q: Any) -> dict[str, int]:
+        """Exact message_stats counters for a queue.
+
+        `Queue.seq` is bumped once per message entering the queue (publish or dead-letter, never on
+        requeue), which is precisely RabbitMQ's per-queue `publish` stat. Delivery counters are
+        taken from a `stats` mapping if the broker grows one; until then they are left out rather
+        than reported as a misleading 0.
+        """
+        stats: dict[str, int] = {}
+        native = getattr(q, "stats", None)
+        if isinstance(native, dict):
+            stats.update({str(k): int(v) for k, v in native.items()})
+        if "publish" not in stats and isinstance(getattr(q, "seq", None), int) and q.seq:
+            stats["publish"] = q.seq
+        return stats
+
+    def _consumer_info(self, vhost: str, q: Any, c: Any, index: int) -> ConsumerInfo:
+        ch = c.channel
+        conn = getattr(ch, "conn", None)
+        cinfo = self._connection_info(conn) if conn is not None else None
+        return ConsumerInfo(
+            tag=c.tag,
+            queue=q.name,
+            vhost=vhost,
+            ack_required=not c.no_ack,
+            exclusive=bool(c.exclusive),
+            prefetch_count=int(c.prefetch),
+            arguments=table_to_json(c.args),
+            channel_number=int(getattr(ch, "number", 0)),
+            connection_name=cinfo.name if cinfo else "",
+            peer_host=cinfo.peer_host if cinfo else "",
+            peer_port=cinfo.peer_port if cinfo else 0,
+            user=cinfo.user if cinfo else "",
+            active=index == 0 or not q.single_active,
+        )
+
+    # -- bindings -------------------------------------------------------------------------------
+
+    def bindings(self, vhost: str | None = None) -> list[BindingInfo]:
+        """Explicit bindings plus the implicit default-exchange binding of every queue."""
+        out = []
+        for vname in self._vhosts(vhost):
+            vh = self.broker.vhosts[vname]
+            for qname in vh.queues:
+                out.append(BindingInfo(vname, "", qname, "queue", qname, {}, properties_key(qname, None)))
+            for x in vh.exchanges.values():
+                for b in x.binding_set:
+                    out.append(
+                        BindingInfo(
+                            vname,
+                            x.name,
+                            b.destination.name,
+                            b.destination.kind,
+                            b.key,
+                            table_to_json(b.arguments),
+                            properties_key(b.key, b.arguments),
+                        )
+                    )
+        out.sort(key=lambda b: (b.vhost, b.source, b.destination_type, b.destination, b.routing_key))
+        return out
+
+    # -- connections ----------------------------------------------------------------------------
+
+    def connections(self) -> list[ConnectionInfo]:
+        out = []
+        for conn in list(self.broker.connections):
+            if self._is_management_connection(conn) or getattr(conn, "state", "") in ("handshake", "closed"):
+                continue
+            out.append(self._connection_info(conn))
+        out.sort(key=lambda c: c.name)
+        return out
+
+    def channel_count(self) -> int:
+        return sum(c.channels for c in self.connections())
+
+    @staticmethod
+    def _is_management_connection(conn: Any) -> bool:
+        caps = getattr(conn, "capabilities", None)
+        if not isinstance(caps, FieldTable):
+            return False
+        f = caps.get(MANAGEMENT_CAPABILITY)
+        return bool(f is not None and f.value)
+
+    def _connection_info(self, conn: Any) -> ConnectionInfo:
+        peer = str(getattr(conn, "peer", ""))
+        host, _, port = peer.rpartition(":")
+        return ConnectionInfo(
+            name=str(getattr(conn, "name", peer)),
+            user=str(getattr(conn, "user", "")),
+            vhost=str(getattr(conn, "vhost_name", "")),
+            peer_host=host,
+            peer_port=int(port) if port.isdigit() else 0,
+            host=self.amqp_host,
+            port=self.amqp_port,
+            channels=len(getattr(conn, "channels", {})),
+            state="running" if getattr(conn, "state", "") == "running" else str(getattr(conn, "state", "")),
+            frame_max=int(getattr(conn, "frame_max", 0)),
+            channel_max=int(getattr(conn, "channel_max", 0)),
+            timeout=int(getattr(conn, "heartbeat", 0)),
+            auth_mechanism=str(getattr(conn, "_auth_mechanism", "") or "PLAIN"),
+        )
+
+    # -- node -----------------------------------------------------------------------------------
+
+    def node(self) -> NodeInfo:
+        return NodeInfo(
+            name=self.node_name,
+            os_pid=str(os.getpid()),
+            uptime_ms=int((time.monotonic() - self.started) * 1000),
+            processors=os.cpu_count() or 1,
+            amqp_host=self.amqp_host,
+            amqp_port=self.amqp_port,
+            exchange_types=self.exchange_types(),
+            mem_used=_rss_bytes(),
+        )
+
+    @staticmethod
+    def exchange_types() -> list[str]:
+        from broker.exchange_types import type_names
+
+        return sorted(type_names())
+
+    def _vhosts(self, vhost: str | None) -> list[str]:
+        if vhost is None:
+            return self.vhost_names()
+        return [vhost] if vhost in self.broker.vhosts else []
+
+
+def properties_key(key: str, arguments: FieldTable | None) -> str:
+    """rabbit_mgmt_format:pack_binding_props: the id of a binding in /api/bindings/... URLs.
+
+    `quote_plus(key)` with "~" escaped, then for bindings with arguments "~" and
+    base64url(<<phash2(Args, 2^32):32>>) over the arguments as RabbitMQ stores them
+    ([{Key, Type, Value}]), so the ids match RabbitMQ's bit for bit.
+    """
+    quoted = quote_plus(key, safe="").replace("~", "%7E")
+    if not arguments:
+        return quoted or "~"
+    digest = phash2(_args_term(arguments), 1 << 32).to_bytes(4, "big")
+    return f"{quoted}~{base64.urlsafe_b64encode(digest).decode().rstrip('=')}"
+
+
+def _args_term(table: FieldTable) -> list[Any]:
+    return [(k.encode("utf-8", errors="surrogateescape"), Atom(f.type), _value_term(f)) for k, f in table]
+
+
+def _value_term(f: Field) -> Any:
+    """A field value as the Erlang term RabbitMQ keeps (see exchanges.erlang_terms mapping)."""
+    if f.type == "table":
+        return _args_term(f.value)
+    if f.type == "array":
+        return [(Atom(v.type), _value_term(v)) for v in f.value]
+    if f.type == "bool":
+        return Atom("true" if f.value else "false")
+    if f.type == "void":
+        return Atom("undefined")
+    if f.type == "decimal":
+        return tuple(f.value)
+    return f.value
+
+
+def _rss_bytes() -> int:
+    """Resident memory of this process (Linux /proc; 0 where unavailable)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0

@@ -1,0 +1,132 @@
+"""Length-based AMQP frame splitting and building.
+
+RabbitMQ's reader (rabbit_reader:handle_input) reads a 7-byte header, checks the payload size against
+the negotiated frame_max (allowing an 8-byte fudge because many clients are off by one frame
+header), then expects the 0xCE end marker. We do the same so oversized and corrupt frames produce the
+same FRAME_ERROR texts.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from exchanges.errors import AmqpError
+
+FRAME_METHOD = 1
+FRAME_HEADER = 2
+FRAME_BODY = 3
+FRAME_HEARTBEAT = 8
+FRAME_END = 0xCE
+FRAME_END_BYTE = b"\xce"
+EMPTY_FRAME_SIZE = 8
+FRAME_MIN_SIZE = 4096
+
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+# 0-9 header some clients send; RabbitMQ treats it as 0-9-1 (rabbit_reader:handshake).
+ACCEPTED_HEADERS = frozenset({PROTOCOL_HEADER, b"AMQP\x01\x01\x00\x09"})
+
+_HDR = struct.Struct(">BHI")
+HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
+
+
+def erl_binary(data: bytes) -> str:
+    """Format bytes as Erlang's ~p prints a binary (used inside frame-error texts)."""
+    if data and all(32 <= b < 127 for b in data):
+        escaped = data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"')
+        return f'<<"{escaped}">>'
+    return "<<" + ",".join(str(b) for b in data) + ">>"
+
+
+def payload_snippet(payload: bytes) -> tuple[str, str]:
+    if len(payload) <= 16:
+        return "all", erl_binary(payload)
+    return "first 16", erl_binary(payload[:16])
+
+
+def frame_error(frame_type: int, payload: bytes, error: str) -> AmqpError:
+    kind, snippet = payload_snippet(payload)
+    return AmqpError(501, f"type {frame_type}, {kind} octets = {snippet}: {error}")
+
+
+def unexpected_frame_error(frame_type: int, payload: bytes) -> AmqpError:
+    kind, snippet = payload_snippet(payload)
+    return AmqpError(505, f"type {frame_type}, {kind} octets = {snippet}")
+
+
+class FrameReader:
+    """Accumulates bytes and yields complete frames as (type, channel, payload).
+
+    `frame_max` is the negotiated maximum (4096 until tune-ok, like RabbitMQ's initial_frame_max);
+    0 means unlimited. Raises AmqpError(501) on an oversized frame or a bad end marker; after that
+    the stream is out of sync and the caller must close the connection.
+    """
+
+    __slots__ = ("_buf", "frame_max")
+
+    def __init__(self, frame_max: int = FRAME_MIN_SIZE) -> None:
+        self._buf = bytearray()
+        self.frame_max = frame_max
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def take(self, n: int) -> bytes | None:
+        """Remove and return the first n raw bytes (protocol header), None if not yet received."""
+        if len(self._buf) < n:
+            return None
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    def frames(self) -> Iterator[tuple[int, int, bytes]]:
+        buf = self._buf
+        pos = 0
+        end = len(buf)
+        limit = self.frame_max - EMPTY_FRAME_SIZE + EMPTY_FRAME_SIZE if self.frame_max else 0
+        try:
+            while end - pos >= 7:
+                ftype, channel, size = _HDR.unpack_from(buf, pos)
+                if limit and size > limit:
+                    raise frame_error(
+                        ftype, b"", f"{{frame_too_large,{size},{self.frame_max - EMPTY_FRAME_SIZE}}}"
+                    )
+                stop = pos + 7 + size
+                if stop >= end:
+                    break
+                if buf[stop] != FRAME_END:
+                    payload = bytes(buf[pos + 7 : stop])
+                    raise frame_error(ftype, payload, f"{{invalid_frame_end_marker,{buf[stop]}}}")
+                payload = bytes(buf[pos + 7 : stop])
+                pos = stop + 1
+                yield ftype, channel, payload
+        finally:
+            if pos:
+                del buf[:pos]
+
+
+def build_frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+    return _HDR.pack(frame_type, channel, len(payload)) + payload + FRAME_END_BYTE
+
+
+def build_body_frames(channel: int, body: bytes, frame_max: int, out: list[bytes]) -> None:
+    """Append body frames for `body`, each payload at most frame_max - 8 bytes."""
+    n = len(body)
+    if n == 0:
+        return
+    chunk = (frame_max - EMPTY_FRAME_SIZE) if frame_max else n
+    if n <= chunk:
+        out.append(_HDR.pack(FRAME_BODY, channel, n))
+        out.append(body)
+        out.append(FRAME_END_BYTE)
+        return
+    view = memoryview(body)
+    for start in range(0, n, chunk):
+        piece = view[start : start + chunk]
+        out.append(_HDR.pack(FRAME_BODY, channel, len(piece)))
+        out.append(bytes(piece))
+        out.append(FRAME_END_BYTE)

@@ -1,0 +1,131 @@
+"""Basic-class content properties kept as the raw bytes the publisher sent.
+
+A stored message keeps `props` = property flags + property list exactly as received, so consumers
+get byte-identical properties and we never decode what routing does not need. `PropertyView`
+locates fields lazily; `rewrite` re-encodes only when the broker must change something (x-death
+headers, reply-to rewriting, expiration removal on dead-lettering).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from exchanges.fields import FieldTable
+
+# (bit, name, kind) in wire order; kind: s shortstr, t table, o octet, L longlong
+PROPERTIES: tuple[tuple[int, str, str], ...] = (
+    (15, "content_type", "s"),
+    (14, "content_encoding", "s"),
+    (13, "headers", "t"),
+    (12, "delivery_mode", "o"),
+    (11, "priority", "o"),
+    (10, "correlation_id", "s"),
+    (9, "reply_to", "s"),
+    (8, "expiration", "s"),
+    (7, "message_id", "s"),
+    (6, "timestamp", "L"),
+    (5, "type", "s"),
+    (4, "user_id", "s"),
+    (3, "app_id", "s"),
+    (2, "cluster_id", "s"),
+)
+_BY_NAME = {name: (bit, kind) for bit, name, kind in PROPERTIES}
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+
+
+class PropertyError(ValueError):
+    """Property bytes are malformed."""
+
+
+def locate(props: bytes) -> dict[str, tuple[int, int]]:
+    """Map present property name -> (start, end) of its encoded value (length prefix included).
+
+    Only the first 16-bit flag word is meaningful for the basic class; continuation words are
+    skipped like RabbitMQ's parser does.
+    """
+    if len(props) < 2:
+        raise PropertyError("no property flags")
+    (flags,) = _U16.unpack_from(props, 0)
+    pos = 2
+    word = flags
+    while word & 1:  # continuation flag words
+        (word,) = _U16.unpack_from(props, pos)
+        pos += 2
+    out: dict[str, tuple[int, int]] = {}
+    n = len(props)
+    for bit, name, kind in PROPERTIES:
+        if not flags & (1 << bit):
+            continue
+        start = pos
+        if kind == "s":
+            if pos >= n:
+                raise PropertyError(name)
+            pos += 1 + props[pos]
+        elif kind == "t":
+            if pos + 4 > n:
+                raise PropertyError(name)
+            pos += 4 + _U32.unpack_from(props, pos)[0]
+        elif kind == "o":
+            pos += 1
+        else:
+            pos += 8
+        if pos > n:
+            raise PropertyError(name)
+        out[name] = (start, pos)
+    return out
+
+
+def decode_value(props: bytes, name: str, span: tuple[int, int]) -> Any:
+    _bit, kind = _BY_NAME[name]
+    start, end = span
+    if kind == "s":
+        return props[start + 1 : end].decode("utf-8", errors="surrogateescape")
+    if kind == "t":
+        return FieldTable.decode(props[start + 4 : end])
+    if kind == "o":
+        return props[start]
+    return _U64.unpack_from(props, start)[0]
+
+
+def encode_value(name: str, value: Any) -> bytes:
+    _bit, kind = _BY_NAME[name]
+    if kind == "s":
+        raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+        return bytes((len(raw),)) + raw
+    if kind == "t":
+        body = value.encode()
+        return _U32.pack(len(body)) + body
+    if kind == "o":
+        return bytes((value,))
+    return _U64.pack(value)
+
+
+def rewrite(props: bytes, changes: dict[str, Any]) -> bytes:
+    """Return new property bytes with `changes` applied (value None removes the property).
+
+    Untouched properties are copied byte for byte.
+    """
+    spans = locate(props)
+    flags = 0
+    parts: list[bytes] = []
+    for bit, name, _kind in PROPERTIES:
+        if name in changes:
+            value = changes[name]
+            if value is None:
+                continue
+            parts.append(encode_value(name, value))
+        elif name in spans:
+            start, end = spans[name]
+            parts.append(props[start:end])
+        else:
+            continue
+        flags |= 1 << bit
+    return _U16.pack(flags) + b"".join(parts)
+
+
+def encode(values: dict[str, Any]) -> bytes:
+    """Property bytes from scratch (for messages the broker itself creates)."""
+    return rewrite(b"\x00\x00", values)

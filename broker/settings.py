@@ -1,0 +1,86 @@
+"""Broker configuration: defaults < config file (TOML/JSON) < HASHBROKER_* environment < explicit overrides.
+
+pydantic-settings gives env parsing and validation; the config file is read here (not by a
+pydantic-settings file source) so that one `--config` path can be either TOML or JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+class Settings(BaseSettings):
+    """Everything `hashbroker serve`, `Broker` and `BrokerThread` can be told.
+
+    Limits mirror RabbitMQ's defaults so clients negotiate the same values against either broker.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="HASHBROKER_", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=5672, ge=0, le=65535)
+    default_user: str = "guest"
+    default_pass: str = "guest"
+    default_vhost: str = "/"
+    loopback_users: list[str] = Field(default_factory=lambda: ["guest"])
+    heartbeat: int = Field(default=60, ge=0, le=65535)
+    frame_max: int = Field(default=131072, ge=4096)
+    channel_max: int = Field(default=2047, ge=0, le=65535)
+    rabbitmq_compat_version: str = "3.10.8"
+    management_port: int | None = Field(default=None, ge=0, le=65535)
+    """RabbitMQ-style management HTTP API; None (default) = off, 0 = any free port."""
+    management_host: str | None = None
+    log_level: LogLevel = "INFO"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Explicit arguments (CLI flags, Broker(**overrides)) beat the environment.
+        return (init_settings, env_settings)
+
+    @classmethod
+    def load(cls, config_file: str | Path | None = None, **overrides: Any) -> Settings:
+        """Build settings from an optional config file, the environment and `overrides`.
+
+        File values sit below the environment: they are applied only for keys neither the
+        environment nor `overrides` set. `None` overrides are ignored so argparse defaults of
+        None mean "not given".
+        """
+        given = {k: v for k, v in overrides.items() if v is not None}
+        base = cls(**given)
+        if config_file is None:
+            return base
+        file_values = read_config_file(config_file)
+        explicit = base.model_fields_set
+        merged = {k: v for k, v in file_values.items() if k not in explicit}
+        return cls(**{**merged, **given}) if merged else base
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Parse a TOML (by extension .toml) or JSON config file; a `[hashbroker]` table is unwrapped."""
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    if p.suffix.lower() == ".json":
+        data = json.loads(text)
+    else:
+        import tomllib
+
+        data = tomllib.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {p} must contain a table/object")
+    if isinstance(data.get("hashbroker"), dict):
+        data = data["hashbroker"]
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
