@@ -22,8 +22,9 @@ from exchanges.jump_table import TABLES
 SIZES = (4, 64, 1024)
 
 
-def build(exchange_type: str, bindings: list[tuple[str, str, dict | None]],
-          arguments: dict | None = None) -> ExchangeType:
+def build(
+    exchange_type: str, bindings: list[tuple[str, str, dict | None]], arguments: dict | None = None
+) -> ExchangeType:
     ex = exchanges.create_exchange(exchange_type, arguments)
     for queue, key, args in bindings:
         ex.add_binding(Binding(Destination.queue(queue), key, FieldTable.from_python(args)))
@@ -53,10 +54,14 @@ def main() -> None:
     rng = random.Random(1)
     keys = [str(rng.randint(0, 10**12)) for _ in range(args.messages)]
     plain = [SimpleMessage([k]) for k in keys]
-    topic_keys = [SimpleMessage([".".join(f"w{rng.randint(0, 30)}" for _ in range(rng.randint(3, 5)))])
-                  for _ in range(args.messages)]
-    header_msgs = [SimpleMessage([""], FieldTable.from_python({"a": f"v{rng.randint(0, 50)}", "b": 1}))
-                   for _ in range(args.messages)]
+    topic_keys = [
+        SimpleMessage([".".join(f"w{rng.randint(0, 30)}" for _ in range(rng.randint(3, 5)))])
+        for _ in range(args.messages)
+    ]
+    header_msgs = [
+        SimpleMessage([""], FieldTable.from_python({"a": f"v{rng.randint(0, 50)}", "b": 1}))
+        for _ in range(args.messages)
+    ]
     rows: list[tuple[str, int, str, float]] = []
 
     def add(name: str, n: int, mode: str, ex: ExchangeType, msgs: list[SimpleMessage]) -> None:
@@ -66,8 +71,10 @@ def main() -> None:
         weights = [(f"q{i}", "1", None) for i in range(n)]
         topic_bindings = [(f"q{i}", topic_pattern(rng), None) for i in range(n)]
         direct_bindings = [(f"q{i}", keys[i], None) for i in range(n)]
-        header_bindings = [(f"q{i}", "", {"x-match": rng.choice(["all", "any"]), "a": f"v{i % 50}", "b": i % 3})  # noqa: E501
-                           for i in range(n)]
+        header_bindings = [
+            (f"q{i}", "", {"x-match": rng.choice(["all", "any"]), "a": f"v{i % 50}", "b": i % 3})  # noqa: E501
+            for i in range(n)
+        ]
         saved = TABLES.enabled
         TABLES.enabled = False
         add("x-consistent-hash", n, "direct", build("x-consistent-hash", weights), plain)
@@ -82,8 +89,10 @@ def main() -> None:
     big_topic = [(f"q{i}", topic_pattern(rng), None) for i in range(10_000)]
     add("topic", 10_000, "", build("topic", big_topic), topic_keys)
 
-    print(f"# bench/routing.py  {datetime.date.today()}  {platform.python_implementation()} "
-          f"{platform.python_version()}  {platform.machine()}  {args.messages} messages, distinct keys")
+    print(
+        f"# bench/routing.py  {datetime.date.today()}  {platform.python_implementation()} "
+        f"{platform.python_version()}  {platform.machine()}  {args.messages} messages, distinct keys"
+    )
     print(f"{'type':<20}{'bindings':>9}  {'mode':<7}{'us/msg':>9}")
     for name, n, mode, us in rows:
         print(f"{name:<20}{n:>9}  {mode:<7}{us:>9.2f}")

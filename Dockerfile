@@ -1,0 +1,14 @@
+# hashbroker: a pure-Python AMQP 0-9-1 broker answering as RabbitMQ 3.10.8 does.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY broker ./broker
+COPY exchanges ./exchanges
+COPY spark_bridge ./spark_bridge
+RUN pip install . && useradd --system --no-create-home hashbroker
+USER hashbroker
+
+EXPOSE 5672
+CMD ["hashbroker", "serve", "--host", "0.0.0.0", "--port", "5672"]

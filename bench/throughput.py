@@ -1,0 +1,299 @@
+"""Throughput: identical workloads against hashbroker and a reference broker, in one run.
+
+    .venv/bin/python bench/throughput.py [--reference URL] [--hashbroker URL] [--messages N] ...
+
+Workloads: (a) pika publish, no confirms; (b) aio-pika publish with confirms, a window in flight;
+(c) one producer + one consumer end to end with prefetch; (d) a raw pipelined publisher (pre-encoded
+frames, no client library) measuring ingest + routing. Plus time-to-listen and idle RSS of a
+`hashbroker serve` subprocess. Prints a table; asserts nothing (numbers depend on the machine).
+Without --hashbroker a `hashbroker serve` subprocess on a free port is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlparse
+
+import aio_pika
+import pika
+from pamqp import commands, frame, header
+from pamqp.body import ContentBody
+
+REFERENCE_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+BODY = b"x" * 16
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def hashbroker_cmd() -> list[str]:
+    exe = shutil.which("hashbroker", path=str(Path(sys.executable).parent)) or shutil.which("hashbroker")
+    return [exe] if exe else [sys.executable, "-m", "broker.cli"]
+
+
+def start_serve(port: int) -> tuple[subprocess.Popen[bytes], float]:
+    """Start `hashbroker serve` and return it with the seconds until its port accepted a connection."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [*hashbroker_cmd(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = t0 + 30
+    while time.perf_counter() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"hashbroker serve exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, time.perf_counter() - t0
+        except OSError:
+            time.sleep(0.01)
+    proc.kill()
+    raise RuntimeError("hashbroker serve did not listen within 30 s")
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def temp_queue(url: str) -> str:
+    name = f"bench.{uuid.uuid4().hex[:10]}"
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    conn.channel().queue_declare(name, auto_delete=False)
+    conn.close()
+    return name
+
+
+def delete_queue(url: str, name: str) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    conn.channel().queue_delete(name)
+    conn.close()
+
+
+def wait_count(url: str, queue: str, n: int, timeout: float = 120) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    deadline = time.monotonic() + timeout
+    while ch.queue_declare(queue, passive=True).method.message_count < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    conn.close()
+
+
+def bench_pika_publish(url: str, n: int) -> float:
+    """(a) pika BlockingConnection publishing n x 16 B without confirms, until all are enqueued."""
+    q = temp_queue(url)
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        ch.basic_publish("", q, BODY)
+    wait_count(url, q, n)
+    elapsed = time.perf_counter() - t0
+    conn.close()
+    delete_queue(url, q)
+    return n / elapsed
+
+
+def bench_aio_pika_confirms(url: str, n: int, window: int) -> float:
+    """(b) aio-pika with publisher confirms, ``window`` publishes in flight."""
+    q = temp_queue(url)
+
+    async def run() -> float:
+        conn = await aio_pika.connect(url)
+        async with conn:
+            ch = await conn.channel(publisher_confirms=True)
+            sem = asyncio.Semaphore(window)
+
+            async def one() -> None:
+                async with sem:
+                    await ch.default_exchange.publish(aio_pika.Message(BODY), routing_key=q)
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one() for _ in range(n)))
+            return n / (time.perf_counter() - t0)
+
+    rate = asyncio.run(run())
+    delete_queue(url, q)
+    return rate
+
+
+def bench_end_to_end(url: str, n: int, prefetch: int) -> float:
+    """(c) one producer thread and one consumer (prefetch, multiple acks) until all n consumed."""
+    q = temp_queue(url)
+    done = threading.Event()
+
+    def produce() -> None:
+        conn = pika.BlockingConnection(pika.URLParameters(url))
+        ch = conn.channel()
+        for _ in range(n):
+            ch.basic_publish("", q, BODY)
+        conn.process_data_events(0)
+        done.wait(300)
+        conn.close()
+
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=prefetch)
+    got = 0
+    t0 = time.perf_counter()
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    for method, _props, _body in ch.consume(q, inactivity_timeout=30):
+        if method is None:
+            break
+        got += 1
+        if got % (prefetch // 2 or 1) == 0 or got == n:
+            ch.basic_ack(method.delivery_tag, multiple=True)
+        if got == n:
+            break
+    elapsed = time.perf_counter() - t0
+    done.set()
+    ch.cancel()
+    conn.close()
+    producer.join(10)
+    delete_queue(url, q)
+    return got / elapsed
+
+
+def bench_raw_pipelined(url: str, n: int) -> float:
+    """(d) pre-encoded publish frames written back to back on a socket; rate until all are enqueued."""
+    q = temp_queue(url)
+    parsed = urlparse(url)
+    sock = socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 5672))
+    buf = b""
+
+    def read_frame() -> object:
+        nonlocal buf
+        while True:
+            try:
+                used, _ch, value = frame.unmarshal(buf)
+                if used:
+                    buf = buf[used:]
+                    return value
+            except Exception:
+                pass
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            buf += chunk
+
+    sock.sendall(frame.marshal(header.ProtocolHeader(), 0))
+    read_frame()
+    sock.sendall(frame.marshal(commands.Connection.StartOk(response="\0guest\0guest"), 0))
+    tune = read_frame()
+    assert isinstance(tune, commands.Connection.Tune)
+    sock.sendall(
+        frame.marshal(
+            commands.Connection.TuneOk(channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=0), 0
+        )
+    )
+    sock.sendall(frame.marshal(commands.Connection.Open(virtual_host="/"), 0))
+    read_frame()
+    sock.sendall(frame.marshal(commands.Channel.Open(), 1))
+    read_frame()
+    one = (
+        frame.marshal(commands.Basic.Publish(exchange="", routing_key=q), 1)
+        + frame.marshal(header.ContentHeader(0, len(BODY), commands.Basic.Properties()), 1)
+        + frame.marshal(ContentBody(BODY), 1)
+    )
+    batch = one * 1000
+    t0 = time.perf_counter()
+    sent = 0
+    while sent < n:
+        k = min(1000, n - sent)
+        sock.sendall(batch if k == 1000 else one * k)
+        sent += k
+    wait_count(url, q, n)
+    elapsed = time.perf_counter() - t0
+    sock.close()
+    delete_queue(url, q)
+    return n / elapsed
+
+
+def measure(label: str, fn: Callable[[], float]) -> float | None:
+    try:
+        return fn()
+    except Exception as exc:
+        print(f"  {label}: failed: {exc!r}", file=sys.stderr)
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reference", default=REFERENCE_URL, help="reference broker URL (RabbitMQ)")
+    parser.add_argument("--hashbroker", default=None, help="URL of a running hashbroker (default: start one)")
+    parser.add_argument("--messages", type=int, default=100_000, help="messages for (a) and (d)")
+    parser.add_argument("--confirm-messages", type=int, default=20_000, help="messages for (b)")
+    parser.add_argument("--window", type=int, default=1000, help="confirms in flight for (b)")
+    parser.add_argument("--e2e-messages", type=int, default=50_000, help="messages for (c)")
+    parser.add_argument("--prefetch", type=int, default=1000, help="prefetch for (c)")
+    args = parser.parse_args(argv)
+
+    proc = None
+    startup, idle_rss = None, None
+    hb_url = args.hashbroker
+    if hb_url is None:
+        port = free_port()
+        proc, startup = start_serve(port)
+        time.sleep(1.0)
+        idle_rss = rss_mib(proc.pid)
+        hb_url = f"amqp://guest:guest@127.0.0.1:{port}/%2F"
+    try:
+        rows = [
+            ("(a) pika publish, no confirms", lambda u: bench_pika_publish(u, args.messages)),
+            (
+                f"(b) aio-pika confirms, {args.window} in flight",
+                lambda u: bench_aio_pika_confirms(u, args.confirm_messages, args.window),
+            ),
+            (
+                f"(c) end to end, prefetch {args.prefetch}",
+                lambda u: bench_end_to_end(u, args.e2e_messages, args.prefetch),
+            ),
+            ("(d) raw pipelined publisher", lambda u: bench_raw_pipelined(u, args.messages)),
+        ]
+        print(
+            f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} {platform.machine()} "
+            f"{os.cpu_count()} cpus, Python {platform.python_version()}"
+        )
+        print(f"{'workload':<40} {'hashbroker msg/s':>17} {'reference msg/s':>16} {'ratio':>7}")
+        for label, fn in rows:
+            hb = measure(f"hashbroker {label}", lambda fn=fn: fn(hb_url))
+            ref = measure(f"reference {label}", lambda fn=fn: fn(args.reference))
+            ratio = f"{hb / ref:.2f}" if hb and ref else "-"
+            print(f"{label:<40} {hb or 0:>17,.0f} {ref or 0:>16,.0f} {ratio:>7}")
+        if startup is not None:
+            print(f"{'hashbroker serve time-to-listen':<40} {startup * 1000:>15.0f} ms")
+            print(f"{'hashbroker serve idle RSS':<40} {idle_rss:>15.1f} MiB")
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
