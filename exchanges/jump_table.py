@@ -90,27 +90,13 @@ def _jump_chunk(np: Any, start: int, buckets: int) -> Any:
 
 
 class JumpTables:
-    """Per-bucket-count route counters and tables, shared process-wide."""
+    """Built tables by bucket count, shared process-wide (least recently built dropped first)."""
 
     def __init__(self) -> None:
         self._tables: OrderedDict[int, Any] = OrderedDict()
-        self._routes: dict[int, int] = {}
         self._lock = threading.Lock()
         # find_spec, not import: NumPy costs ~17 MB and 60 ms, paid only when a table is built
         self.enabled = importlib.util.find_spec("numpy") is not None
-
-    def lookup(self, buckets: int) -> Any:
-        """The table for `buckets` if built (counting this use toward building it), else None."""
-        table = self._tables.get(buckets)
-        if table is not None:
-            return table
-        if not self.enabled:
-            return None
-        count = self._routes.get(buckets, 0) + 1
-        self._routes[buckets] = count
-        if count < BUILD_AFTER_ROUTES:
-            return None
-        return self.get(buckets)
 
     def cached(self, buckets: int) -> Any:
         """The table for `buckets` if one was already built, without counting a use."""
@@ -127,7 +113,6 @@ class JumpTables:
                     self._tables.popitem(last=False)
             else:
                 self._tables.move_to_end(buckets)
-            self._routes.pop(buckets, None)
             return table
 
 
@@ -165,13 +150,3 @@ class RingLookup:
         if self._routes >= BUILD_AFTER_ROUTES and TABLES.enabled:
             self.table = _as_ints(TABLES.get(buckets))
         return jump_consistent_hash(key, buckets)
-
-
-def bucket_for(key: int, buckets: int) -> int:
-    """RabbitMQ's bucket for an integer hash key: from the table when one exists, else computed."""
-    if buckets == 1:
-        return 0
-    table = TABLES.lookup(buckets)
-    if table is None:
-        return jump_consistent_hash(key, buckets)
-    return int(table[key & 0x1FFFFF])
