@@ -1,0 +1,232 @@
+"""The store interface the broker talks to, `StoreError`, and `NullStore` (`--data-dir :memory:`).
+
+Every mutating method is a plain synchronous call made on the broker's event loop: it only
+*enqueues* the change, so AMQP handlers (which are synchronous) never block on disk. Changes are
+applied in call order, grouped into as few transactions as the disk allows. Only `persist` and
+`sync` hand back a future, because only publisher confirms (and shutdown) must wait for a commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from broker.store.records import (
+    BindingRecord,
+    ExchangeRecord,
+    PolicyRecord,
+    QueueRecord,
+    Snapshot,
+    UserRecord,
+    VHostRecord,
+)
+
+
+class StoreError(Exception):
+    """The store cannot be used: the message is one line naming the file and the problem."""
+
+
+@dataclass(slots=True)
+class StoreStats:
+    """Counters the writer keeps; tests and `bench/persistence.py` read them to see grouping."""
+
+    transactions: int = 0
+    operations: int = 0
+    messages_persisted: int = 0
+    largest_batch: int = 0
+
+
+class Store(ABC):
+    """Durable state of one broker.
+
+    Lifecycle: `open` (module function `broker.store.open_store`) checks the file, `load()` returns
+    the snapshot to rebuild from, `start(loop)` starts writing, `await close()` commits what is
+    pending and releases the data directory.
+    """
+
+    persistent: bool
+    """False for `NullStore`: the broker may skip all store bookkeeping (and confirm at once)."""
+    location: str
+    stats: StoreStats
+
+    @abstractmethod
+    def load(self) -> Snapshot:
+        """Everything durable, in rebuild order. Call once, before `start`."""
+
+    @abstractmethod
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Begin accepting writes; futures are resolved on `loop` (default: the running loop)."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Commit everything enqueued so far, then release the files. Idempotent."""
+
+    # -- metadata ---------------------------------------------------------------------------------
+
+    @abstractmethod
+    def put_vhost(self, vhost: VHostRecord) -> None: ...
+
+    @abstractmethod
+    def delete_vhost(self, name: str) -> None:
+        """Also removes every exchange, queue, binding, policy and message of the vhost."""
+
+    @abstractmethod
+    def put_user(self, user: UserRecord) -> None: ...
+
+    @abstractmethod
+    def delete_user(self, name: str) -> None: ...
+
+    @abstractmethod
+    def put_policy(self, policy: PolicyRecord) -> None:
+        """Insert or replace (same vhost + name); a replaced policy keeps its place in load order."""
+
+    @abstractmethod
+    def delete_policy(self, vhost: str, name: str) -> None: ...
+
+    @abstractmethod
+    def put_exchange(self, exchange: ExchangeRecord) -> None:
+        """Insert or update a durable exchange (an update keeps its place in load order)."""
+
+    @abstractmethod
+    def delete_exchange(self, vhost: str, name: str) -> None:
+        """Also removes bindings whose source or destination is this exchange."""
+
+    @abstractmethod
+    def put_queue(self, queue: QueueRecord) -> None:
+        """Insert or update a durable queue (an update keeps its place and its messages)."""
+
+    @abstractmethod
+    def delete_queue(self, vhost: str, name: str) -> None:
+        """Also removes the queue's messages and the bindings to it."""
+
+    @abstractmethod
+    def add_binding(self, binding: BindingRecord) -> None:
+        """Append a binding; re-adding an identical one is ignored and keeps the original position,
+        as `VHost.add_binding` ignores it (so the consistent-hash ring is unchanged)."""
+
+    @abstractmethod
+    def remove_binding(self, binding: BindingRecord) -> None: ...
+
+    # -- messages ---------------------------------------------------------------------------------
+
+    @abstractmethod
+    def persist(
+        self,
+        vhost: str,
+        queues: Sequence[tuple[str, int]],
+        properties: bytes,
+        body: bytes,
+        exchange: str,
+        routing_key: str,
+    ) -> asyncio.Future[None]:
+        """Store one published message for each `(queue, seq)` (one body row, shared).
+
+        The returned future is resolved once the transaction holding the write has committed, or
+        fails with `StoreError`; send the publisher confirm from its done-callback, never earlier.
+        """
+
+    @abstractmethod
+    def remove_messages(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
+        """Acked, dropped, expired or dead-lettered: forget these positions (unknown ones are ignored)."""
+
+    @abstractmethod
+    def mark_redelivered(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
+        """Record that these messages would come back redelivered after a restart."""
+
+    @abstractmethod
+    def purge_queue(self, vhost: str, queue: str) -> None:
+        """Remove every message of the queue (queue.purge); the queue itself stays."""
+
+    @abstractmethod
+    def sync(self) -> asyncio.Future[None]:
+        """A future resolved once everything enqueued before this call has committed."""
+
+
+class NullStore(Store):
+    """`--data-dir :memory:`: keeps nothing, so a restart starts empty, as the broker did before.
+
+    Futures come back already resolved, but a broker should test `persistent` and not ask at all.
+    """
+
+    persistent = False
+
+    def __init__(self) -> None:
+        self.location = ":memory:"
+        self.stats = StoreStats()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def load(self) -> Snapshot:
+        return Snapshot()
+
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = loop
+
+    async def close(self) -> None:
+        return None
+
+    def _done(self) -> asyncio.Future[None]:
+        loop = self._loop or asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        fut.set_result(None)
+        return fut
+
+    def put_vhost(self, vhost: VHostRecord) -> None:
+        pass
+
+    def delete_vhost(self, name: str) -> None:
+        pass
+
+    def put_user(self, user: UserRecord) -> None:
+        pass
+
+    def delete_user(self, name: str) -> None:
+        pass
+
+    def put_policy(self, policy: PolicyRecord) -> None:
+        pass
+
+    def delete_policy(self, vhost: str, name: str) -> None:
+        pass
+
+    def put_exchange(self, exchange: ExchangeRecord) -> None:
+        pass
+
+    def delete_exchange(self, vhost: str, name: str) -> None:
+        pass
+
+    def put_queue(self, queue: QueueRecord) -> None:
+        pass
+
+    def delete_queue(self, vhost: str, name: str) -> None:
+        pass
+
+    def add_binding(self, binding: BindingRecord) -> None:
+        pass
+
+    def remove_binding(self, binding: BindingRecord) -> None:
+        pass
+
+    def persist(
+        self,
+        vhost: str,
+        queues: Sequence[tuple[str, int]],
+        properties: bytes,
+        body: bytes,
+        exchange: str,
+        routing_key: str,
+    ) -> asyncio.Future[None]:
+        return self._done()
+
+    def remove_messages(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
+        pass
+
+    def mark_redelivered(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
+        pass
+
+    def purge_queue(self, vhost: str, queue: str) -> None:
+        pass
+
+    def sync(self) -> asyncio.Future[None]:
+        return self._done()

@@ -1,0 +1,116 @@
+"""Plain records the store writes and `load()` returns: no broker objects, so the store stays a leaf.
+
+The broker converts its entities to these at the moment of a change and back when it rebuilds after
+a restart. Arguments stay `FieldTable`s (typed AMQP values, order and duplicates kept) because
+`x-arguments` and binding arguments must come back exactly as declared: RabbitMQ compares them for
+equivalence on redeclare, and the headers exchange matches on their types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from exchanges.fields import FieldTable
+
+
+@dataclass(frozen=True, slots=True)
+class VHostRecord:
+    name: str
+    description: str = ""
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UserRecord:
+    """`password_hash` is whatever the broker's auth layer stores (never a clear-text password)."""
+
+    name: str
+    password_hash: str = ""
+    hashing_algorithm: str = "rabbit_password_hashing_sha256"
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRecord:
+    """A user policy as `broker.policy.PolicyStore.set` takes it; `definition` is its JSON text."""
+
+    vhost: str
+    name: str
+    pattern: str
+    definition: str
+    priority: int = 0
+    apply_to: str = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeRecord:
+    vhost: str
+    name: str
+    type: str
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: FieldTable = field(default_factory=FieldTable)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    vhost: str
+    name: str
+    durable: bool = True
+    exclusive: bool = False
+    auto_delete: bool = False
+    arguments: FieldTable = field(default_factory=FieldTable)
+
+
+@dataclass(frozen=True, slots=True)
+class BindingRecord:
+    """One binding; `destination_kind` is "queue" or "exchange" (as `exchanges.base.Destination`)."""
+
+    vhost: str
+    source: str
+    destination_kind: str
+    destination: str
+    key: str = ""
+    arguments: FieldTable = field(default_factory=FieldTable)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """One persistent message in one queue, as `load()` returns it.
+
+    `seq` is the queue's position (`broker.entities.queue.Entry.seq`); `properties` are the
+    content-header property bytes exactly as received (property flags + property list, i.e.
+    `StoredMessage.props`; the class id, weight and body size in front of them are derived).
+    """
+
+    vhost: str
+    queue: str
+    seq: int
+    properties: bytes
+    body: bytes
+    exchange: str
+    routing_key: str
+    redelivered: bool = False
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Everything durable, in the order the broker must rebuild it.
+
+    Bindings are in the order they were made (per store, across sources), so replaying them rebuilds
+    x-consistent-hash rings bucket for bucket. `messages` maps (vhost, queue) to that queue's
+    messages in `seq` order; only queues present in `queues` appear.
+    """
+
+    vhosts: list[VHostRecord] = field(default_factory=list)
+    users: list[UserRecord] = field(default_factory=list)
+    policies: list[PolicyRecord] = field(default_factory=list)
+    exchanges: list[ExchangeRecord] = field(default_factory=list)
+    queues: list[QueueRecord] = field(default_factory=list)
+    bindings: list[BindingRecord] = field(default_factory=list)
+    messages: dict[tuple[str, str], list[MessageRecord]] = field(default_factory=dict)
+
+    @property
+    def message_count(self) -> int:
+        return sum(len(m) for m in self.messages.values())
