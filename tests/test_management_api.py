@@ -279,6 +279,10 @@ def test_field_sets_match_rabbitmq(both: tuple[str, str, str]) -> None:
     ours, theirs, sfx = both
     for path in (f"/api/queues/%2F/mq{sfx}", f"/api/queues/%2F/mi{sfx}"):
         a, r = http(ours, "GET", path)[1], http(theirs, "GET", path)[1]
+        deadline = time.monotonic() + 15  # RabbitMQ's queue stats (messages, state...) lag up to ~5 s
+        while not set(r) >= QUEUE_FIELDS and time.monotonic() < deadline:
+            time.sleep(0.5)
+            r = http(theirs, "GET", path)[1]
         assert_fields(a, r, QUEUE_FIELDS)
         for key in ("name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "consumers",
                     "state"):

@@ -22,9 +22,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from broker import __version__
-from broker.management import amqp_ops
-from broker.management.amqp_ops import AmqpOpError, Target
+from broker.management import amqp_ops, dashboard, definitions
+from broker.management.amqp_ops import AmqpOpError, DefinitionError, Target
 from broker.management.http import Request, Response
+from broker.management.policies import PolicyError, PolicyStore, parse_policy
 from broker.management.state import (
     BindingInfo,
     BrokerState,
@@ -81,6 +82,12 @@ class Api:
         self.http_port = 0
         self.http_host = ""
         self._salt = os.urandom(4)
+        self.policies: Any = _policy_backend(state)
+
+    @property
+    def policies_applied(self) -> bool:
+        """Whether stored policies take effect on entities (False for the management-only store)."""
+        return bool(getattr(self.policies, "applied", True))
 
     # -- dispatch ---------------------------------------------------------------------------------
 
@@ -89,7 +96,9 @@ class Api:
         if segments and segments[-1] == "" and len(segments) > 1:
             segments.pop()
         if not segments or segments[0] != "api":
-            return not_found()
+            # the dashboard page and its assets are public; the page's JS authenticates to /api
+            page = dashboard.serve(req.method, segments)
+            return page if page is not None else not_found()
         auth = self.authenticate(req)
         if isinstance(auth, Response):
             return auth
@@ -668,6 +677,241 @@ class Api:
             return bad_request(f"{exc.code} {exc.text}")
         return Response.json({"routed": bool(routed)})
 
+    # -- definitions ----------------------------------------------------------------------------------
+
+    async def get_definitions(self, req: Request, segs: list[str]) -> Response:
+        vhost = segs[1] if len(segs) == 2 else None
+        if vhost is not None and not self.state.has_vhost(vhost):
+            return not_found()
+        users = [self.fmt_user(u) for u in self.state.users()]
+        doc = definitions.export(self.state, self.policies.list(), users, vhost)
+        headers = {}
+        if _flag(req, "download") or "download" in req.query:
+            name = req.query.get("download", ["definitions.json"])[-1] or "definitions.json"
+            headers["content-disposition"] = f'attachment; filename="{name}"'
+        return Response.json(doc, 200, headers)
+
+    async def post_definitions(self, req: Request, segs: list[str]) -> Response:
+        """Import; 204 like RabbitMQ. Refused as a whole (400, nothing changed) if unsupported."""
+        vhost = segs[1] if len(segs) == 2 else None
+        if vhost is not None and not self.state.has_vhost(vhost):
+            return not_found()
+        try:
+            doc = req.json()
+        except (ValueError, UnicodeDecodeError):
+            return bad_request("not_json")
+        if isinstance(doc, dict) and isinstance(doc.get("file"), str):  # the web UI's form upload
+            try:
+                doc = json.loads(doc["file"])
+            except ValueError:
+                return bad_request("not_json")
+        plan = definitions.plan_import(self.state, doc, vhost)
+        if plan.problems:
+            return bad_request("hashbroker cannot import these definitions:\n" + "\n".join(plan.problems))
+        for policy in plan.policies:
+            self.policies.put(policy)
+        for vh in plan.vhosts():
+            try:
+                await self.run(
+                    amqp_ops.apply_definitions,
+                    self.target(req, vh),
+                    plan.queues.get(vh, []),
+                    plan.exchanges.get(vh, []),
+                    plan.bindings.get(vh, []),
+                )
+            except DefinitionError as exc:
+                return bad_request(f"{exc.item}: {exc.explanation}")
+        return Response(204)
+
+    # -- policies -------------------------------------------------------------------------------------
+
+    async def get_policies(self, req: Request, segs: list[str]) -> Response:
+        if len(segs) >= 2 and not self.state.has_vhost(segs[1]):
+            return not_found()
+        if len(segs) == 3:
+            p = self.policies.get(segs[1], segs[2])
+            return Response.json(p.to_json()) if p is not None else not_found()
+        vhost = segs[1] if len(segs) == 2 else None
+        return Response.json([p.to_json() for p in self.policies.list(vhost)])
+
+    async def put_policy(self, req: Request, segs: list[str]) -> Response:
+        vhost, name = segs[1], segs[2]
+        if not self.state.has_vhost(vhost):
+            return not_found()
+        body = _json_body(req)
+        if isinstance(body, Response):
+            return body
+        try:
+            policy = parse_policy(vhost, name, body)
+        except PolicyError as exc:
+            return bad_request(str(exc))
+        return Response(201 if self.policies.put(policy) else 204)
+
+    async def delete_policy(self, req: Request, segs: list[str]) -> Response:
+        # RabbitMQ answers 204 for a policy that does not exist too
+        if not self.state.has_vhost(segs[1]):
+            return not_found()
+        self.policies.delete(segs[1], segs[2])
+        return Response(204)
+
+    # -- bindings (write) -------------------------------------------------------------------------------
+
+    async def get_binding_pair(self, req: Request, segs: list[str]) -> Response:
+        """GET /api/bindings/{vhost}/e/{source}/{q|e}/{destination}[/{props}]."""
+        vhost, source, kind, dest = segs[1], exchange_name(segs[3]), segs[4], segs[5]
+        dtype = "queue" if kind == "q" else "exchange"
+        if self.state.exchange(vhost, source) is None:
+            return not_found()
+        found = [
+            self.fmt_binding(b)
+            for b in self.state.bindings(vhost)
+            if b.source == source and b.destination == dest and b.destination_type == dtype
+        ]
+        if len(segs) == 7:
+            one = [b for b in found if b["properties_key"] == segs[6]]
+            return Response.json(one[0]) if one else not_found()
+        return Response.json(found)
+
+    async def post_binding(self, req: Request, segs: list[str]) -> Response:
+        vhost, source, kind, dest = segs[1], exchange_name(segs[3]), segs[4], segs[5]
+        if kind not in ("q", "e"):
+            return not_found()
+        body = _json_body(req)
+        if isinstance(body, Response):
+            return body
+        key = str(body.get("routing_key", ""))
+        args = body.get("arguments") or {}
+        try:
+            await self.run(
+                amqp_ops.bind,
+                self.target(req, vhost),
+                source,
+                dest,
+                "queue" if kind == "q" else "exchange",
+                key,
+                args,
+            )
+        except AmqpOpError as exc:
+            if exc.code == 404:
+                return not_found()
+            return bad_request(exc.explanation)
+        made = [
+            b
+            for b in self.state.bindings(vhost)
+            if b.source == source and b.destination == dest and b.routing_key == key and b.arguments == args
+        ]
+        props = made[0].properties_key if made else ""
+        parts = [
+            "/api/bindings",
+            quote_segment(vhost),
+            "e",
+            quote_segment(segs[3]),
+            kind,
+            quote_segment(dest),
+        ]
+        location = "/".join([*parts, props]) if props else "/".join(parts)
+        return Response(201, b"", {"location": location})
+
+    async def delete_binding(self, req: Request, segs: list[str]) -> Response:
+        vhost, source, kind, dest, props = segs[1], exchange_name(segs[3]), segs[4], segs[5], segs[6]
+        dtype = "queue" if kind == "q" else "exchange"
+        match = [
+            b
+            for b in self.state.bindings(vhost)
+            if b.source == source
+            and b.destination == dest
+            and b.destination_type == dtype
+            and b.properties_key == props
+        ]
+        if not match:
+            return not_found()
+        b = match[0]
+        try:
+            await self.run(
+                amqp_ops.unbind, self.target(req, vhost), source, dest, dtype, b.routing_key, b.arguments
+            )
+        except AmqpOpError as exc:
+            return bad_request(exc.explanation)
+        return Response(204)
+
+    # -- vhosts / users / permissions (single user, fixed vhosts) ------------------------------------
+
+    async def put_vhost(self, req: Request, segs: list[str]) -> Response:
+        if self.state.has_vhost(segs[1]):
+            return Response(204)
+        return bad_request(f"hashbroker cannot create vhosts (vhost '{segs[1]}')")
+
+    async def put_user(self, req: Request, segs: list[str]) -> Response:
+        if segs[1] in self.state.users():
+            return Response(204)
+        return bad_request(
+            f"hashbroker has a single configured user ({', '.join(self.state.users())}); "
+            f"cannot create user '{segs[1]}'"
+        )
+
+    async def get_permission(self, req: Request, segs: list[str]) -> Response:
+        vhost, user = segs[1], segs[2]
+        if not self.state.has_vhost(vhost) or user not in self.state.users():
+            return not_found()
+        return Response.json({"user": user, "vhost": vhost, "configure": ".*", "write": ".*", "read": ".*"})
+
+    async def put_permission(self, req: Request, segs: list[str]) -> Response:
+        vhost, user = segs[1], segs[2]
+        if not self.state.has_vhost(vhost) or user not in self.state.users():
+            return bad_request(f"hashbroker cannot grant permissions to '{user}' on vhost '{vhost}'")
+        body = _json_body(req)
+        if isinstance(body, Response):
+            return body
+        if any(body.get(k, ".*") != ".*" for k in ("configure", "write", "read")):
+            return bad_request("hashbroker does not restrict permissions: only '.*' can be set")
+        return Response(204)
+
+    # -- hashbroker-specific --------------------------------------------------------------------------
+
+    async def get_ring(self, req: Request, segs: list[str]) -> Response:
+        """GET /api/hashbroker/exchanges/{vhost}/{name}/ring: the routing state for the dashboard.
+
+        For x-consistent-hash: `buckets` ([bucket, kind, name]), plus per-destination bucket
+        counts, the share of messages the weights predict, and each queue's current message count.
+        """
+        vhost, name = segs[2], exchange_name(segs[3])
+        e = self.state.exchange(vhost, name)
+        summary = self.state.routing_state(vhost, name)
+        if e is None or summary is None:
+            return not_found()
+        raw = summary.get("buckets")
+        buckets: list[Any] = raw if isinstance(raw, list) else []
+        counts: dict[tuple[str, str], int] = {}
+        for _bucket, kind, dest in buckets:
+            counts[(kind, dest)] = counts.get((kind, dest), 0) + 1
+        total = sum(counts.values())
+        queues = {q.name: q for q in self.state.queues(vhost)}
+        destinations = []
+        for (kind, dest), n in counts.items():
+            q = queues.get(dest) if kind == "queue" else None
+            destinations.append(
+                {
+                    "kind": kind,
+                    "name": dest,
+                    "buckets": n,
+                    "first_bucket": min(b for b, k, d in buckets if (k, d) == (kind, dest)),
+                    "share": n / total if total else 0.0,
+                    "messages": (q.messages_ready + q.messages_unacknowledged) if q is not None else None,
+                }
+            )
+        destinations.sort(key=lambda d: d["first_bucket"])
+        return Response.json(
+            {
+                "vhost": vhost,
+                "name": name,
+                "type": e.type,
+                "arguments": e.arguments,
+                "state": summary,
+                "ring_size": total,
+                "destinations": destinations,
+            }
+        )
+
 
 def _json_body(req: Request) -> dict[str, Any] | Response:
     try:
@@ -696,6 +940,21 @@ def _has_null(value: Any) -> bool:
     return False
 
 
+def quote_segment(segment: str) -> str:
+    """Percent-encode one URL path segment the way RabbitMQ writes them ("/" as %2F)."""
+    from urllib.parse import quote
+
+    return quote(segment, safe="")
+
+
+def _policy_backend(state: BrokerState) -> Any:
+    """The broker's own policy store if it offers list/get/put/delete; else the management one."""
+    native = state.native_policies()
+    if native is not None and all(hasattr(native, m) for m in ("list", "get", "put", "delete")):
+        return native
+    return PolicyStore()
+
+
 def _is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host.split("%")[0]).is_loopback
@@ -708,9 +967,9 @@ ROUTES: list[tuple[tuple[str, ...], dict[str, Route]]] = [
     (("nodes",), {"GET": Api.get_nodes}),
     (("nodes", "*"), {"GET": Api.get_nodes}),
     (("vhosts",), {"GET": Api.get_vhosts}),
-    (("vhosts", "*"), {"GET": Api.get_vhosts}),
+    (("vhosts", "*"), {"GET": Api.get_vhosts, "PUT": Api.put_vhost}),
     (("users",), {"GET": Api.get_users}),
-    (("users", "*"), {"GET": Api.get_users}),
+    (("users", "*"), {"GET": Api.get_users, "PUT": Api.put_user}),
     (("whoami",), {"GET": Api.get_whoami}),
     (("permissions",), {"GET": Api.get_permissions}),
     (("connections",), {"GET": Api.get_connections}),
@@ -733,4 +992,13 @@ ROUTES: list[tuple[tuple[str, ...], dict[str, Route]]] = [
     (("queues", "*", "*", "bindings"), {"GET": Api.get_queue_bindings}),
     (("bindings",), {"GET": Api.get_bindings}),
     (("bindings", "*"), {"GET": Api.get_bindings}),
+    (("bindings", "*", "e", "*", "*", "*"), {"GET": Api.get_binding_pair, "POST": Api.post_binding}),
+    (("bindings", "*", "e", "*", "*", "*", "*"), {"GET": Api.get_binding_pair, "DELETE": Api.delete_binding}),
+    (("permissions", "*", "*"), {"GET": Api.get_permission, "PUT": Api.put_permission}),
+    (("definitions",), {"GET": Api.get_definitions, "POST": Api.post_definitions}),
+    (("definitions", "*"), {"GET": Api.get_definitions, "POST": Api.post_definitions}),
+    (("policies",), {"GET": Api.get_policies}),
+    (("policies", "*"), {"GET": Api.get_policies}),
+    (("policies", "*", "*"), {"GET": Api.get_policies, "PUT": Api.put_policy, "DELETE": Api.delete_policy}),
+    (("hashbroker", "exchanges", "*", "*", "ring"), {"GET": Api.get_ring}),
 ]

@@ -339,6 +339,70 @@ class BrokerState:
         out.sort(key=lambda b: (b.vhost, b.source, b.destination_type, b.destination, b.routing_key))
         return out
 
+    def bindings_in_order(self, vhost: str | None = None) -> list[BindingInfo]:
+        """Explicit bindings only, grouped by source (sorted by name), each group in binding order.
+
+        The order in which bindings were made is routing state for x-consistent-hash (it decides
+        which buckets each destination gets), so a definitions export must keep it: replaying the
+        file then rebuilds the same ring. The exchange type keeps its bindings as an ordered list;
+        `binding_set` (unordered) is only a fallback for an exchange without one.
+        """
+        out: list[BindingInfo] = []
+        for vname in self._vhosts(vhost):
+            vh = self.broker.vhosts[vname]
+            for x in sorted(vh.exchanges.values(), key=lambda e: e.name):
+                if x.name == "":
+                    continue
+                ordered = getattr(x.impl, "bindings", None)
+                live = set(x.binding_set)
+                seq = [b for b in ordered if b in live] if isinstance(ordered, list) else []
+                seq += sorted(live - set(seq), key=lambda b: (b.destination, b.key))
+                for b in seq:
+                    out.append(
+                        BindingInfo(
+                            vname,
+                            x.name,
+                            b.destination.name,
+                            b.destination.kind,
+                            b.key,
+                            table_to_json(b.arguments),
+                            properties_key(b.key, b.arguments),
+                        )
+                    )
+        return out
+
+    # -- hash exchanges -----------------------------------------------------------------------------
+
+    def routing_state(self, vhost: str, name: str) -> dict[str, Any] | None:
+        """The exchange type's `state_summary` (e.g. the consistent-hash bucket ring), as JSON data.
+
+        None when the exchange does not exist; `{}` for types with no state to show.
+        """
+        vh = self.broker.vhosts.get(vhost)
+        x = vh.exchanges.get(name) if vh is not None else None
+        if x is None:
+            return None
+        impl = x.impl
+        summary = getattr(impl, "state_summary", None) if impl is not None else None
+        return {str(k): json_value(v) for k, v in dict(summary or {}).items()}
+
+    # -- policies -----------------------------------------------------------------------------------
+
+    def native_policies(self) -> Any:
+        """The broker's own policy store, once it has one (issue 4); None until then.
+
+        Looked up by duck typing (`broker.policies`, or a `policies` attribute on each vhost) so the
+        management package picks it up without a code change here when it lands.
+        """
+        store = getattr(self.broker, "policies", None)
+        if store is not None:
+            return store
+        for vh in self.broker.vhosts.values():
+            per_vhost = getattr(vh, "policies", None)
+            if per_vhost is not None:
+                return per_vhost
+        return None
+
     # -- connections ----------------------------------------------------------------------------
 
     def connections(self) -> list[ConnectionInfo]:

@@ -1,0 +1,193 @@
+"""Definitions export/import in RabbitMQ's format (`/api/definitions`, `rabbitmqctl export_definitions`).
+
+Export mirrors rabbit_mgmt_wm_definitions of 3.10.8: the same top-level keys in the same order, the
+same per-object fields, and the same exclusions (the default exchange, `amq.*` exchanges, exclusive
+queues and the implicit default-exchange bindings). One deliberate difference: bindings are listed
+per source in the order they were made, not sorted, because for x-consistent-hash that order *is*
+the bucket ring; re-importing the file into hashbroker rebuilds the identical ring.
+
+Import validates the whole document first and changes nothing if any part asks for something the
+broker cannot do (a second user, a new vhost, runtime parameters): half-applied provisioning is
+worse than a clear refusal. Queues, exchanges and bindings are then declared over AMQP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker import __version__
+from broker.management.policies import Policy, PolicyError, parse_policy
+from broker.management.state import BrokerState
+
+
+def export(
+    state: BrokerState,
+    policies: list[Policy],
+    users: list[dict[str, Any]],
+    vhost: str | None = None,
+) -> dict[str, Any]:
+    """The definitions document; with `vhost`, the per-vhost form (no users, vhosts, permissions)."""
+    queues = [
+        {
+            "name": q.name,
+            "vhost": q.vhost,
+            "durable": q.durable,
+            "auto_delete": q.auto_delete,
+            "arguments": q.arguments,
+        }
+        for q in state.queues(vhost)
+        if not q.exclusive
+    ]
+    exportable_queues = {(q["vhost"], q["name"]) for q in queues}
+    exchanges = [
+        {
+            "name": e.name,
+            "vhost": e.vhost,
+            "type": e.type,
+            "durable": e.durable,
+            "auto_delete": e.auto_delete,
+            "internal": e.internal,
+            "arguments": e.arguments,
+        }
+        for e in state.exchanges(vhost)
+        if e.name and not e.name.startswith("amq.")
+    ]
+    bindings = [
+        {
+            "source": b.source,
+            "vhost": b.vhost,
+            "destination": b.destination,
+            "destination_type": b.destination_type,
+            "routing_key": b.routing_key,
+            "arguments": b.arguments,
+        }
+        for b in state.bindings_in_order(vhost)
+        if b.destination_type == "exchange" or (b.vhost, b.destination) in exportable_queues
+    ]
+    pol = [p.to_json() for p in policies if vhost is None or p.vhost == vhost]
+    if vhost is not None:  # rabbit_mgmt_wm_definitions:vhost_definitions/3 drops the vhost field
+        items: list[dict[str, Any]] = [*queues, *exchanges, *bindings, *pol]
+        for item in items:
+            item.pop("vhost", None)
+        return {
+            "rabbit_version": state.compat_version,
+            "rabbitmq_version": state.compat_version,
+            "product_name": "hashbroker",
+            "product_version": __version__,
+            "parameters": [],
+            "policies": pol,
+            "queues": queues,
+            "exchanges": exchanges,
+            "bindings": bindings,
+        }
+    return {
+        "rabbit_version": state.compat_version,
+        "rabbitmq_version": state.compat_version,
+        "product_name": "hashbroker",
+        "product_version": __version__,
+        "users": users,
+        "vhosts": [{"name": v} for v in state.vhost_names()],
+        "permissions": [
+            {"user": u["name"], "vhost": v, "configure": ".*", "write": ".*", "read": ".*"}
+            for u in users
+            for v in state.vhost_names()
+        ],
+        "topic_permissions": [],
+        "parameters": [],
+        "global_parameters": [],
+        "policies": pol,
+        "queues": queues,
+        "exchanges": exchanges,
+        "bindings": bindings,
+    }
+
+
+@dataclass
+class ImportPlan:
+    """What an import will do, per vhost, in file order; `problems` non-empty means refuse it."""
+
+    queues: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    exchanges: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    bindings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    policies: list[Policy] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+    def vhosts(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for d in (self.queues, self.exchanges, self.bindings):
+            seen.update(dict.fromkeys(d))
+        return list(seen)
+
+
+def _list(doc: dict[str, Any], key: str, plan: ImportPlan) -> list[dict[str, Any]]:
+    value = doc.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        plan.problems.append(f"'{key}' must be a list of objects")
+        return []
+    return value
+
+
+def plan_import(state: BrokerState, doc: Any, vhost: str | None = None) -> ImportPlan:
+    """Check a definitions document against what this broker supports, without changing anything.
+
+    With `vhost` (POST /api/definitions/{vhost}) every object goes to that vhost whatever its
+    `vhost` field says, and users/vhosts/permissions are ignored, as RabbitMQ does.
+    """
+    plan = ImportPlan()
+    if not isinstance(doc, dict):
+        plan.problems.append("definitions must be a JSON object")
+        return plan
+    if vhost is None:
+        known_users = set(state.users())
+        for u in _list(doc, "users", plan):
+            if u.get("name") not in known_users:
+                plan.problems.append(
+                    f"user '{u.get('name')}': hashbroker has a single configured user "
+                    f"({', '.join(sorted(known_users))}) and cannot create users"
+                )
+        for v in _list(doc, "vhosts", plan):
+            if not state.has_vhost(str(v.get("name"))):
+                plan.problems.append(f"vhost '{v.get('name')}': hashbroker cannot create vhosts")
+        for p in _list(doc, "permissions", plan):
+            if p.get("user") not in known_users or not state.has_vhost(str(p.get("vhost"))):
+                who = f"permissions of '{p.get('user')}' on '{p.get('vhost')}'"
+                plan.problems.append(f"{who}: unknown user or vhost")
+            elif (p.get("configure"), p.get("write"), p.get("read")) != (".*", ".*", ".*"):
+                plan.ignored.append(f"permissions of '{p.get('user')}' (hashbroker grants everything)")
+        if _list(doc, "topic_permissions", plan):
+            plan.ignored.append("topic_permissions (not enforced by hashbroker)")
+        if _list(doc, "global_parameters", plan):
+            plan.ignored.append("global_parameters")
+    for p in _list(doc, "parameters", plan):
+        plan.problems.append(
+            f"parameter {p.get('component')}/{p.get('name')}: runtime parameters are not supported"
+        )
+
+    def where(item: dict[str, Any]) -> str | None:
+        name = vhost if vhost is not None else str(item.get("vhost", "/"))
+        if not state.has_vhost(name):
+            plan.problems.append(f"vhost '{name}' does not exist (needed by '{item.get('name', '')}')")
+            return None
+        return name
+
+    for p in _list(doc, "policies", plan):
+        vh = where(p)
+        if vh is None:
+            continue
+        try:
+            plan.policies.append(parse_policy(vh, str(p.get("name", "")), p))
+        except PolicyError as exc:
+            plan.problems.append(f"policy '{p.get('name')}': {exc}".strip())
+    for key, target in (("queues", plan.queues), ("exchanges", plan.exchanges), ("bindings", plan.bindings)):
+        required = ("source", "destination") if key == "bindings" else ("name",)
+        for item in _list(doc, key, plan):
+            missing = [k for k in required if k not in item]
+            if missing:
+                plan.problems.append(f"{key} entry {item!r} lacks {', '.join(missing)}")
+                continue
+            vh = where(item)
+            if vh is not None:
+                target.setdefault(vh, []).append(item)
+    return plan

@@ -1,0 +1,72 @@
+"""`/api/policies`: stored by the management layer (not yet applied), shaped and validated as RabbitMQ."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from broker.embedded import BrokerThread
+from tests.conftest import rabbitmq_reachable
+from tests.test_management_api import RABBIT_API, http
+
+
+@pytest.fixture
+def base() -> Iterator[str]:
+    with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
+        yield f"http://127.0.0.1:{b.broker.management.port}"
+
+
+def test_put_get_delete(base: str) -> None:
+    body = {"pattern": "^hb\\.", "definition": {"max-length": 10}, "apply-to": "queues", "priority": 2}
+    assert http(base, "PUT", "/api/policies/%2F/p1", body)[0] == 201
+    assert http(base, "PUT", "/api/policies/%2F/p1", body)[0] == 204
+    expected = {"vhost": "/", "name": "p1", "pattern": "^hb\\.", "apply-to": "queues",
+                "definition": {"max-length": 10}, "priority": 2}  # fmt: skip
+    assert http(base, "GET", "/api/policies/%2F/p1")[1] == expected
+    assert http(base, "GET", "/api/policies")[1] == [expected]
+    assert http(base, "GET", "/api/policies/%2F")[1] == [expected]
+    assert http(base, "GET", "/api/definitions")[1]["policies"] == [expected]
+    assert http(base, "DELETE", "/api/policies/%2F/p1")[0] == 204
+    assert http(base, "GET", "/api/policies/%2F/p1")[0] == 404
+    assert http(base, "DELETE", "/api/policies/%2F/p1")[0] == 204  # as RabbitMQ
+    assert http(base, "GET", "/api/policies/nosuch")[0] == 404
+
+
+BAD_BODIES = [
+    {"definition": {"max-length": 1}},
+    {"pattern": "^hbpol\\.nomatch$"},
+    {"pattern": "^hbpol\\.nomatch$", "definition": {"foo": 1}},
+    {"pattern": "^hbpol\\.nomatch$", "definition": {"max-length": 1}, "apply-to": "bogus"},
+    {"pattern": "^hbpol\\.nomatch$", "definition": {"max-length": 1}, "priority": "x"},
+]
+
+
+@pytest.mark.parametrize("body", BAD_BODIES)
+def test_validation_errors_match_rabbitmq(base: str, body: dict[str, object]) -> None:
+    status, got, _ = http(base, "PUT", "/api/policies/%2F/bad", body)
+    assert status == 400
+    if not rabbitmq_reachable():
+        pytest.skip("no reference RabbitMQ to compare the error text with")
+    name = f"hbpol.{uuid.uuid4().hex[:8]}"
+    live_status, live, _ = http(RABBIT_API, "PUT", f"/api/policies/%2F/{name}", body)
+    http(RABBIT_API, "DELETE", f"/api/policies/%2F/{name}")
+    assert (status, got) == (live_status, live)
+
+
+@pytest.mark.live
+def test_shape_matches_rabbitmq(base: str) -> None:
+    if not rabbitmq_reachable():
+        pytest.skip("no reference RabbitMQ on 127.0.0.1:5672")
+    name = f"hbpol.{uuid.uuid4().hex[:8]}"
+    body = {"pattern": "^hbpol\\.nomatch$", "definition": {"max-length": 3}}
+    try:
+        assert http(RABBIT_API, "PUT", f"/api/policies/%2F/{name}", body)[0] == 201
+        live = http(RABBIT_API, "GET", f"/api/policies/%2F/{name}")[1]
+    finally:
+        http(RABBIT_API, "DELETE", f"/api/policies/%2F/{name}")
+    assert http(base, "PUT", f"/api/policies/%2F/{name}", body)[0] == 201
+    ours = http(base, "GET", f"/api/policies/%2F/{name}")[1]
+    assert ours == live
+    assert list(ours) == list(live)
