@@ -28,7 +28,7 @@ from broker.entities.queue import Consumer, Entry, Queue
 from broker.message import EXPIRATION_FLAG, REPLY_TO_FLAG, USER_ID_FLAG, StoredMessage, parse_expiration
 from broker.protocol import methods as M
 from broker.protocol import properties as P
-from broker.protocol.framing import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, build_body_frames
+from broker.protocol.framing import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, build_body_frames, frame_error
 from exchanges.base import Binding, Destination
 from exchanges.errors import AmqpError
 from exchanges.fields import FieldTable
@@ -82,7 +82,8 @@ class Channel:
         self.number = number
         self.vhost = conn.vhost_obj
         self.open = True
-        self._class_method = (0, 0)  # ids of the method being handled, for close frames
+        # (class, method) of the method the current frame belongs to: what an error close names
+        self.method_ids: tuple[int, int] = (0, 0)
         self.closing = False  # sent channel.close, waiting for close-ok
         # content assembly
         self._pending: tuple[str, str, bool] | None = None  # exchange, routing key, mandatory
@@ -146,20 +147,27 @@ class Channel:
     # -- frame intake -----------------------------------------------------------------------------
 
     def handle_frame(self, ftype: int, payload: bytes) -> None:
-        """Process one frame for this channel (raises AmqpError)."""
+        """Process one frame for this channel (raises AmqpError).
+
+        Keeps `method_ids` as rabbit_command_assembler does: a method frame names itself, content
+        frames name the basic.publish they complete, and a content frame no method is waiting for
+        names nothing (0, 0).
+        """
         expect = self._expect
         if expect == 0:
             if ftype != FRAME_METHOD:
+                self.method_ids = (0, 0)
                 raise AmqpError(505, "expected method frame, got non method frame instead")
             if payload[:4] == _PUBLISH_HEAD:
+                self.method_ids = (60, 40)
                 self._start_publish(payload)
                 return
+            self.method_ids = M.method_ids(payload)
             method = M.decode_method(payload)
             if self.closing:
                 if method.name in ("channel.close_ok", "channel.close"):
                     self.handlers[method.name](method.args)
                 return  # RabbitMQ drops everything else while closing
-            self._class_method = (method.class_id, method.method_id)
             handler = self.handlers.get(method.name)
             if handler is None:
                 raise AmqpError(503, "unimplemented method")
@@ -170,10 +178,16 @@ class Channel:
                 raise AmqpError(
                     505, "expected content header for class 60, got non content header frame instead"
                 )
+            if len(payload) < 12:  # too short for analyze_frame's header pattern
+                raise frame_error(ftype, payload, "unknown_frame")
             if len(payload) < 14:
                 raise AmqpError(501, f"cannot decode {payload!r}")
             class_id, weight, size = _CONTENT_HEAD.unpack_from(payload, 0)
-            if class_id != 60 or weight != 0:
+            if weight != 0:
+                raise AmqpError(
+                    505, "expected content header for class 60, got non content header frame instead"
+                )
+            if class_id != 60:
                 raise AmqpError(
                     505, f"expected content header for class 60, got one for class {class_id} instead"
                 )
@@ -191,8 +205,6 @@ class Channel:
         if ftype != FRAME_BODY:
             raise AmqpError(505, "expected content body, got non content body frame instead")
         self._body_got += len(payload)
-        if self._body_got > self._body_size:
-            raise AmqpError(501, "content body exceeds declared size")
         if self._body_got == self._body_size:
             self._expect = 0
             if self._body_parts:
@@ -202,8 +214,13 @@ class Channel:
             else:
                 body = payload
             self._complete_publish(body)
-        else:
+        elif self._body_got < self._body_size:
             self._body_parts.append(payload)
+        else:
+            # More body than the header declared: RabbitMQ's assembler only completes when the
+            # remaining size hits exactly 0, so it keeps waiting for body frames for ever (the next
+            # method frame is UNEXPECTED_FRAME). Drop the parts: this content can never complete.
+            self._body_parts = []
 
     def _start_publish(self, payload: bytes) -> None:
         try:
@@ -224,7 +241,6 @@ class Channel:
         if bits & 2:
             raise AmqpError(540, "immediate=true", hard=True)
         self._pending = (exchange, rk, bool(bits & 1))
-        self._class_method = (60, 40)
         self._expect = FRAME_HEADER
 
     # -- publishing -------------------------------------------------------------------------------
@@ -470,6 +486,9 @@ class Channel:
         not_default_exchange(dest.name) if dest.kind == "exchange" else None
         not_default_exchange(source)
         src = vhost.exchanges.get(source)
+        if not add:
+            self._unbind(src, dest, key, args)
+            return
         if src is None:
             raise AmqpError(404, f"no exchange '{source}' in vhost '{vhost.name}'")
         if dest.kind == "queue":
@@ -479,11 +498,24 @@ class Channel:
             self.conn.check_exclusive(q)
         elif dest.name not in vhost.exchanges:
             raise AmqpError(404, f"no exchange '{dest.name}' in vhost '{vhost.name}'")
+        vhost.add_binding(src, Binding(dest, key, args))
+
+    def _unbind(self, src: Exchange | None, dest: Destination, key: str, args: FieldTable) -> None:
+        """rabbit_binding:remove: a binding that does not exist is removed "successfully".
+
+        It looks the route up first and returns ok when there is none, so a missing source, a
+        missing destination or a missing binding all get unbind-ok; only an existing binding to
+        another connection's exclusive queue runs the inner check (405).
+        """
+        vhost = self.vhost
         binding = Binding(dest, key, args)
-        if add:
-            vhost.add_binding(src, binding)
-        else:
-            vhost.remove_binding(src, binding)
+        if src is None or binding not in src.binding_set:
+            return
+        if dest.kind == "queue":
+            q = vhost.queues.get(dest.name)
+            if q is not None:
+                self.conn.check_exclusive(q)
+        vhost.remove_binding(src, binding)
 
     def on_exchange_bind(self, a: dict[str, Any]) -> None:
         self._binding_action(

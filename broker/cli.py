@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--messages", type=int, default=100_000, help=argparse.SUPPRESS)
     demo.set_defaults(func=cmd_demo)
+    from broker import ctl
+
+    ctl.add_parser(sub)
     return parser
 
 

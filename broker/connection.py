@@ -9,9 +9,11 @@ send connection.close and wait briefly for close-ok, soft errors close just the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import platform
+import socket
 import struct
 import time
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,12 +23,16 @@ from broker.channel import Channel
 from broker.protocol import methods as M
 from broker.protocol.framing import (
     ACCEPTED_HEADERS,
+    FRAME_BODY,
+    FRAME_HEADER,
     FRAME_HEARTBEAT,
     FRAME_METHOD,
     FRAME_MIN_SIZE,
     HEARTBEAT_FRAME,
     PROTOCOL_HEADER,
     FrameReader,
+    ReaderCrash,
+    frame_error,
     unexpected_frame_error,
 )
 from exchanges.errors import AmqpError
@@ -40,7 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("hashbroker.connection")
 _ids = itertools.count(1)
 CLOSE_OK_TIMEOUT = 1.0
+SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds)
 _S64 = struct.Struct(">Q")
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 
 
 class Transport(Protocol):
@@ -144,7 +152,7 @@ class Connection:
     # -- input --------------------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        if self.closed:
+        if self.closed or self.state == "silent":
             return
         self._last_recv = time.monotonic()
         reader = self.reader
@@ -163,13 +171,13 @@ class Connection:
             self._send_start()
         try:
             for ftype, channel, payload in reader.frames():
-                if self.closed:
-                    return
                 self._handle_frame(ftype, channel, payload)
-                if self.state == "closed":
+                if self.closed or self.state == "silent":
                     return
         except AmqpError as err:
-            self.fail(err, 0, fatal=err.reply_code == 501)
+            # the frame reader lost sync (bad end marker, oversized frame): no method to blame,
+            # and nothing after it can be parsed, so close without waiting for close-ok
+            self.fail(err, (0, 0), fatal=True)
         self.flush()
 
     def _refuse(self) -> None:
@@ -179,13 +187,42 @@ class Connection:
         self._shutdown("bad protocol header")
 
     def _handle_frame(self, ftype: int, channel: int, payload: bytes) -> None:
+        """Dispatch one frame; turn an error into channel.close or connection.close.
+
+        This is the one place that decides which method an error close names: like
+        rabbit_command_assembler, the method a frame belongs to - its own ids for a method frame,
+        the channel's pending basic.publish for content frames - unless the error is a crash
+        (`in_method` false) or a frame that belongs to no method (heartbeat, stray content).
+        """
+        ch = self.channels.get(channel) if channel else None
+        try:
+            if ch is not None and 0 < ftype <= FRAME_BODY and self.state == "running":
+                ch.handle_frame(ftype, payload)
+            else:
+                self._connection_frame(ftype, channel, payload)
+        except AmqpError as err:
+            if not err.in_method:
+                culprit = (0, 0)
+            elif ch is not None and 0 < ftype <= FRAME_BODY:
+                culprit = ch.method_ids
+            elif ftype == FRAME_METHOD:
+                culprit = M.method_ids(payload)
+            else:
+                culprit = (0, 0)
+            if ch is not None and not err.hard and self.channels.get(channel) is ch:
+                self.close_channel(ch, err, culprit)
+            else:
+                self.fail(err, culprit)
+        except ReaderCrash as crash:
+            self._crash(str(crash))
+
+    def _connection_frame(self, ftype: int, channel: int, payload: bytes) -> None:
+        """Frames on channel 0, on channels that are not open, and heartbeats."""
         if ftype == FRAME_HEARTBEAT:
             if channel != 0:
                 raise unexpected_frame_error(ftype, payload)
             return
-        if ftype not in (1, 2, 3):
-            from broker.protocol.framing import frame_error
-
+        if ftype not in (FRAME_METHOD, FRAME_HEADER, FRAME_BODY):
             raise frame_error(ftype, payload, "unknown_frame")
         if self.state == "closing":
             if channel == 0 and ftype == FRAME_METHOD:
@@ -198,35 +235,26 @@ class Connection:
             return
         if self.state != "running":
             raise unexpected_frame_error(ftype, payload)
-        ch = self.channels.get(channel)
-        if ch is None:
-            if channel in self.closing_channels:
-                # we sent channel.close: only close-ok (or a crossing close) matters now
-                if ftype == FRAME_METHOD and payload[:4] in (b"\x00\x14\x00\x29", b"\x00\x14\x00\x28"):
-                    if payload[:4] == b"\x00\x14\x00\x28":
-                        self.send_method(channel, M.simple_payload(20, 41))
-                    self.closing_channels.discard(channel)
-                return
-            if ftype == FRAME_METHOD and payload[:4] == b"\x00\x14\x00\x0a":  # channel.open
-                if self.channel_max and len(self.channels) >= self.channel_max:
-                    raise AmqpError(
-                        530,
-                        f"number of channels opened ({len(self.channels)}) has reached the "
-                        f"negotiated channel_max ({self.channel_max})",
-                    )
-                self.channels[channel] = Channel(self, channel)
-                self.send_method(channel, M.simple_payload(20, 11, b"\x00\x00\x00\x00"))
-                return
-            if ftype == FRAME_METHOD:
-                M.decode_method(payload)  # undecodable methods report 501/540 first
-            raise AmqpError(504, "expected 'channel.open'")
-        try:
-            ch.handle_frame(ftype, payload)
-        except AmqpError as err:
-            if err.hard:
-                err.class_method = getattr(ch, "_class_method", (0, 0))  # type: ignore[attr-defined]
-                raise
-            self.close_channel(ch, err)
+        if channel in self.closing_channels:
+            # we sent channel.close: only close-ok (or a crossing close) matters now
+            if ftype == FRAME_METHOD and payload[:4] in (b"\x00\x14\x00\x29", b"\x00\x14\x00\x28"):
+                if payload[:4] == b"\x00\x14\x00\x28":
+                    self.send_method(channel, M.simple_payload(20, 41))
+                self.closing_channels.discard(channel)
+            return
+        if ftype == FRAME_METHOD and payload[:4] == b"\x00\x14\x00\x0a":  # channel.open
+            if self.channel_max and len(self.channels) >= self.channel_max:
+                raise AmqpError(
+                    530,
+                    f"number of channels opened ({len(self.channels)}) has reached the "
+                    f"negotiated channel_max ({self.channel_max})",
+                )
+            self.channels[channel] = Channel(self, channel)
+            self.send_method(channel, M.simple_payload(20, 11, b"\x00\x00\x00\x00"))
+            return
+        if ftype == FRAME_METHOD:
+            M.decode_method(payload)  # undecodable methods report 501 (or crash) first
+        raise AmqpError(504, "expected 'channel.open'")
 
     # -- channel 0 ----------------------------------------------------------------------------------
 
@@ -424,8 +452,14 @@ class Connection:
 
     # -- errors and closing -----------------------------------------------------------------------
 
-    def fail(self, err: AmqpError, channel: int, fatal: bool = False) -> None:
-        """A connection-level error: log it, send connection.close (when RabbitMQ would), close."""
+    def fail(self, err: AmqpError, culprit: tuple[int, int], fatal: bool = False) -> None:
+        """A connection-level error: log it, send connection.close (when RabbitMQ would), close.
+
+        `culprit` is the (class, method) the close names. During the handshake RabbitMQ answers only
+        a refused login (handled in `_auth_fail`) and a refused connection.open with a close; every
+        other handshake error - including a failed tune negotiation, which rabbit_reader raises
+        with the method already set so it misses the tuning clause - is a silent close after a delay.
+        """
         log.error(
             "closing AMQP connection %s (%s, vhost: '%s', user: '%s'): %d %s",
             self.id,
@@ -435,14 +469,12 @@ class Connection:
             err.reply_code,
             err.reply_text,
         )
-        if self.state in ("starting", "securing") or (self.state == "tuning" and err.reply_code != 530):
-            # rabbit_reader: handshake errors other than these are a silent close
-            self.flush()
-            self._shutdown(err.reply_text)
+        if self.state in ("starting", "securing", "tuning"):
+            self._silent_close(err.reply_text)
             return
         if self.state == "closing":
             return
-        class_id, method_id = getattr(err, "class_method", (0, 0))
+        class_id, method_id = culprit
         self._out.append(
             M.method_frame(0, M.close_payload(10, err.reply_code, err.reply_text, class_id, method_id))
         )
@@ -454,7 +486,30 @@ class Connection:
             return
         self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._shutdown, "close-ok timeout")
 
-    def close_channel(self, ch: Channel, err: AmqpError) -> None:
+    def _silent_close(self, reason: str) -> None:
+        """rabbit_reader's handshake-error path: say nothing, wait SILENT_CLOSE_DELAY, reset.
+
+        RabbitMQ sleeps so that a misbehaving client cannot retry in a tight loop, then its reader
+        exits with the socket still holding our unread frames, which the kernel turns into a reset.
+        Reading stops meanwhile; the connection stays registered until the socket goes.
+        """
+        self.state = "silent"
+        self._out.clear()
+        self.transport.pause_reading()
+        if self._hb_timer is not None:
+            self._hb_timer.cancel()
+            self._hb_timer = None
+        self._close_timer = self.loop.call_later(
+            SILENT_CLOSE_DELAY, self._shutdown, f"handshake error: {reason}", True
+        )
+
+    def _crash(self, reason: str) -> None:
+        """Input that crashes RabbitMQ's reader (`ReaderCrash`): the socket closes at once, silently."""
+        log.error("closing AMQP connection %s (%s): %s", self.id, self.name, reason)
+        self._out.clear()
+        self._shutdown(reason)
+
+    def close_channel(self, ch: Channel, err: AmqpError, culprit: tuple[int, int] = (0, 0)) -> None:
         """A soft error: channel.close with the error; the channel is gone once close-ok arrives."""
         log.warning(
             "channel error on connection %s (%s), channel %d: %d %s",
@@ -464,7 +519,7 @@ class Connection:
             err.reply_code,
             err.reply_text,
         )
-        class_id, method_id = getattr(ch, "_class_method", (0, 0))
+        class_id, method_id = culprit
         self.send_method(ch.number, M.close_payload(20, err.reply_code, err.reply_text, class_id, method_id))
         ch.closing = True
         ch.teardown()
@@ -488,7 +543,8 @@ class Connection:
                 q.vhost.delete_queue(q, reason="owner closed")
         self.exclusive_queues.clear()
 
-    def _shutdown(self, reason: str) -> None:
+    def _shutdown(self, reason: str, reset: bool = False) -> None:
+        """Close the socket (after flushing pending output); `reset` aborts it with an RST instead."""
         if self.closed:
             return
         self.flush()
@@ -498,6 +554,11 @@ class Connection:
             if timer is not None:
                 timer.cancel()
         self._teardown_channels()
+        if reset:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
         self.transport.close()
         self.broker.connection_lost(self)
         log.info("connection %s closed: %s", self.id, reason)

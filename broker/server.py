@@ -14,14 +14,14 @@ import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from broker.entities.vhost import VHost
 from broker.settings import Settings
-from exchanges.compat import Compat
 
 if TYPE_CHECKING:
     from broker.channel import Channel
     from broker.connection import Connection
+    from broker.entities.vhost import VHost
     from broker.message import StoredMessage
+    from exchanges.compat import Compat
 
 log = logging.getLogger("hashbroker.server")
 

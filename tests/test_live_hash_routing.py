@@ -149,6 +149,7 @@ def test_consistent_hash_unbinding_a_duplicate_drops_the_destination(channel: An
         mirror.close()
 
 
+EPOCH_2020 = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
 HEADER_VALUES: list[Callable[[random.Random], Any]] = [
     lambda r: f"v{r.randint(0, 10**6)}",
     lambda r: r.randint(-(2**31), 2**31 - 1),
@@ -159,7 +160,7 @@ HEADER_VALUES: list[Callable[[random.Random], Any]] = [
     lambda r: [r.randint(0, 9), "a"],
     lambda r: None,
     lambda r: Decimal(r.randint(0, 9999)).scaleb(-2),
-    lambda r: datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(seconds=r.randint(0, 10**8)),
+    lambda r: EPOCH_2020 + datetime.timedelta(seconds=r.randint(0, 10**8)),
 ]
 
 

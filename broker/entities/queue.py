@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import time
 from collections import deque
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from broker.message import EXPIRATION_FLAG, PRIORITY_FLAG, StoredMessage, parse_expiration
@@ -203,9 +202,16 @@ class Queue:
         expires = self._expiry_for(msg, now) if (self.uses_ttl or msg.flags & EXPIRATION_FLAG) else 0.0
         self.seq += 1
         entry = Entry(self.seq, msg, expires)
-        if expires and expires <= now and not self._can_deliver_now():
-            # Zero TTL: delivered only if a consumer can take it immediately (RabbitMQ semantics).
-            self.dead_letter([entry], "expired")
+        if expires and expires <= now:
+            # Zero TTL: rabbit_amqqueue_process:deliver_or_enqueue first offers the message to a
+            # consumer with credit (attempt_delivery) and only expires it if none takes it.
+            consumer = self._ready_consumer() if not self.count else None
+            if consumer is None:
+                self.dead_letter([entry], "expired")
+                return
+            if not consumer.no_ack:
+                self.unacked += 1
+            consumer.channel.deliver(consumer, self, entry)
             return
         self._level(msg).append(entry)
         self.count += 1
@@ -216,8 +222,20 @@ class Queue:
         if self.count and expires:
             self._arm_ttl()
 
-    def _can_deliver_now(self) -> bool:
-        return any(c.channel.can_deliver(c) for c in self._active_consumers())
+    def _ready_consumer(self) -> Consumer | None:
+        """The consumer the next message goes to (round-robin, rotating past it), or None."""
+        consumers = self.consumers
+        if not consumers:
+            return None
+        if self.single_active:
+            c = consumers[0]
+            return c if c.channel.can_deliver(c) else None
+        for _ in range(len(consumers)):
+            c = consumers[0]
+            consumers.rotate(-1)
+            if c.channel.can_deliver(c):
+                return c
+        return None
 
     def _enforce_limits(self) -> None:
         if self.overflow != "drop-head":
@@ -287,11 +305,6 @@ class Queue:
         self._ttl_timer = None
         if not self.deleted:
             self.drop_expired()
-
-    def _active_consumers(self) -> Iterable[Consumer]:
-        if self.single_active:
-            return list(self.consumers)[:1]
-        return self.consumers
 
     def try_deliver(self) -> None:
         """Push ready messages to consumers with credit, round-robin."""

@@ -26,14 +26,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hashbroker.vhost")
 
-PREDECLARED: tuple[tuple[str, str], ...] = (
-    ("amq.direct", "direct"),
-    ("amq.fanout", "fanout"),
-    ("amq.topic", "topic"),
-    ("amq.headers", "headers"),
-    ("amq.match", "headers"),
+# rabbit_vhost:declare_default_exchanges: (name, type, internal). amq.rabbitmq.trace is where the
+# firehose tracer publishes; it is internal, so clients can bind to it but not publish to it.
+PREDECLARED: tuple[tuple[str, str, bool], ...] = (
+    ("amq.direct", "direct", False),
+    ("amq.fanout", "fanout", False),
+    ("amq.topic", "topic", False),
+    ("amq.headers", "headers", False),
+    ("amq.match", "headers", False),
+    ("amq.rabbitmq.trace", "topic", True),
 )
-# rabbit_vhost also declares amq.rabbitmq.trace (topic, internal); include it when topic exists.
 
 
 def get_exchange_type(name: str, compat: Compat) -> type[ExchangeType]:
@@ -56,7 +58,7 @@ class VHost:
         self.exchanges[""] = Exchange(
             "", "direct", None, durable=True, auto_delete=False, internal=False, arguments=FieldTable()
         )
-        for name_, type_name in PREDECLARED:
+        for name_, type_name, internal in PREDECLARED:
             try:
                 cls = get_exchange_type(type_name, compat)
             except AmqpError:
@@ -68,7 +70,7 @@ class VHost:
                 cls(FieldTable(), compat),
                 durable=True,
                 auto_delete=False,
-                internal=False,
+                internal=internal,
                 arguments=FieldTable(),
             )
 

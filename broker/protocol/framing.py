@@ -54,6 +54,15 @@ def unexpected_frame_error(frame_type: int, payload: bytes) -> AmqpError:
     return AmqpError(505, f"type {frame_type}, {kind} octets = {snippet}")
 
 
+class ReaderCrash(Exception):
+    """Input that crashes RabbitMQ's reader process instead of raising an AMQP error.
+
+    rabbit_command_assembler:analyze_frame looks method ids up with a generated function that has no
+    clause for unknown (class, method) pairs, so the reader dies and the socket simply closes: the
+    client gets no connection.close. The connection reproduces that by closing without a word.
+    """
+
+
 class FrameReader:
     """Accumulates bytes and yields complete frames as (type, channel, payload).
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from broker.protocol.framing import FRAME_END_BYTE, FRAME_METHOD, erl_binary
+from broker.protocol.framing import FRAME_END_BYTE, FRAME_METHOD, ReaderCrash, erl_binary, frame_error
 from exchanges.errors import AmqpError
 from exchanges.fields import FieldDecodeError, FieldTable
 
@@ -137,6 +137,14 @@ _S64 = struct.Struct(">Q")
 _CM = struct.Struct(">HH")
 
 
+def method_ids(payload: bytes) -> tuple[int, int]:
+    """(class id, method id) of a method frame payload; (0, 0) if it is too short to name one."""
+    if len(payload) < 4:
+        return (0, 0)
+    class_id, method_id = _CM.unpack_from(payload, 0)
+    return (class_id, method_id)
+
+
 def method_name(class_id: int, method_id: int) -> str | None:
     spec = _SPECS.get((class_id, method_id))
     if spec is not None:
@@ -145,16 +153,21 @@ def method_name(class_id: int, method_id: int) -> str | None:
 
 
 def decode_method(payload: bytes) -> Method:
-    """Decode a method frame payload. Raises AmqpError 501/540 as RabbitMQ would."""
+    """Decode a method frame payload, failing as RabbitMQ does.
+
+    Fewer than 4 octets is analyze_frame's `error` (501 unknown_frame); ids that RabbitMQ's framing
+    module does not know crash its reader (`ReaderCrash`); a server-only method decodes there but no
+    handler accepts it (503); fields that do not parse are a 501 "cannot decode".
+    """
     if len(payload) < 4:
-        raise AmqpError(501, f"cannot decode {erl_binary(payload)}")
+        raise frame_error(FRAME_METHOD, payload, "unknown_frame")
     class_id, method_id = _CM.unpack_from(payload, 0)
     spec = _SPECS.get((class_id, method_id))
     if spec is None:
         server_name = SERVER_ONLY.get((class_id, method_id))
         if server_name is not None:
             raise AmqpError(503, "unimplemented method", hard=True)
-        raise AmqpError(540, f"unknown method {{{class_id},{method_id}}}", hard=True)
+        raise ReaderCrash(f"unknown method id {{{class_id},{method_id}}}")
     name, kinds, names = spec
     try:
         values = _decode_fields(payload, 4, kinds)
@@ -218,7 +231,7 @@ def _decode_fields(data: bytes, pos: int, kinds: str) -> list[Any]:
 
 
 def shortstr(value: str | bytes) -> bytes:
-    raw = value.encode("utf-8") if isinstance(value, str) else value
+    raw = value.encode("utf-8", errors="surrogateescape") if isinstance(value, str) else value
     if len(raw) > 255:
         raw = raw[:255]
     return bytes((len(raw),)) + raw
