@@ -72,7 +72,7 @@ def main() -> None:
         topic_bindings = [(f"q{i}", topic_pattern(rng), None) for i in range(n)]
         direct_bindings = [(f"q{i}", keys[i], None) for i in range(n)]
         header_bindings = [
-            (f"q{i}", "", {"x-match": rng.choice(["all", "any"]), "a": f"v{i % 50}", "b": i % 3})  # noqa: E501
+            (f"q{i}", "", {"x-match": rng.choice(["all", "any"]), "a": f"v{i % 50}", "b": i % 3})
             for i in range(n)
         ]
         saved = TABLES.enabled
