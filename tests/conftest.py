@@ -11,6 +11,13 @@ from typing import Any
 
 import pytest
 
+try:  # the Spark fixtures load only where PySpark is installed (the `spark` extra)
+    import pyspark  # noqa: F401
+except ImportError:
+    pass
+else:
+    pytest_plugins = ["tests.spark_support"]
+
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = Path(os.environ.get("HASHBROKER_REFERENCE_DIR", REPO.parent / "shared" / "reference"))
 REFERENCE_FILE = REFERENCE_DIR / "rabbitmq-3.10.8-routing.json"

@@ -15,8 +15,6 @@ from pyspark.sql import functions as F
 import spark_bridge
 from tests.spark_support import KillingProxy, drain, fresh_topology
 
-pytest_plugins = ["tests.spark_support"]
-
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 

@@ -17,8 +17,6 @@ import spark_bridge
 from spark_bridge.predict import chi2_critical, chi_squared
 from tests.spark_support import drain, fresh_topology
 
-pytest_plugins = ["tests.spark_support"]
-
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 SEED = Path(__file__).resolve().parent.parent.parent / "shared" / "seeds" / "000_50a3686fefeb186a.txt"

@@ -17,8 +17,6 @@ import spark_bridge
 from spark_bridge.counts import collect_queue_counts
 from tests.spark_support import KillingProxy, drain, fresh_topology
 
-pytest_plugins = ["tests.spark_support"]
-
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 TOPOLOGY = "chx_weights_1_1_2_2"
