@@ -8,9 +8,9 @@
    per message) to show what group commit buys. A write counts once its future resolved, i.e. once
    its transaction committed.
 2. End to end: one aio-pika publisher with publisher confirms, delivery_mode 2, to a durable queue,
-   W in flight, against an embedded hashbroker (`BrokerThread(port=0)`, with a temporary data
-   directory once the broker has the `data_dir` setting) and the reference RabbitMQ, same client,
-   same run; prints both rates and their ratio.
+   W in flight, against `hashbroker serve --data-dir <temporary dir>` in its own process (as the
+   reference runs in its own) and the reference RabbitMQ, same client, same run; prints both rates
+   and their ratio.
 
 Prints a table; asserts nothing (numbers depend on the machine and its disk).
 """
@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -125,19 +126,49 @@ def bench_end_to_end(url: str, n: int, window: int, body: bytes) -> float:
     return asyncio.run(_confirmed_publish(url, n, window, body))
 
 
-def bench_hashbroker_end_to_end(n: int, window: int, body: bytes) -> tuple[float, str]:
-    """The same workload against an embedded hashbroker; returns (rate, note on persistence)."""
+def bench_hashbroker_end_to_end(n: int, window: int, body: bytes, sync: str = "normal") -> tuple[float, str]:
+    """The same workload against hashbroker; returns (rate, note on persistence).
+
+    Once the broker has `data_dir`, it runs as `hashbroker serve --data-dir <tmp>` in its own
+    process, as the reference RabbitMQ does: an embedded `BrokerThread` would share the client's
+    interpreter (and GIL) and measure the two together.
+    """
     from broker.embedded import BrokerThread
 
     with tempfile.TemporaryDirectory(prefix="hashbroker-bench-") as tmp:
-        if broker_has_data_dir():
-            thread = BrokerThread(port=0, data_dir=tmp)
-            note = f"hashbroker persists to a temporary data dir ({tmp})"
-        else:
-            thread = BrokerThread(port=0)
-            note = "hashbroker does NOT persist yet (store not integrated): its rate is in-memory only"
-        with thread as b:
-            return bench_end_to_end(b.url, n, window, body), note
+        if not broker_has_data_dir():
+            with BrokerThread(port=0) as b:
+                note = "hashbroker does NOT persist yet (store not integrated): its rate is in-memory only"
+                return bench_end_to_end(b.url, n, window, body), note
+        port = _free_port()
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
+                *("--data-dir", tmp, "--store-sync", sync, "--log-level", "WARNING"),
+            ],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        try:
+            url = f"amqp://guest:guest@127.0.0.1:{port}/%2F"
+            deadline = time.time() + 30
+            while not _reachable(url):
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"hashbroker serve did not start (exit {proc.poll()})")
+                time.sleep(0.05)
+            note = f"hashbroker serve (own process) persists to a temporary data dir ({tmp}), sync={sync}"
+            return bench_end_to_end(url, n, window, body), note
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _reachable(url: str) -> bool:
@@ -165,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unbatched-messages", type=int, default=2_000, help="messages for the window-1 run")
     parser.add_argument("--reference", default=REFERENCE_URL, help="reference broker URL (RabbitMQ)")
     parser.add_argument("--e2e-messages", type=int, default=20_000, help="messages per end-to-end run")
+    parser.add_argument(
+        "--e2e-sync", default="normal", choices=["normal", "full"], help="hashbroker store sync"
+    )
     parser.add_argument("--skip-e2e", action="store_true", help="only the store micro-benchmark")
     args = parser.parse_args(argv)
     body = os.urandom(args.body)
@@ -188,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print()
     label = f"aio-pika confirms, persistent, {args.window} in flight"
-    hb, note = bench_hashbroker_end_to_end(args.e2e_messages, args.window, body)
+    hb, note = bench_hashbroker_end_to_end(args.e2e_messages, args.window, body, args.e2e_sync)
     ref: float | None = None
     if _reachable(args.reference):
         ref = bench_end_to_end(args.reference, args.e2e_messages, args.window, body)

@@ -34,6 +34,8 @@ from exchanges.errors import AmqpError
 from exchanges.fields import FieldTable
 
 if TYPE_CHECKING:
+    import asyncio
+
     from broker.connection import Connection
 
 log = logging.getLogger("hashbroker.channel")
@@ -107,6 +109,8 @@ class Channel:
         self.publish_seq = 0
         self._ack_upto = 0  # acks not yet sent cover (last_sent, _ack_upto]
         self._ack_sent = 0
+        # issue 5: confirms waiting for store commits, in publish order: [seq, ack, committed]
+        self._commit_wait: deque[list[Any]] = deque()
         self.tx: list[Callable[[], None]] | None = None
         self.tx_acks: list[tuple[int, Unacked]] = []
         self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -309,6 +313,9 @@ class Channel:
             return
         if msg.has_bcc:
             msg = msg.strip_bcc()
+        if vhost.store is not None:  # store: persist before enqueueing, confirm after the commit
+            self._deliver_durable(msg, queues, seq)
+            return
         rejected = False
         size = len(msg.body)
         for q in queues:
@@ -321,6 +328,67 @@ class Channel:
         if seq:
             self._confirm(seq, not rejected)
 
+    # -- store (issue 5): persistent publishes confirm after their commit, confirms stay in order ----
+
+    def _deliver_durable(self, msg: StoredMessage, queues: list[Queue], seq: int) -> None:
+        from broker.durability import persist_publish
+
+        rejected = False
+        size = len(msg.body)
+        accepted: list[Queue] = []
+        for q in queues:
+            if q.overflow != "drop-head" and q.would_overflow(size):
+                rejected = True
+                if q.overflow == "reject-publish-dlx":
+                    q.dead_letter([Entry(0, msg, 0.0)], "maxlen")
+                continue
+            accepted.append(q)
+        fut, seqs = persist_publish(self.vhost, msg, accepted)
+        for q, qseq in zip(accepted, seqs, strict=True):
+            q.enqueue(msg, qseq)
+        if not seq:
+            return
+        if fut is None:
+            self._confirm(seq, not rejected)
+            return
+        waiting = [seq, not rejected, False]
+        self._commit_wait.append(waiting)
+        fut.add_done_callback(lambda f: self._committed(waiting, f))
+
+    def _committed(self, waiting: list[Any], fut: asyncio.Future[None]) -> None:
+        waiting[2] = True
+        if fut.cancelled() or fut.exception() is not None:
+            waiting[1] = False  # not durable: nack
+        if not self.open:
+            return
+        wait = self._commit_wait
+        while wait and wait[0][2]:
+            seq, ack, _ = wait.popleft()
+            self._confirm_now(seq, ack)
+
+    def _store_settled(self, items: list[tuple[int, Unacked]]) -> None:
+        """Acked deliveries: the store forgets the persistent ones."""
+        by_queue: dict[Queue, list[Entry]] = {}
+        for _t, u in items:
+            if u.queue.store is not None:
+                by_queue.setdefault(u.queue, []).append(u.entry)
+        for q, entries in by_queue.items():
+            assert q.store is not None
+            from broker.durability import stored_seqs
+
+            q.store.remove_messages(self.vhost.name, q.name, stored_seqs(entries))
+
+    def _store_delivered(self, queue: Queue, entry: Entry, no_ack: bool) -> None:
+        from broker.durability import is_persistent
+
+        store = queue.store
+        if store is None or not is_persistent(entry.msg):
+            return
+        if no_ack:
+            store.remove_messages(self.vhost.name, queue.name, (entry.seq,))
+        elif not entry.redelivered:
+            store.mark_redelivered(self.vhost.name, queue.name, (entry.seq,))
+
     def _send_return(self, msg: StoredMessage) -> None:
         out: list[bytes] = []
         payload = M.return_payload(312, "NO_ROUTE", M.shortstr(msg.exchange), M.shortstr(msg.routing_key))
@@ -328,6 +396,12 @@ class Channel:
         self.conn.send_frames(out)
 
     def _confirm(self, seq: int, ack: bool) -> None:
+        if self._commit_wait:  # store: an earlier persistent publish is not committed yet
+            self._commit_wait.append([seq, ack, True])
+            return
+        self._confirm_now(seq, ack)
+
+    def _confirm_now(self, seq: int, ack: bool) -> None:
         if ack:
             self._ack_upto = seq
             self.conn.want_flush_confirms(self)
@@ -376,6 +450,8 @@ class Channel:
             self.unacked_order.append(tag)
             consumer.unacked += 1
             self.unacked_count += 1
+        if queue.store is not None:
+            self._store_delivered(queue, entry, consumer.no_ack)
         msg = entry.msg
         payload = M.deliver_payload(
             consumer.tag_wire, tag, entry.redelivered, M.shortstr(msg.exchange), M.shortstr(msg.routing_key)
@@ -726,6 +802,8 @@ class Channel:
             self.unacked[tag] = Unacked(q, entry, None)
             self.unacked_order.append(tag)
             self.unacked_count += 1
+        if q.store is not None:
+            self._store_delivered(q, entry, a["no_ack"])
         msg = entry.msg
         payload = M.get_ok_payload(
             tag, entry.redelivered, M.shortstr(msg.exchange), M.shortstr(msg.routing_key), q.count
@@ -772,6 +850,8 @@ class Channel:
         if self.tx is not None:
             self.tx_acks.extend(items)
             return
+        if self.vhost.store is not None:
+            self._store_settled(items)
         for q in self._release(items):
             q.try_deliver()
 
@@ -846,8 +926,22 @@ class Channel:
         self.tx, self.tx_acks = [], []
         for action in actions:
             action()
+        if self.vhost.store is not None:
+            self._store_settled(acks)
         for q in self._release(acks):
             q.try_deliver()
+        store = self.vhost.store
+        if store is not None:  # store: commit-ok once the transaction's writes are on disk
+            store.sync().add_done_callback(self._tx_synced)
+            return
+        self.reply(replies.tx_commit_ok())
+
+    def _tx_synced(self, fut: asyncio.Future[None]) -> None:
+        if not self.open:
+            return
+        if fut.cancelled() or fut.exception() is not None:
+            self.conn.close_channel(self, AmqpError(541, "INTERNAL_ERROR - store write failed"), (90, 20))
+            return
         self.reply(replies.tx_commit_ok())
 
     def on_tx_rollback(self, a: dict[str, Any]) -> None:

@@ -27,6 +27,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="RabbitMQ-style management HTTP API port (off by default; 0 = any free port)",
     )
     serve.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    serve.add_argument(
+        "--data-dir",
+        default=None,
+        help="where durable exchanges, queues, bindings and persistent messages are kept "
+        "(default: the per-user data directory; ':memory:' keeps nothing)",
+    )
+    serve.add_argument(
+        "--store-sync",
+        default=None,
+        choices=["normal", "full"],
+        help="normal (default): survives a killed broker; full: also fsyncs each commit (power loss)",
+    )
     serve.set_defaults(func=cmd_serve)
     demo = sub.add_parser(
         "demo", help="route 100,000 messages through x-consistent-hash and compare with RabbitMQ"
@@ -49,7 +61,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             port=args.port,
             log_level=args.log_level,
             management_port=args.management_port,
+            data_dir=args.data_dir,
+            store_sync=args.store_sync,
         )
+        if settings.data_dir is None:
+            from broker.store import default_data_dir
+
+            settings = settings.model_copy(update={"data_dir": str(default_data_dir())})
     except Exception as exc:
         print(f"hashbroker: invalid settings: {exc}".splitlines()[0], file=sys.stderr)
         return 2
@@ -65,8 +83,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         finally:
             await broker.stop()
 
+    from broker.store import StoreError
+
     try:
         asyncio.run(run())
+    except StoreError as exc:
+        print(f"hashbroker: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
         print(f"hashbroker: cannot listen on {settings.host}:{settings.port}: {reason}", file=sys.stderr)

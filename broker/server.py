@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from broker.connection import Connection
     from broker.entities.vhost import VHost
     from broker.message import StoredMessage
+    from broker.store import Store
     from exchanges.compat import Compat
 
 log = logging.getLogger("hashbroker.server")
@@ -43,6 +44,7 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._reply_channels: dict[str, Channel] = {}
         self.management: Any = None
+        self.store: Store | None = None  # issue 5: opened by start(), closed by stop()
 
     @property
     def compat(self) -> Compat:
@@ -57,14 +59,38 @@ class Broker:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        # -- store (issue 5): open before listening, so a refused data dir never accepts clients
+        from broker.store import NULL_DATA_DIR, open_store
+
+        data_dir = self.settings.data_dir or NULL_DATA_DIR
+        store = self.store = open_store(data_dir, sync=self.settings.store_sync)
+        try:
+            snapshot = store.load()
+        except BaseException:
+            await store.close()
+            raise
         # Listen first: the kernel queues early connections while the exchange types (the
         # slowest import) load, so clients can connect as soon as possible after start-up.
-        self._server = await loop.create_server(
-            self._protocol_factory, self.settings.host, self.settings.port, reuse_address=True
-        )
+        try:
+            self._server = await loop.create_server(
+                self._protocol_factory, self.settings.host, self.settings.port, reuse_address=True
+            )
+        except BaseException:
+            await store.close()
+            raise
         from broker.entities.vhost import VHost
 
         self.vhosts = {self.settings.default_vhost: VHost(self.settings.default_vhost, self.compat, loop)}
+        # -- store (issue 5): rebuild before any client can act (no await until the store runs)
+        if store.persistent:
+            from broker import durability
+
+            durability.rebuild(self, store, snapshot)
+            store.start(loop)
+            durability.record_new_vhosts(self, store, snapshot)
+            log.info("durable state in %s (sync=%s)", store.location, self.settings.store_sync)
+        else:
+            store.start(loop)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         log.info(
@@ -97,6 +123,8 @@ class Broker:
             conn.connection_lost()
         await self._server.wait_closed()
         self._server = None
+        if self.store is not None:  # issue 5: commit what is pending, release the data dir
+            await self.store.close()
         log.info("hashbroker stopped")
 
     async def serve_forever(self) -> None:

@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     """RabbitMQ-style management HTTP API; None (default) = off, 0 = any free port."""
     management_host: str | None = None
     log_level: LogLevel = "INFO"
+    data_dir: str | None = None
+    """Issue 5: where durable state is kept. None = keep nothing (":memory:") for `Broker`,
+    `BrokerThread` and the pytest fixture; `hashbroker serve` uses the per-user default directory."""
+    store_sync: Literal["normal", "full"] = "normal"
+    """"normal" survives a killed broker; "full" also fsyncs every commit (power loss)."""
 
     @classmethod
     def settings_customise_sources(

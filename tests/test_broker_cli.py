@@ -17,12 +17,12 @@ from broker.settings import Settings
 PY = sys.executable
 
 
-def test_serve_reports_port_taken(capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_reports_port_taken(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        rc = main(["serve", "--host", "127.0.0.1", "--port", str(port)])
+        rc = main(["serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(tmp_path / "d")])
     err = capsys.readouterr().err.strip()
     assert rc != 0
     assert err == f"hashbroker: cannot listen on 127.0.0.1:{port}: address already in use"
@@ -34,7 +34,7 @@ def test_serve_starts_quickly_and_accepts_amqp(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     cfg = tmp_path / "hb.toml"
     cfg.write_text(f'port = {port}\nlog_level = "WARNING"\n')
-    env = {**os.environ, "HASHBROKER_HOST": "127.0.0.1"}
+    env = {**os.environ, "HASHBROKER_HOST": "127.0.0.1", "HASHBROKER_DATA_DIR": str(tmp_path / "data")}
     proc = subprocess.Popen([PY, "-m", "broker.cli", "serve", "--config", str(cfg)], env=env)
     try:
         deadline = time.time() + 10
@@ -51,6 +51,17 @@ def test_serve_starts_quickly_and_accepts_amqp(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(5)
+
+
+def test_serve_reports_store_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "store.sqlite3").write_bytes(b"not a database at all" * 10)
+    rc = main(["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1
+    assert err.startswith(f"hashbroker: {data / 'store.sqlite3'}: not a SQLite database"), err
+    assert "\n" not in err
 
 
 def test_settings_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

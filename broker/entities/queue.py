@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from broker.entities.vhost import VHost
+    from broker.store import Store
 
 
 class Entry:
@@ -137,6 +138,8 @@ class Queue:
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._delivering = False
         self.uses_ttl = self.message_ttl is not None
+        # issue 5: set by VHost.add_queue for a durable queue when the broker persists (else None)
+        self.store: Store | None = None
         self.reset_expiry()
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -197,11 +200,14 @@ class Queue:
             return True
         return self.max_length_bytes is not None and self.bytes + size > self.max_length_bytes
 
-    def enqueue(self, msg: StoredMessage) -> None:
+    def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
+        """`seq`: a position reserved beforehand (broker.durability.persist_publish), else the next."""
         now = time.monotonic()
         expires = self._expiry_for(msg, now) if (self.uses_ttl or msg.flags & EXPIRATION_FLAG) else 0.0
-        self.seq += 1
-        entry = Entry(self.seq, msg, expires)
+        if not seq:
+            self.seq += 1
+            seq = self.seq
+        entry = Entry(seq, msg, expires)
         if expires and expires <= now:
             # Zero TTL: rabbit_amqqueue_process:deliver_or_enqueue first offers the message to a
             # consumer with credit (attempt_delivery) and only expires it if none takes it.
@@ -370,6 +376,14 @@ class Queue:
 
     def purge(self) -> int:
         n = self.count
+        if self.store is not None and n:  # store: forget the ready messages (unacked ones stay)
+            if self.unacked:
+                from broker.durability import stored_seqs
+
+                seqs = [s for level in self.levels for s in stored_seqs(level)]
+                self.store.remove_messages(self.vhost.name, self.name, seqs)
+            else:
+                self.store.purge_queue(self.vhost.name, self.name)
         for level in self.levels:
             level.clear()
         self.count = 0
@@ -409,6 +423,10 @@ class Queue:
     # -- dead lettering ------------------------------------------------------------------------
 
     def dead_letter(self, entries: list[Entry], reason: str) -> None:
+        if self.store is not None and entries:  # store: rejected, dropped or expired: gone from here
+            from broker.durability import stored_seqs
+
+            self.store.remove_messages(self.vhost.name, self.name, stored_seqs(entries))
         if not entries or self.dlx is None:
             return
         self.vhost.dead_letter(self, [e.msg for e in entries], reason)

@@ -22,6 +22,7 @@ from exchanges.errors import AmqpError
 from exchanges.fields import Field, FieldTable
 
 if TYPE_CHECKING:
+    from broker.store import Store
     from exchanges.base import ExchangeType
 
 log = logging.getLogger("hashbroker.vhost")
@@ -55,6 +56,8 @@ class VHost:
         self.bindings_to: dict[Destination, set[tuple[str, Binding]]] = {}
         # queue-deleted listeners (channels cancel consumers, connections forget exclusive queues)
         self.on_queue_deleted: list[Callable[[Queue], None]] = []
+        # issue 5: the persistent store (None = keep nothing); see broker.durability
+        self.store: Store | None = None
         self.exchanges[""] = Exchange(
             "", "direct", None, durable=True, auto_delete=False, internal=False, arguments=FieldTable()
         )
@@ -116,9 +119,15 @@ class VHost:
             arguments=arguments,
         )
         self.exchanges[name] = x
+        if self.store is not None and durable:  # store: durable exchange
+            from broker.durability import exchange_record
+
+            self.store.put_exchange(exchange_record(self, x))
         return x
 
     def delete_exchange(self, x: Exchange) -> None:
+        if self.store is not None and x.durable:  # store: also drops its bindings
+            self.store.delete_exchange(self.name, x.name)
         self.exchanges.pop(x.name, None)
         # bindings where x is the source
         for b in list(x.binding_set):
@@ -145,10 +154,19 @@ class VHost:
         src.impl.add_binding(binding)
         src.binding_set.add(binding)
         self.bindings_to.setdefault(binding.destination, set()).add((src.name, binding))
+        if self.store is not None and src.durable:  # store: durable source and destination
+            from broker.durability import binding_record, destination_durable
+
+            if destination_durable(self, binding.destination):
+                self.store.add_binding(binding_record(self, src.name, binding))
 
     def remove_binding(self, src: Exchange, binding: Binding) -> bool:
         if binding not in src.binding_set:
             return False
+        if self.store is not None and src.durable:  # store: before a possible auto-delete of src
+            from broker.durability import binding_record
+
+            self.store.remove_binding(binding_record(self, src.name, binding))
         self._forget_dest_index(src.name, binding)
         self._remove_binding_from(src, binding)
         return True
@@ -171,6 +189,11 @@ class VHost:
 
     def add_queue(self, q: Queue) -> None:
         self.queues[q.name] = q
+        if self.store is not None and q.durable and q.exclusive_owner is None:  # store: durable queue
+            from broker.durability import queue_record
+
+            q.store = self.store
+            self.store.put_queue(queue_record(self, q))
 
     def delete_queue(self, q: Queue, reason: str = "deleted") -> int:
         """Remove a queue, its bindings and its consumers; returns the ready count it had."""
@@ -178,6 +201,9 @@ class VHost:
             return 0
         n = q.count
         q.deleted = True
+        if q.store is not None:  # store: also drops its messages and bindings
+            q.store.delete_queue(self.name, q.name)
+            q.store = None
         self.queues.pop(q.name, None)
         dest = Destination.queue(q.name)
         for source_name, b in list(self.bindings_to.pop(dest, ())):
@@ -272,6 +298,14 @@ class VHost:
             targets = self.route(x, dl)
             if reason != "rejected":
                 targets = [t for t in targets if not _is_cycle(t.name, dl)]
+            if self.store is not None:  # store: the dead-lettered copy is a new persistent write
+                from broker.durability import persist_publish
+
+                accepted = [t for t in targets if not t.would_overflow(len(dl.body))]
+                _fut, seqs = persist_publish(self, dl, accepted)
+                for t, seq in zip(accepted, seqs, strict=True):
+                    t.enqueue(dl, seq)
+                continue
             for t in targets:
                 if t.would_overflow(len(dl.body)):
                     continue

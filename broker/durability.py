@@ -1,0 +1,203 @@
+"""Glue between the broker's entities and `broker.store` (issue 5): records, rebuild, message hooks.
+
+The entities call these helpers only when their vhost has a persistent store (`vhost.store` is
+not None), so the default in-memory mode pays one attribute test per event and nothing else.
+
+What is kept (as RabbitMQ): durable exchanges, durable non-exclusive queues, bindings whose source
+and destination are both durable (amq.* exchanges are durable), and persistent messages
+(delivery_mode 2) in durable queues. Transient things are gone after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from broker.message import StoredMessage
+from broker.store import BindingRecord, ExchangeRecord, QueueRecord, Snapshot, Store, VHostRecord
+from exchanges.base import Binding, Destination
+from exchanges.errors import AmqpError
+
+if TYPE_CHECKING:
+    from broker.entities.exchange import Exchange
+    from broker.entities.queue import Entry, Queue
+    from broker.entities.vhost import VHost
+    from broker.server import Broker
+
+log = logging.getLogger("hashbroker.durability")
+
+DELIVERY_MODE_FLAG = 1 << 12
+
+
+def is_persistent(msg: StoredMessage) -> bool:
+    """delivery_mode 2 (the property is decoded only when its flag bit is set)."""
+    return bool(msg.flags & DELIVERY_MODE_FLAG) and msg.prop("delivery_mode") == 2
+
+
+def stored_seqs(entries: Iterable[Entry]) -> list[int]:
+    """Positions of the entries the store holds (persistent messages; seq 0 was never enqueued)."""
+    return [e.seq for e in entries if e.seq and is_persistent(e.msg)]
+
+
+# -- records -----------------------------------------------------------------------------------------
+
+
+def exchange_record(vhost: VHost, x: Exchange) -> ExchangeRecord:
+    return ExchangeRecord(vhost.name, x.name, x.type_name, x.durable, x.auto_delete, x.internal, x.arguments)
+
+
+def queue_record(vhost: VHost, q: Queue) -> QueueRecord:
+    return QueueRecord(vhost.name, q.name, True, False, q.auto_delete, q.arguments)
+
+
+def binding_record(vhost: VHost, source: str, b: Binding) -> BindingRecord:
+    d = b.destination
+    return BindingRecord(vhost.name, source, d.kind, d.name, b.key, b.arguments)
+
+
+def destination_durable(vhost: VHost, dest: Destination) -> bool:
+    if dest.kind == "queue":
+        q = vhost.queues.get(dest.name)
+        return q is not None and q.store is not None
+    x = vhost.exchanges.get(dest.name)
+    return x is not None and x.durable
+
+
+# -- rebuild -----------------------------------------------------------------------------------------
+
+
+def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
+    """Recreate everything in `snap` before clients can act; then attach `store` to the entities.
+
+    Nothing here writes to the store (it is not started yet): every vhost's `store` is attached
+    only at the end. Bindings are replayed in the order they were made, so x-consistent-hash rings
+    come back bucket for bucket; bindings whose source or destination is missing are skipped.
+    """
+    from broker.entities.queue import Entry, Queue
+    from broker.entities.vhost import VHost
+
+    loop = next(iter(broker.vhosts.values())).loop if broker.vhosts else None
+    for vrec in snap.vhosts:
+        if vrec.name not in broker.vhosts:
+            broker.vhosts[vrec.name] = VHost(vrec.name, broker.compat, loop)
+    vhosts = broker.vhosts
+    for v in vhosts.values():
+        v.store = None
+    for xrec in snap.exchanges:
+        xv = vhosts.get(xrec.vhost)
+        if xv is None or xrec.name in xv.exchanges:
+            continue
+        try:
+            xv.declare_exchange(
+                xrec.name,
+                xrec.type,
+                durable=True,
+                auto_delete=xrec.auto_delete,
+                internal=xrec.internal,
+                arguments=xrec.arguments,
+            )
+        except AmqpError as exc:  # e.g. an exchange type this build lacks
+            log.warning("stored exchange %r in vhost %r not restored: %s", xrec.name, xrec.vhost, exc)
+    for qrec in snap.queues:
+        qv = vhosts.get(qrec.vhost)
+        if qv is None or qrec.name in qv.queues:
+            continue
+        qv.add_queue(
+            Queue(
+                qv,
+                qrec.name,
+                durable=True,
+                exclusive_owner=None,
+                auto_delete=qrec.auto_delete,
+                arguments=qrec.arguments,
+            )
+        )
+    restored = skipped = 0
+    for brec in snap.bindings:
+        bv = vhosts.get(brec.vhost)
+        src = bv.exchanges.get(brec.source) if bv is not None else None
+        if bv is None or src is None or src.impl is None:
+            skipped += 1
+            continue
+        dest = Destination(brec.destination_kind, brec.destination)  # type: ignore[arg-type]
+        present = dest.name in (bv.queues if dest.kind == "queue" else bv.exchanges)
+        if not present:
+            skipped += 1
+            continue
+        try:
+            bv.add_binding(src, Binding(dest, brec.key, brec.arguments))
+            restored += 1
+        except AmqpError as exc:
+            skipped += 1
+            log.warning("stored binding %s -> %s not restored: %s", brec.source, brec.destination, exc)
+    messages = 0
+    now = time.monotonic()
+    for (vname, qname), recs in snap.messages.items():
+        mv = vhosts.get(vname)
+        q = mv.queues.get(qname) if mv is not None else None
+        if q is None:
+            continue
+        for m in recs:
+            msg = StoredMessage(m.exchange, m.routing_key, m.properties, m.body)
+            if msg.flags:
+                msg.compute_routing_keys()
+            expires = q._expiry_for(msg, now) if (q.uses_ttl or msg.flags & (1 << 8)) else 0.0
+            entry = Entry(m.seq, msg, expires)
+            entry.redelivered = m.redelivered
+            q._level(msg).append(entry)
+            q.count += 1
+            q.bytes += len(msg.body)
+            if m.seq > q.seq:
+                q.seq = m.seq
+            messages += 1
+        if q.count and q.uses_ttl:
+            q._arm_ttl()
+    # Attach the store: from now on changes are written.
+    for v in vhosts.values():
+        v.store = store
+        for q in v.queues.values():
+            q.store = store if q.durable and q.exclusive_owner is None else None
+    if snap.vhosts or snap.exchanges or snap.queues or messages:
+        log.info(
+            "restored from %s: %d exchanges, %d queues, %d bindings (%d skipped), %d messages",
+            store.location,
+            len(snap.exchanges),
+            len(snap.queues),
+            restored,
+            skipped,
+            messages,
+        )
+
+
+def record_new_vhosts(broker: Broker, store: Store, snap: Snapshot) -> None:
+    """After `store.start()`: write the vhosts this broker has that the store did not know yet."""
+    known = {v.name for v in snap.vhosts}
+    for name in broker.vhosts:
+        if name not in known:
+            store.put_vhost(VHostRecord(name))
+
+
+def persist_publish(
+    vhost: VHost, msg: StoredMessage, queues: list[Queue]
+) -> tuple[asyncio.Future[None] | None, list[int]]:
+    """Reserve the next position in every queue and persist `msg` in the durable ones (one write).
+
+    Returns (commit future or None when nothing was stored, reserved seqs aligned with `queues`).
+    The caller then calls `q.enqueue(msg, seq)` with them: positions are taken *before* enqueueing
+    so the write is submitted before anything an enqueue may trigger (an immediate no-ack delivery
+    removes the message again, a drop-head dead-letters it): the store applies changes in order.
+    """
+    seqs: list[int] = []
+    targets: list[tuple[str, int]] = []
+    for q in queues:
+        q.seq += 1
+        seqs.append(q.seq)
+        if q.store is not None:
+            targets.append((q.name, q.seq))
+    store = vhost.store
+    if store is None or not targets or not is_persistent(msg):
+        return None, seqs
+    return store.persist(vhost.name, targets, msg.props, msg.body, msg.exchange, msg.routing_key), seqs
