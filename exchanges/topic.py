@@ -38,8 +38,11 @@ MAX_EXPANDED_WORDS = 32
 """Longest routing key (in words) for which "#" patterns are expanded; longer keys use the NFA."""
 MAX_EXPANSIONS_PER_BINDING = 64
 """A binding with more "*"-only forms than this at some length makes that length use the NFA."""
-EXPANSION_BUDGET_PER_BINDING = 8
-"""Average "*"-only forms per "#" binding allowed in one length's expanded trie (memory bound)."""
+EXPANSION_WORDS_PER_BINDING = 16
+"""Pattern words allowed per "#" binding across *all* expanded lengths together: the memory bound.
+A per-length bound is not enough: 10,000 "k.#" bindings expanded for every key length up to 32
+words would hold 5 million trie nodes (measured: 1.2 GB)."""
+EXPANSION_WORDS_BASE = 4096
 
 
 def split_topic_key(key: str) -> list[str]:
@@ -253,7 +256,7 @@ def expand(words: Sequence[str], length: int) -> set[tuple[str, ...]]:
 
 
 class _Expanded:
-    """The "#" patterns expanded for one key length, with the number of "*"-only paths it holds."""
+    """The "#" patterns expanded for one key length, with the pattern words it holds (its cost)."""
 
     __slots__ = ("size", "trie")
 
@@ -265,7 +268,8 @@ class _Expanded:
 @register
 class TopicExchange(ExchangeType):
     """See the module docstring for the layout. `route` may build an expanded trie on the first
-    message of a new key length (a few ms for 10,000 bindings); later churn keeps it up to date."""
+    message of a new key length (a few ms for 10,000 short bindings) while the memory budget lasts;
+    later churn keeps it up to date."""
 
     type_name = "topic"
 
@@ -280,6 +284,7 @@ class TopicExchange(ExchangeType):
         self._hashed = _Trie()
         self._hash_bindings: dict[Binding, list[str]] = {}
         self._expanded: dict[int, _Expanded] = {}
+        self._expanded_words = 0
         self._not_expandable: set[int] = set()
 
     # The base class keeps bindings in a list; a dict makes unbinding O(1) instead of O(bindings).
@@ -349,14 +354,15 @@ class TopicExchange(ExchangeType):
         return expanded.trie if expanded is not None else self._hashed
 
     def _budget(self) -> int:
-        return EXPANSION_BUDGET_PER_BINDING * len(self._hash_bindings) + 1024
+        """Pattern words all expanded lengths together may hold."""
+        return EXPANSION_WORDS_PER_BINDING * len(self._hash_bindings) + EXPANSION_WORDS_BASE
 
     def _build_expanded(self, length: int) -> _Expanded | None:
         counts = [count_expansions(words, length) for words in self._hash_bindings.values()]
         if (
             length > MAX_EXPANDED_WORDS
             or max(counts, default=0) > MAX_EXPANSIONS_PER_BINDING
-            or sum(counts) > self._budget()
+            or self._expanded_words + sum(counts) * length > self._budget()
         ):
             self._not_expandable.add(length)
             return None
@@ -364,6 +370,7 @@ class TopicExchange(ExchangeType):
         for binding, words in self._hash_bindings.items():
             expanded.size += _add_expansions(expanded.trie, words, length, binding.destination)
         self._expanded[length] = expanded
+        self._expanded_words += expanded.size
         return expanded
 
     def _add_hash_binding(self, binding: Binding, words: list[str]) -> None:
@@ -373,12 +380,14 @@ class TopicExchange(ExchangeType):
             if _blocks_expansion(words, length):
                 self._drop_expanded(length)
                 continue
-            expanded.size += _add_expansions(expanded.trie, words, length, binding.destination)
-            if expanded.size > self._budget():
+            added = _add_expansions(expanded.trie, words, length, binding.destination)
+            expanded.size += added
+            self._expanded_words += added
+            if self._expanded_words > self._budget():
                 self._drop_expanded(length)
 
     def _drop_expanded(self, length: int) -> None:
-        del self._expanded[length]
+        self._expanded_words -= self._expanded.pop(length).size
         self._not_expandable.add(length)
 
     def _forget(self, binding: Binding) -> None:
@@ -389,7 +398,8 @@ class TopicExchange(ExchangeType):
             for length, expanded in self._expanded.items():
                 for pattern in expand(words, length):
                     expanded.trie.remove(pattern, binding.destination)
-                    expanded.size -= 1
+                    expanded.size -= length
+                    self._expanded_words -= length
             # A length this binding made unexpandable gets another chance on its next use.
             self._not_expandable = {n for n in self._not_expandable if not _blocks_expansion(words, n)}
         elif STAR in words:
@@ -411,7 +421,8 @@ def _blocks_expansion(words: Sequence[str], length: int) -> bool:
 
 
 def _add_expansions(trie: _Trie, words: Sequence[str], length: int, destination: Destination) -> int:
+    """Add the "*"-only forms of a "#" pattern at `length`; returns the pattern words added."""
     patterns = expand(words, length)
     for pattern in patterns:
         trie.add(pattern, destination)
-    return len(patterns)
+    return len(patterns) * length
