@@ -293,6 +293,14 @@ class Channel:
 
     def _deliver_publish(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
         vhost = self.vhost
+        hooks = vhost.hooks
+        if x.type_name == "x-delayed-message" and hooks is not None and hooks.hold_delayed(vhost, x, msg):
+            # issue 4: held for x-delay ms; the plugin routes to nothing now, so mandatory returns
+            if mandatory:
+                self._send_return(msg)
+            if seq:
+                self._confirm(seq, True)
+            return
         if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
             delivered = self.conn.broker.deliver_reply(msg)
             if not delivered and mandatory:
@@ -541,6 +549,13 @@ class Channel:
 
     # -- queues -------------------------------------------------------------------------------------
 
+    def _sharded(self, method: str, name: str) -> str:
+        """issue 4: the sharding plugin's interceptor for a queue name equal to a sharded exchange."""
+        vhost = self.vhost
+        if vhost.hooks is None or name not in vhost.exchanges:
+            return name
+        return str(vhost.hooks.rewrite_queue(vhost, method, name))
+
     def _queue_name(self, name: str) -> str:
         """expand_queue_name_shortcut: "" means the channel's most recently declared queue."""
         if name == "":
@@ -552,7 +567,7 @@ class Channel:
     def on_queue_declare(self, a: dict[str, Any]) -> None:
         vhost = self.vhost
         conn = self.conn
-        name = strip_cr_lf(a["queue"])
+        name = self._sharded("queue.declare", strip_cr_lf(a["queue"]))
         if a["passive"]:
             found = vhost.queue_or_404(name)
             conn.check_exclusive(found)
@@ -604,7 +619,7 @@ class Channel:
             self.reply(replies.queue_declare_ok(q.name, q.message_count, q.consumer_count))
 
     def on_queue_bind(self, a: dict[str, Any]) -> None:
-        qname = self._queue_name(a["queue"])
+        qname = self._sharded("queue.bind", self._queue_name(a["queue"]))
         key = a["routing_key"]
         if a["queue"] == "" and key == "":
             key = qname
@@ -613,7 +628,7 @@ class Channel:
             self.reply(replies.queue_bind_ok())
 
     def on_queue_unbind(self, a: dict[str, Any]) -> None:
-        qname = self._queue_name(a["queue"])
+        qname = self._sharded("queue.unbind", self._queue_name(a["queue"]))
         key = a["routing_key"]
         if a["queue"] == "" and key == "":
             key = qname
@@ -621,7 +636,7 @@ class Channel:
         self.reply(replies.queue_unbind_ok())
 
     def on_queue_purge(self, a: dict[str, Any]) -> None:
-        q = self.vhost.queue_or_404(self._queue_name(a["queue"]))
+        q = self.vhost.queue_or_404(self._sharded("queue.purge", self._queue_name(a["queue"])))
         self.conn.check_exclusive(q)
         n = q.purge()
         if not a["nowait"]:
@@ -629,7 +644,7 @@ class Channel:
 
     def on_queue_delete(self, a: dict[str, Any]) -> None:
         vhost = self.vhost
-        name = self._queue_name(a["queue"])
+        name = self._sharded("queue.delete", self._queue_name(a["queue"]))
         q = vhost.queues.get(name)
         n = 0
         if q is not None:
@@ -674,7 +689,7 @@ class Channel:
             if not a["nowait"]:
                 self.reply(replies.basic_consume_ok(tag))
             return
-        q = self.vhost.queue_or_404(self._queue_name(qname))
+        q = self.vhost.queue_or_404(self._sharded("basic.consume", self._queue_name(qname)))
         tag = tag or gen_name("amq.ctag")
         self.conn.check_exclusive(q)
         args: FieldTable = a["arguments"]
@@ -713,7 +728,7 @@ class Channel:
             self.reply(replies.basic_cancel_ok(tag))
 
     def on_basic_get(self, a: dict[str, Any]) -> None:
-        q = self.vhost.queue_or_404(self._queue_name(a["queue"]))
+        q = self.vhost.queue_or_404(self._sharded("basic.get", self._queue_name(a["queue"])))
         self.conn.check_exclusive(q)
         entry = q.get()
         if entry is None:

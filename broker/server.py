@@ -43,6 +43,11 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._reply_channels: dict[str, Channel] = {}
         self.management: Any = None
+        # issue 4: policy engine + emulated cluster (management finds it as `broker.policies`)
+        from broker.policy_runtime import BrokerPolicies
+
+        self.policies = BrokerPolicies(self)
+        self.cluster = self.policies.cluster
 
     @property
     def compat(self) -> Compat:
@@ -65,6 +70,8 @@ class Broker:
         from broker.entities.vhost import VHost
 
         self.vhosts = {self.settings.default_vhost: VHost(self.settings.default_vhost, self.compat, loop)}
+        for vhost in self.vhosts.values():
+            self.policies.attach(vhost)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         log.info(
@@ -92,6 +99,7 @@ class Broker:
             await self.management.close()
             self.management = None
         self._server.close()
+        self.policies.close()
         for conn in list(self.connections):
             conn.transport.close()
             conn.connection_lost()

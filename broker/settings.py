@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     """RabbitMQ-style management HTTP API; None (default) = off, 0 = any free port."""
     management_host: str | None = None
     log_level: LogLevel = "INFO"
+    # issue 4: emulated cluster node names (the first is the local node) and PIP-392 selection
+    nodes: list[str] = Field(default_factory=lambda: ["rabbit@localhost"])
+    active_consumer_selection: Literal["first", "consistent-hash"] = "first"
 
     @classmethod
     def settings_customise_sources(

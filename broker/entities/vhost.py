@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.entities.exchange import Exchange
 from broker.entities.queue import Queue
@@ -55,6 +55,10 @@ class VHost:
         self.bindings_to: dict[Destination, set[tuple[str, Binding]]] = {}
         # queue-deleted listeners (channels cancel consumers, connections forget exclusive queues)
         self.on_queue_deleted: list[Callable[[Queue], None]] = []
+        # issue 4: policies/sharding/delayed hooks (broker.policy_runtime.BrokerPolicies) and the
+        # single-active-consumer selection mode ("first" | "consistent-hash")
+        self.hooks: Any = None
+        self.active_consumer_selection = "first"
         self.exchanges[""] = Exchange(
             "", "direct", None, durable=True, auto_delete=False, internal=False, arguments=FieldTable()
         )
@@ -116,10 +120,14 @@ class VHost:
             arguments=arguments,
         )
         self.exchanges[name] = x
+        if self.hooks is not None:
+            self.hooks.exchange_declared(self, x)
         return x
 
     def delete_exchange(self, x: Exchange) -> None:
         self.exchanges.pop(x.name, None)
+        if self.hooks is not None:
+            self.hooks.exchange_deleted(self, x)
         # bindings where x is the source
         for b in list(x.binding_set):
             self._forget_dest_index(x.name, b)
@@ -171,6 +179,8 @@ class VHost:
 
     def add_queue(self, q: Queue) -> None:
         self.queues[q.name] = q
+        if self.hooks is not None:
+            self.hooks.queue_added(self, q)
 
     def delete_queue(self, q: Queue, reason: str = "deleted") -> int:
         """Remove a queue, its bindings and its consumers; returns the ready count it had."""
