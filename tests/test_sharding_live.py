@@ -80,12 +80,12 @@ def scenario_routing(url: str, policy: tuple[SetPolicy, Callable[[str], None]], 
         counts = [ch.queue_declare(shard(x, i), passive=True).method.message_count for i in range(3)]
     where: dict[str, int] = {}
     for i in range(3):
-        got = 0
-        for method, _props, _body in ch.consume(shard(x, i), auto_ack=True, inactivity_timeout=2):
+        for got, (method, _props, _body) in enumerate(
+            ch.consume(shard(x, i), auto_ack=True, inactivity_timeout=2), 1
+        ):
             if method is None:
                 break
             where[method.routing_key] = i
-            got += 1
             if got == counts[i]:
                 break
         ch.cancel()
