@@ -881,9 +881,6 @@ class Channel:
     def teardown(self) -> None:
         """Channel closed (either side) or connection gone: cancel consumers, requeue unacked."""
         self.open = False
-        for consumer in list(self.consumers.values()):
-            consumer.queue.remove_consumer(consumer)
-        self.consumers.clear()
         if self.reply_consumer is not None:
             self.conn.broker.unregister_reply_channel(self.reply_consumer[1])
             self.reply_consumer = None
@@ -900,3 +897,8 @@ class Channel:
             for q, entries in by_queue.items():
                 if not q.deleted:
                     q.requeue(entries)
+        # consumers go after the requeue (issue 4, observed on 3.10.8 with single active consumer:
+        # the closed channel's unacked message is what the next consumer receives first)
+        for consumer in list(self.consumers.values()):
+            consumer.queue.remove_consumer(consumer)
+        self.consumers.clear()
