@@ -297,6 +297,14 @@ class Channel:
 
     def _deliver_publish(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
         vhost = self.vhost
+        hooks = vhost.hooks
+        if x.type_name == "x-delayed-message" and hooks is not None and hooks.hold_delayed(vhost, x, msg):
+            # issue 4: held for x-delay ms; the plugin routes to nothing now, so mandatory returns
+            if mandatory:
+                self._send_return(msg)
+            if seq:
+                self._confirm(seq, True)
+            return
         if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
             delivered = self.conn.broker.deliver_reply(msg)
             if not delivered and mandatory:
@@ -617,6 +625,13 @@ class Channel:
 
     # -- queues -------------------------------------------------------------------------------------
 
+    def _sharded(self, method: str, name: str) -> str:
+        """issue 4: the sharding plugin's interceptor for a queue name equal to a sharded exchange."""
+        vhost = self.vhost
+        if vhost.hooks is None or name not in vhost.exchanges:
+            return name
+        return str(vhost.hooks.rewrite_queue(vhost, method, name))
+
     def _queue_name(self, name: str) -> str:
         """expand_queue_name_shortcut: "" means the channel's most recently declared queue."""
         if name == "":
@@ -628,7 +643,7 @@ class Channel:
     def on_queue_declare(self, a: dict[str, Any]) -> None:
         vhost = self.vhost
         conn = self.conn
-        name = strip_cr_lf(a["queue"])
+        name = self._sharded("queue.declare", strip_cr_lf(a["queue"]))
         if a["passive"]:
             found = vhost.queue_or_404(name)
             conn.check_exclusive(found)
@@ -680,7 +695,7 @@ class Channel:
             self.reply(replies.queue_declare_ok(q.name, q.message_count, q.consumer_count))
 
     def on_queue_bind(self, a: dict[str, Any]) -> None:
-        qname = self._queue_name(a["queue"])
+        qname = self._sharded("queue.bind", self._queue_name(a["queue"]))
         key = a["routing_key"]
         if a["queue"] == "" and key == "":
             key = qname
@@ -689,7 +704,7 @@ class Channel:
             self.reply(replies.queue_bind_ok())
 
     def on_queue_unbind(self, a: dict[str, Any]) -> None:
-        qname = self._queue_name(a["queue"])
+        qname = self._sharded("queue.unbind", self._queue_name(a["queue"]))
         key = a["routing_key"]
         if a["queue"] == "" and key == "":
             key = qname
@@ -697,7 +712,7 @@ class Channel:
         self.reply(replies.queue_unbind_ok())
 
     def on_queue_purge(self, a: dict[str, Any]) -> None:
-        q = self.vhost.queue_or_404(self._queue_name(a["queue"]))
+        q = self.vhost.queue_or_404(self._sharded("queue.purge", self._queue_name(a["queue"])))
         self.conn.check_exclusive(q)
         n = q.purge()
         if not a["nowait"]:
@@ -705,7 +720,7 @@ class Channel:
 
     def on_queue_delete(self, a: dict[str, Any]) -> None:
         vhost = self.vhost
-        name = self._queue_name(a["queue"])
+        name = self._sharded("queue.delete", self._queue_name(a["queue"]))
         q = vhost.queues.get(name)
         n = 0
         if q is not None:
@@ -750,7 +765,7 @@ class Channel:
             if not a["nowait"]:
                 self.reply(replies.basic_consume_ok(tag))
             return
-        q = self.vhost.queue_or_404(self._queue_name(qname))
+        q = self.vhost.queue_or_404(self._sharded("basic.consume", self._queue_name(qname)))
         tag = tag or gen_name("amq.ctag")
         self.conn.check_exclusive(q)
         args: FieldTable = a["arguments"]
@@ -789,7 +804,7 @@ class Channel:
             self.reply(replies.basic_cancel_ok(tag))
 
     def on_basic_get(self, a: dict[str, Any]) -> None:
-        q = self.vhost.queue_or_404(self._queue_name(a["queue"]))
+        q = self.vhost.queue_or_404(self._sharded("basic.get", self._queue_name(a["queue"])))
         self.conn.check_exclusive(q)
         entry = q.get()
         if entry is None:
@@ -960,9 +975,6 @@ class Channel:
     def teardown(self) -> None:
         """Channel closed (either side) or connection gone: cancel consumers, requeue unacked."""
         self.open = False
-        for consumer in list(self.consumers.values()):
-            consumer.queue.remove_consumer(consumer)
-        self.consumers.clear()
         if self.reply_consumer is not None:
             self.conn.broker.unregister_reply_channel(self.reply_consumer[1])
             self.reply_consumer = None
@@ -979,3 +991,8 @@ class Channel:
             for q, entries in by_queue.items():
                 if not q.deleted:
                     q.requeue(entries)
+        # consumers go after the requeue (issue 4, observed on 3.10.8 with single active consumer:
+        # the closed channel's unacked message is what the next consumer receives first)
+        for consumer in list(self.consumers.values()):
+            consumer.queue.remove_consumer(consumer)
+        self.consumers.clear()

@@ -26,6 +26,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="RabbitMQ-style management HTTP API port (off by default; 0 = any free port)",
     )
+    serve.add_argument(
+        "--nodes",
+        default=None,
+        help="emulated cluster node names, comma-separated; the first is local (default rabbit@localhost)",
+    )
+    serve.add_argument(
+        "--active-consumer-selection",
+        default=None,
+        choices=["first", "consistent-hash"],
+        help="single-active-consumer selection: RabbitMQ's 'first' (default) or PIP-392 'consistent-hash'",
+    )
     serve.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     serve.add_argument(
         "--data-dir",
@@ -63,6 +74,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             management_port=args.management_port,
             data_dir=args.data_dir,
             store_sync=args.store_sync,
+            nodes=[n.strip() for n in args.nodes.split(",") if n.strip()] if args.nodes else None,
+            active_consumer_selection=args.active_consumer_selection,
         )
         if settings.data_dir is None:
             from broker.store import default_data_dir

@@ -398,6 +398,32 @@ def clear_policy(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -
     return EX_OK
 
 
+def add_node(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """hashbroker-only: a node joins the emulated cluster (sharded exchanges get its shards)."""
+    if not o.quiet:
+        out(f'Adding node "{o.node}" to the emulated cluster ...')
+    status, data = c.request("POST", f"/hashbroker/nodes/{q(o.node)}")
+    _check(status, data)
+    return EX_OK
+
+
+def remove_node(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """hashbroker-only: a node leaves the emulated cluster (its shard queues stay)."""
+    if not o.quiet:
+        out(f'Removing node "{o.node}" from the emulated cluster ...')
+    status, data = c.request("DELETE", f"/hashbroker/nodes/{q(o.node)}")
+    _check(status, data)
+    return EX_OK
+
+
+def list_nodes(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """hashbroker-only: the emulated cluster's running nodes (local node marked)."""
+    data = c.get("/hashbroker/nodes")
+    for node in data["nodes"]:
+        out(f"{node}\t(local)" if node == data["local"] else node)
+    return EX_OK
+
+
 def _check(status: int, data: Any) -> None:
     if status == 404:
         raise CtlError("not_found", EX_UNAVAILABLE)
@@ -451,8 +477,11 @@ VERBS: dict[str, tuple[str, Callable[[Client, argparse.Namespace, Callable[[str]
     "add_vhost": ("create a vhost (hashbroker's vhosts are fixed: refused unless it exists)", add_vhost),
     "import_definitions": ("import a definitions file (JSON; '-' for stdin)", import_definitions),
     "export_definitions": ("export definitions to a file ('-' for stdout)", export_definitions),
-    "set_policy": ("set a policy (stored; not yet applied by hashbroker)", set_policy),
+    "set_policy": ("set a policy (applied to matching exchanges and queues)", set_policy),
     "clear_policy": ("remove a policy", clear_policy),
+    "add_node": ("add a node to the emulated cluster (hashbroker only)", add_node),
+    "remove_node": ("remove a node from the emulated cluster (hashbroker only)", remove_node),
+    "list_nodes": ("list the emulated cluster's nodes (hashbroker only)", list_nodes),
 }
 
 
@@ -469,7 +498,9 @@ def add_parser(subparsers: Any) -> None:
     for verb, (help_text, func) in VERBS.items():
         p = verbs.add_parser(verb, parents=[common], help=help_text)
         p.set_defaults(ctl_func=func)
-        if verb.startswith("list_") and verb != "list_policies":
+        if verb in ("add_node", "remove_node"):
+            p.add_argument("node", help="node name, e.g. rabbit@d")
+        elif verb.startswith("list_") and verb not in ("list_policies", "list_nodes"):
             p.add_argument("columns", nargs="*", help="info items to show")
         elif verb in ("purge_queue", "delete_queue"):
             p.add_argument("queue")

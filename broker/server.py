@@ -45,6 +45,11 @@ class Broker:
         self._reply_channels: dict[str, Channel] = {}
         self.management: Any = None
         self.store: Store | None = None  # issue 5: opened by start(), closed by stop()
+        # issue 4: policy engine + emulated cluster (management finds it as `broker.policies`)
+        from broker.policy_runtime import BrokerPolicies
+
+        self.policies = BrokerPolicies(self)
+        self.cluster = self.policies.cluster
 
     @property
     def compat(self) -> Compat:
@@ -91,6 +96,8 @@ class Broker:
             log.info("durable state in %s (sync=%s)", store.location, self.settings.store_sync)
         else:
             store.start(loop)
+        for vhost in self.vhosts.values():
+            self.policies.attach(vhost)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         log.info(
@@ -118,6 +125,7 @@ class Broker:
             await self.management.close()
             self.management = None
         self._server.close()
+        self.policies.close()
         for conn in list(self.connections):
             conn.transport.close()
             conn.connection_lost()

@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     `BrokerThread` and the pytest fixture; `hashbroker serve` uses the per-user default directory."""
     store_sync: Literal["normal", "full"] = "normal"
     """"normal" survives a killed broker; "full" also fsyncs every commit (power loss)."""
+    # issue 4: emulated cluster node names (the first is the local node) and PIP-392 selection
+    nodes: list[str] = Field(default_factory=lambda: ["rabbit@localhost"])
+    active_consumer_selection: Literal["first", "consistent-hash"] = "first"
 
     @classmethod
     def settings_customise_sources(

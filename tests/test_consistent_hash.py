@@ -138,14 +138,21 @@ def test_header_hash_depends_on_the_wire_type_on_3_10_but_not_on_3_13() -> None:
     bindings = [(f"q{i}", "1") for i in range(16)]
     types = ["byte", "short", "signedint", "long"]
     typed = [
-        exchanges.predict("x-consistent-hash", bindings, ["rk"], {"hash-header": "h"},
-                          headers={"h": Field(t, 7)})[0][0]
+        exchanges.predict(
+            "x-consistent-hash", bindings, ["rk"], {"hash-header": "h"}, headers={"h": Field(t, 7)}
+        )[0][0]
         for t in types
     ]
     raw_compat = Compat.for_version("3.13.0")
     raw = [
-        exchanges.predict("x-consistent-hash", bindings, ["rk"], {"hash-header": "h"},
-                          headers={"h": Field(t, 7)}, compat=raw_compat)[0][0]
+        exchanges.predict(
+            "x-consistent-hash",
+            bindings,
+            ["rk"],
+            {"hash-header": "h"},
+            headers={"h": Field(t, 7)},
+            compat=raw_compat,
+        )[0][0]
         for t in types
     ]
     assert len(set(raw)) == 1

@@ -64,8 +64,9 @@ class Mirror:
             message = SimpleMessage([key, *props.get("cc", [])], FieldTable.from_python(headers), props)
             expected.append(sorted(d.name for d in self.model.route(message)))
         actual = observe(self.channel, self.name, self.queues, messages)
-        mismatches = [(i, messages[i], actual[i], expected[i]) for i in range(len(messages))
-                      if actual[i] != expected[i]]
+        mismatches = [
+            (i, messages[i], actual[i], expected[i]) for i in range(len(messages)) if actual[i] != expected[i]
+        ]
         assert mismatches == [], f"{len(mismatches)} of {len(messages)} differ, first: {mismatches[:3]}"
 
     def close(self) -> None:

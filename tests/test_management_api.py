@@ -26,20 +26,55 @@ RABBIT_API = "http://127.0.0.1:15672"
 GUEST = ("guest", "guest")
 
 # Fields monitoring tools and test helpers actually read; both brokers must have all of them.
-QUEUE_FIELDS = {"name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "messages",
-                "messages_ready", "messages_unacknowledged", "consumers", "node", "state", "type",
-                "message_bytes", "messages_details", "policy"}
+QUEUE_FIELDS = {
+    "name",
+    "vhost",
+    "durable",
+    "auto_delete",
+    "exclusive",
+    "arguments",
+    "messages",
+    "messages_ready",
+    "messages_unacknowledged",
+    "consumers",
+    "node",
+    "state",
+    "type",
+    "message_bytes",
+    "messages_details",
+    "policy",
+}
 EXCHANGE_FIELDS = {"name", "vhost", "type", "durable", "auto_delete", "internal", "arguments"}
-OVERVIEW_FIELDS = {"management_version", "rabbitmq_version", "product_name", "product_version",
-                   "object_totals", "queue_totals", "message_stats", "node", "listeners", "exchange_types",
-                   "cluster_name"}
+OVERVIEW_FIELDS = {
+    "management_version",
+    "rabbitmq_version",
+    "product_name",
+    "product_version",
+    "object_totals",
+    "queue_totals",
+    "message_stats",
+    "node",
+    "listeners",
+    "exchange_types",
+    "cluster_name",
+}
 # RabbitMQ fields hashbroker deliberately leaves out: Erlang VM internals, and idle_since (not tracked).
-ERLANG_ONLY = {"backing_queue_status", "garbage_collection", "reductions", "reductions_details", "idle_since",
-               "message_stats", "consumer_details", "deliveries", "incoming"}
+ERLANG_ONLY = {
+    "backing_queue_status",
+    "garbage_collection",
+    "reductions",
+    "reductions_details",
+    "idle_since",
+    "message_stats",
+    "consumer_details",
+    "deliveries",
+    "incoming",
+}
 
 
-def http(base: str, method: str, path: str, body: Any = None,
-         auth: tuple[str, str] | None = GUEST) -> tuple[int, Any, dict[str, str]]:
+def http(
+    base: str, method: str, path: str, body: Any = None, auth: tuple[str, str] | None = GUEST
+) -> tuple[int, Any, dict[str, str]]:
     """One request; returns (status, decoded JSON or raw bytes, lower-cased headers)."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(base + path, method=method, data=data)
@@ -65,7 +100,8 @@ def mgmt(hashbroker_broker: BrokerThread) -> Iterator[tuple[BrokerThread, str]]:
     loop = hashbroker_broker.loop
     assert loop is not None
     server: ManagementServer = asyncio.run_coroutine_threadsafe(
-        start_management(hashbroker_broker.broker, "127.0.0.1", 0), loop).result(10)
+        start_management(hashbroker_broker.broker, "127.0.0.1", 0), loop
+    ).result(10)
     try:
         yield hashbroker_broker, f"http://127.0.0.1:{server.port}"
     finally:
@@ -84,8 +120,12 @@ def declare_topology(url: str, suffix: str, published: int) -> None:
         ch.queue_bind(f"mi{suffix}", f"mx{suffix}", "with args", arguments={"a": "b", "n": 7, "t": True})
         ch.confirm_delivery()
         for i in range(published):
-            ch.basic_publish(f"mx{suffix}", "k", f"m{i}".encode(),
-                             pika.BasicProperties(content_type="text/plain", headers={"i": i}))
+            ch.basic_publish(
+                f"mx{suffix}",
+                "k",
+                f"m{i}".encode(),
+                pika.BasicProperties(content_type="text/plain", headers={"i": i}),
+            )
     finally:
         conn.close()
 
@@ -158,10 +198,15 @@ def test_counts_equal_what_was_published(mgmt: tuple[BrokerThread, str]) -> None
     assert http(base, "GET", "/api/vhosts")[1][0]["messages"] == 5
     assert http(base, "GET", "/api/users")[1][0]["name"] == "guest"
     assert http(base, "GET", "/api/permissions")[1] == [
-        {"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}]
+        {"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}
+    ]
     assert http(base, "GET", "/api/nodes")[1][0]["running"] is True
-    for missing in ("/api/queues/%2F/nope", "/api/exchanges/%2F/nope", "/api/queues/novhost",
-                    "/api/bindings/nov"):
+    for missing in (
+        "/api/queues/%2F/nope",
+        "/api/exchanges/%2F/nope",
+        "/api/queues/novhost",
+        "/api/bindings/nov",
+    ):
         assert http(base, "GET", missing)[:2] == (404, {"error": "Object Not Found", "reason": "Not Found"})
 
 
@@ -190,16 +235,24 @@ def test_get_publish_purge_via_api(mgmt: tuple[BrokerThread, str]) -> None:
     b, base = mgmt
     declare_topology(b.url, "", published=3)
 
-    status, got, _ = http(base, "POST", "/api/queues/%2F/mq/get",
-                          {"count": 2, "ackmode": "ack_requeue_true", "encoding": "auto", "truncate": 50000})
+    status, got, _ = http(
+        base,
+        "POST",
+        "/api/queues/%2F/mq/get",
+        {"count": 2, "ackmode": "ack_requeue_true", "encoding": "auto", "truncate": 50000},
+    )
     assert status == 200
     seen = [(m["payload"], m["message_count"], m["redelivered"]) for m in got]
     assert seen == [("m0", 2, False), ("m1", 1, False)]
     assert got[0]["properties"] == {"content_type": "text/plain", "headers": {"i": 0}}
     assert http(base, "GET", "/api/queues/%2F/mq")[1]["messages"] == 3  # requeued
 
-    _, got, _ = http(base, "POST", "/api/queues/%2F/mq/get",
-                     {"count": 1, "ackmode": "ack_requeue_false", "encoding": "base64"})
+    _, got, _ = http(
+        base,
+        "POST",
+        "/api/queues/%2F/mq/get",
+        {"count": 1, "ackmode": "ack_requeue_false", "encoding": "base64"},
+    )
     assert got[0]["payload"] == base64.b64encode(b"m0").decode() and got[0]["redelivered"] is True
     assert http(base, "GET", "/api/queues/%2F/mq")[1]["messages"] == 2
 
@@ -211,8 +264,15 @@ def test_get_publish_purge_via_api(mgmt: tuple[BrokerThread, str]) -> None:
 
     assert http(base, "DELETE", "/api/queues/%2F/mq/contents")[0] == 204
     assert http(base, "GET", "/api/queues/%2F/mq")[1]["messages"] == 0
-    assert http(base, "POST", "/api/queues/%2F/mq/get",
-                {"count": 5, "ackmode": "ack_requeue_true", "encoding": "auto"})[1] == []
+    assert (
+        http(
+            base,
+            "POST",
+            "/api/queues/%2F/mq/get",
+            {"count": 5, "ackmode": "ack_requeue_true", "encoding": "auto"},
+        )[1]
+        == []
+    )
 
     # the management's own AMQP connections never show up
     assert http(base, "GET", "/api/connections")[1] == []
@@ -284,8 +344,16 @@ def test_field_sets_match_rabbitmq(both: tuple[str, str, str]) -> None:
             time.sleep(0.5)
             r = http(theirs, "GET", path)[1]
         assert_fields(a, r, QUEUE_FIELDS)
-        for key in ("name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "consumers",
-                    "state"):
+        for key in (
+            "name",
+            "vhost",
+            "durable",
+            "auto_delete",
+            "exclusive",
+            "arguments",
+            "consumers",
+            "state",
+        ):
             assert a[key] == r[key], key
     a_list = {q["name"]: q for q in http(ours, "GET", "/api/queues/%2F")[1]}
     r_list = {q["name"]: q for q in http(theirs, "GET", "/api/queues/%2F")[1]}
@@ -306,7 +374,11 @@ def test_field_sets_match_rabbitmq(both: tuple[str, str, str]) -> None:
     for key in ("object_totals", "queue_totals"):
         assert set(r[key]) <= set(a[key]), key
     assert set(http(ours, "GET", "/api/vhosts")[1][0]) >= set(http(theirs, "GET", "/api/vhosts")[1][0]) - {
-        "recv_oct", "recv_oct_details", "send_oct", "send_oct_details"}
+        "recv_oct",
+        "recv_oct_details",
+        "send_oct",
+        "send_oct_details",
+    }
     for path in ("/api/users", "/api/permissions"):
         assert set(http(ours, "GET", path)[1][0]) == set(http(theirs, "GET", path)[1][0]), path
 
@@ -318,10 +390,11 @@ def test_get_and_publish_bodies_match_rabbitmq(both: tuple[str, str, str]) -> No
     r = http(theirs, "POST", f"/api/queues/%2F/mq{sfx}/get", ask)[1]
     assert a == r
     bodies: list[dict[str, Any]] = [
-                 {"properties": {}, "routing_key": "k", "payload": "hi", "payload_encoding": "string"},
-                 {"properties": {}, "routing_key": "zz", "payload": "hi", "payload_encoding": "string"},
-                 {"properties": {}, "routing_key": "zz"},
-                 {"properties": {}, "routing_key": "k", "payload": "hi", "payload_encoding": "nope"}]
+        {"properties": {}, "routing_key": "k", "payload": "hi", "payload_encoding": "string"},
+        {"properties": {}, "routing_key": "zz", "payload": "hi", "payload_encoding": "string"},
+        {"properties": {}, "routing_key": "zz"},
+        {"properties": {}, "routing_key": "k", "payload": "hi", "payload_encoding": "nope"},
+    ]
     for body in bodies:
         path = f"/api/exchanges/%2F/mx{sfx}/publish"
         assert http(ours, "POST", path, body)[:2] == http(theirs, "POST", path, body)[:2], body
@@ -330,21 +403,31 @@ def test_get_and_publish_bodies_match_rabbitmq(both: tuple[str, str, str]) -> No
     a = http(ours, "POST", f"/api/queues/%2F/mq{sfx}/get", {**ask, "count": 10})[1]
     r = http(theirs, "POST", f"/api/queues/%2F/mq{sfx}/get", {**ask, "count": 10})[1]
     assert a == r and a[-1]["properties"] == []
-    for path, body in ((f"/api/queues/%2F/nope{sfx}/get", empty),
-                       (f"/api/queues/%2F/mq{sfx}/get", {"count": 1}),
-                       (f"/api/queues/%2F/mq{sfx}/get", {**empty, "encoding": "zz"}),
-                       (f"/api/exchanges/%2F/nope{sfx}/publish",
-                        {"properties": {}, "routing_key": "k", "payload": "", "payload_encoding": "string"})):
+    for path, body in (
+        (f"/api/queues/%2F/nope{sfx}/get", empty),
+        (f"/api/queues/%2F/mq{sfx}/get", {"count": 1}),
+        (f"/api/queues/%2F/mq{sfx}/get", {**empty, "encoding": "zz"}),
+        (
+            f"/api/exchanges/%2F/nope{sfx}/publish",
+            {"properties": {}, "routing_key": "k", "payload": "", "payload_encoding": "string"},
+        ),
+    ):
         assert http(ours, "POST", path, body)[:2] == http(theirs, "POST", path, body)[:2], path
 
 
 def test_error_bodies_match_rabbitmq(both: tuple[str, str, str]) -> None:
     ours, theirs, sfx = both
-    for method, path in (("GET", f"/api/queues/%2F/nope{sfx}"), ("GET", "/api/queues/novhost"),
-                         ("GET", "/api/nonsense"), ("DELETE", f"/api/queues/%2F/nope{sfx}/contents"),
-                         ("DELETE", "/api/exchanges/%2F/amq.direct")):
+    for method, path in (
+        ("GET", f"/api/queues/%2F/nope{sfx}"),
+        ("GET", "/api/queues/novhost"),
+        ("GET", "/api/nonsense"),
+        ("DELETE", f"/api/queues/%2F/nope{sfx}/contents"),
+        ("DELETE", "/api/exchanges/%2F/amq.direct"),
+    ):
         assert http(ours, method, path)[:2] == http(theirs, method, path)[:2], path
-    assert http(ours, "GET", "/api/overview", auth=("guest", "x"))[:2] == \
-        http(theirs, "GET", "/api/overview", auth=("guest", "x"))[:2]
+    assert (
+        http(ours, "GET", "/api/overview", auth=("guest", "x"))[:2]
+        == http(theirs, "GET", "/api/overview", auth=("guest", "x"))[:2]
+    )
     status, body, _ = http(ours, "PUT", f"/api/queues/%2F/mq{sfx}", {"durable": True})
     assert (status, body) == http(theirs, "PUT", f"/api/queues/%2F/mq{sfx}", {"durable": True})[:2]

@@ -46,8 +46,10 @@ def test_destination_order_per_version(compat: Compat, order: list[str]) -> None
 
 
 def test_binding_a_destination_twice_doubles_its_share() -> None:
-    ex = modulus([(Destination.queue("a"), "1"), (Destination.queue("a"), "2"),
-                  (Destination.queue("b"), "3")], Compat())
+    ex = modulus(
+        [(Destination.queue("a"), "1"), (Destination.queue("a"), "2"), (Destination.queue("b"), "3")],
+        Compat(),
+    )
     hits = [ex.route(SimpleMessage([str(i)]))[0].name for i in range(3000)]
     assert 1800 < hits.count("a") < 2200
 
@@ -58,8 +60,10 @@ def test_compat_for_version() -> None:
     assert Compat.for_version("3.13.0").header_hash == "raw"
 
 
-@pytest.mark.parametrize("arguments", [None, {"x-delayed-type": "nope"}, {"x-delayed-type": 5},
-                                       {"x-delayed-type": "x-delayed-message"}])
+@pytest.mark.parametrize(
+    "arguments",
+    [None, {"x-delayed-type": "nope"}, {"x-delayed-type": 5}, {"x-delayed-type": "x-delayed-message"}],
+)
 def test_delayed_type_is_required_and_must_exist(arguments: dict | None) -> None:
     with pytest.raises(AmqpError) as info:
         exchanges.create_exchange("x-delayed-message", arguments)
@@ -79,8 +83,15 @@ def test_delayed_routes_as_its_type() -> None:
 
 @pytest.mark.parametrize(
     ("header", "expected"),
-    [(None, 0), (Field("signedint", 1500), 1500), (Field("long", -5), 0), (Field("signedint", 0), 0),
-     (Field("long", 2**32), 0), (Field("longstr", b"100"), 0), (Field("byte", 3), 3)],
+    [
+        (None, 0),
+        (Field("signedint", 1500), 1500),
+        (Field("long", -5), 0),
+        (Field("signedint", 0), 0),
+        (Field("long", 2**32), 0),
+        (Field("longstr", b"100"), 0),
+        (Field("byte", 3), 3),
+    ],
 )
 def test_delay_header(header: Field | None, expected: int) -> None:
     table = FieldTable([("x-delay", header)]) if header is not None else FieldTable()

@@ -25,7 +25,7 @@ def test_adding_a_queue_moves_about_one_share_and_only_onto_it(n: int) -> None:
     moved = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
     assert all(b == f"q{n}" for _, b in moved), "a key moved between old queues"
     expected = len(KEYS) / (n + 1)
-    assert abs(len(moved) - expected) < 5 * (expected ** 0.5) + 10
+    assert abs(len(moved) - expected) < 5 * (expected**0.5) + 10
 
 
 @settings(max_examples=10, deadline=None)
@@ -35,7 +35,7 @@ def test_shares_follow_weights(weights: list[int]) -> None:
     total = sum(weights)
     for i, w in enumerate(weights):
         expected = len(KEYS) * w / total
-        assert abs(counts[f"q{i}"] - expected) < 5 * (expected ** 0.5) + 10
+        assert abs(counts[f"q{i}"] - expected) < 5 * (expected**0.5) + 10
 
 
 @settings(max_examples=20, deadline=None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from exchanges.base import Binding, ExchangeType
 from exchanges.fields import FieldTable
 
@@ -19,6 +21,7 @@ class Exchange:
         "internal",
         "name",
         "name_wire",
+        "policy",
         "type_name",
     )
 
@@ -43,6 +46,7 @@ class Exchange:
         self.internal = internal
         self.arguments = arguments
         self.binding_set: set[Binding] = set()
+        self.policy: Any = None  # effective broker.policy.Policy (issue 4), set by BrokerPolicies
         ae = arguments.get("alternate-exchange")
         self.alternate = (
             ae.value.decode("utf-8", errors="surrogateescape") if ae and ae.type == "longstr" else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.message import EXPIRATION_FLAG, PRIORITY_FLAG, StoredMessage, parse_expiration
 from exchanges.fields import Field, FieldTable
@@ -83,6 +83,41 @@ class Consumer:
         self.priority = priority
 
 
+def _consumer_key(c: Consumer) -> str:
+    """PIP-392 ring name: the x-consumer-name consume argument, else the consumer tag."""
+    name = _str_arg(c.args, "x-consumer-name")
+    return name if name is not None else c.tag
+
+
+def _plain(f: Field) -> Any:
+    return f.value.decode("utf-8", "surrogateescape") if f.type == "longstr" else f.value
+
+
+class _Ring:
+    """A cached HashRing over consumer keys; maps the ring owner back to a position in `keys`."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        from broker.active_consumers import HashRing
+
+        self.ring = HashRing(list(keys))
+
+    def owner_index_in(self, queue_name: str, keys: tuple[str, ...]) -> int:
+        owner = self.ring.owner(queue_name)
+        return keys.index(owner if isinstance(owner, str) else owner.key)
+
+
+_RINGS: dict[tuple[str, ...], _Ring] = {}
+
+
+def _ring(keys: tuple[str, ...]) -> _Ring:
+    ring = _RINGS.get(keys)
+    if ring is None:
+        if len(_RINGS) > 256:
+            _RINGS.clear()
+        ring = _RINGS[keys] = _Ring(keys)
+    return ring
+
+
 def _int_arg(args: FieldTable, key: str) -> int | None:
     f = args.get(key)
     return int(f.value) if f is not None else None
@@ -140,6 +175,8 @@ class Queue:
         self.uses_ttl = self.message_ttl is not None
         # issue 5: set by VHost.add_queue for a durable queue when the broker persists (else None)
         self.store: Store | None = None
+        self.policy: Any = None  # effective broker.policy.Policy (issue 4)
+        self.sac_active: Consumer | None = None  # single active consumer (issue 4 selection)
         self.reset_expiry()
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -234,7 +271,7 @@ class Queue:
         if not consumers:
             return None
         if self.single_active:
-            c = consumers[0]
+            c = self.sac_active or consumers[0]
             return c if c.channel.can_deliver(c) else None
         for _ in range(len(consumers)):
             c = consumers[0]
@@ -323,7 +360,7 @@ class Queue:
             consumers = self.consumers
             while self.count and consumers:
                 if self.single_active:
-                    c = consumers[0]
+                    c = self.sac_active or consumers[0]
                     if not c.channel.can_deliver(c):
                         return
                 else:
@@ -402,6 +439,8 @@ class Queue:
             self.consumers = deque(items)
         else:
             self.consumers.append(consumer)
+        if self.single_active:
+            self.select_active()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
             self._expiry_timer = None
@@ -412,6 +451,8 @@ class Queue:
             self.consumers.remove(consumer)
         except ValueError:
             return
+        if self.single_active:
+            self.select_active()
         if not self.consumers:
             if self.auto_delete and self.had_consumers:
                 self.vhost.delete_queue(self, reason="auto_delete")
@@ -419,6 +460,48 @@ class Queue:
             self.reset_expiry()
         else:
             self.try_deliver()
+
+    # -- issue 4: single active consumer selection, policies ------------------------------------------
+
+    def select_active(self) -> None:
+        """(Re)choose the single active consumer: registration order ("first", RabbitMQ 3.10) or
+        Pulsar's consumer ring ("consistent-hash", PIP-392). A demoted consumer keeps its unacked
+        deliveries (as RabbitMQ keeps a cancelled SAC consumer's), so the switch itself never
+        delivers a message twice; the new active one gets the ready messages."""
+        consumers = self.consumers
+        if not consumers:
+            self.sac_active = None
+            return
+        if self.vhost.active_consumer_selection != "consistent-hash" or len(consumers) == 1:
+            self.sac_active = consumers[0]
+            return
+        keys = tuple(_consumer_key(c) for c in consumers)
+        self.sac_active = consumers[_ring(keys).owner_index_in(self.name, keys)]
+
+    def apply_policy(self, policy: Any) -> None:
+        """Apply an effective policy (or None) combined with the x-arguments (broker.policy rules)."""
+        from broker.policy import queue_settings
+
+        self.policy = policy
+        args = {k: _plain(f) for k, f in self.arguments if k.startswith("x-")}
+        st = queue_settings(policy, args)
+        self.message_ttl = st.get("message-ttl")
+        old_expires = self.expires
+        self.expires = st.get("expires")
+        self.max_length = st.get("max-length")
+        self.max_length_bytes = st.get("max-length-bytes")
+        self.overflow = st.get("overflow") or "drop-head"
+        self.dlx = st.get("dead-letter-exchange")
+        self.dlrk = st.get("dead-letter-routing-key")
+        if self.message_ttl is not None:
+            self.uses_ttl = True
+        if self.expires != old_expires:
+            if self._expiry_timer is not None and self.expires is None:
+                self._expiry_timer.cancel()
+                self._expiry_timer = None
+            self.reset_expiry()
+        if self.max_length is not None or self.max_length_bytes is not None:
+            self._enforce_limits()
 
     # -- dead lettering ------------------------------------------------------------------------
 

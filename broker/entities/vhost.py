@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.entities.exchange import Exchange
 from broker.entities.queue import Queue
@@ -58,6 +58,10 @@ class VHost:
         self.on_queue_deleted: list[Callable[[Queue], None]] = []
         # issue 5: the persistent store (None = keep nothing); see broker.durability
         self.store: Store | None = None
+        # issue 4: policies/sharding/delayed hooks (broker.policy_runtime.BrokerPolicies) and the
+        # single-active-consumer selection mode ("first" | "consistent-hash")
+        self.hooks: Any = None
+        self.active_consumer_selection = "first"
         self.exchanges[""] = Exchange(
             "", "direct", None, durable=True, auto_delete=False, internal=False, arguments=FieldTable()
         )
@@ -123,12 +127,16 @@ class VHost:
             from broker.durability import exchange_record
 
             self.store.put_exchange(exchange_record(self, x))
+        if self.hooks is not None:
+            self.hooks.exchange_declared(self, x)
         return x
 
     def delete_exchange(self, x: Exchange) -> None:
         if self.store is not None and x.durable:  # store: also drops its bindings
             self.store.delete_exchange(self.name, x.name)
         self.exchanges.pop(x.name, None)
+        if self.hooks is not None:
+            self.hooks.exchange_deleted(self, x)
         # bindings where x is the source
         for b in list(x.binding_set):
             self._forget_dest_index(x.name, b)
@@ -194,6 +202,8 @@ class VHost:
 
             q.store = self.store
             self.store.put_queue(queue_record(self, q))
+        if self.hooks is not None:
+            self.hooks.queue_added(self, q)
 
     def delete_queue(self, q: Queue, reason: str = "deleted") -> int:
         """Remove a queue, its bindings and its consumers; returns the ready count it had."""

@@ -233,9 +233,9 @@ class Api:
             "messages_unacknowledged": q.messages_unacknowledged,
             "messages_unacknowledged_ram": q.messages_unacknowledged,
             "name": q.name,
-            "node": self.state.node_name,
+            "node": self.state.queue_node(q.name),
             "operator_policy": None,
-            "policy": None,
+            "policy": self.state.queue_policy(q.vhost, q.name),
             "recoverable_slaves": None,
             "single_active_consumer_tag": q.single_active_consumer_tag,
             "state": "running",
@@ -447,9 +447,12 @@ class Api:
             "applications": [{"name": "hashbroker", "description": "hashbroker", "version": __version__}],
             "enabled_plugins": ["rabbitmq_management"],
         }
+        cluster = getattr(self.state.broker, "cluster", None)  # issue 4: emulated cluster nodes
+        nodes = [{**node, "name": name} for name in cluster.nodes] if cluster is not None else [node]
         if len(segs) == 2:
-            return Response.json(node) if segs[1] == n.name else not_found()
-        return Response.json([node])
+            found = [x for x in nodes if x["name"] == segs[1]]
+            return Response.json(found[0]) if found else not_found()
+        return Response.json(nodes)
 
     async def get_vhosts(self, req: Request, segs: list[str]) -> Response:
         if len(segs) == 2:
@@ -743,9 +746,10 @@ class Api:
             return body
         try:
             policy = parse_policy(vhost, name, body)
+            created = self.policies.put(policy)  # the broker's engine validates again (issue 4)
         except PolicyError as exc:
             return bad_request(str(exc))
-        return Response(201 if self.policies.put(policy) else 204)
+        return Response(201 if created else 204)
 
     async def delete_policy(self, req: Request, segs: list[str]) -> Response:
         # RabbitMQ answers 204 for a policy that does not exist too
@@ -867,6 +871,31 @@ class Api:
         return Response(204)
 
     # -- hashbroker-specific --------------------------------------------------------------------------
+
+    async def get_cluster_nodes(self, req: Request, segs: list[str]) -> Response:
+        """GET /api/hashbroker/nodes: the emulated cluster (issue 4)."""
+        cluster = self.state.broker.cluster
+        return Response.json({"local": cluster.local, "nodes": cluster.nodes})
+
+    async def post_cluster_node(self, req: Request, segs: list[str]) -> Response:
+        """POST /api/hashbroker/nodes/{name}: a node joins; sharded exchanges get its shards."""
+        from broker.cluster import ClusterError
+
+        try:
+            added = self.state.broker.policies.add_node(segs[2])
+        except ClusterError as exc:
+            return bad_request(str(exc))
+        return Response(201 if added else 204)
+
+    async def delete_cluster_node(self, req: Request, segs: list[str]) -> Response:
+        """DELETE /api/hashbroker/nodes/{name}: a node leaves (its shard queues stay)."""
+        from broker.cluster import ClusterError
+
+        try:
+            self.state.broker.policies.remove_node(segs[2])
+        except ClusterError as exc:
+            return not_found() if "not a cluster node" in str(exc) else bad_request(str(exc))
+        return Response(204)
 
     async def get_ring(self, req: Request, segs: list[str]) -> Response:
         """GET /api/hashbroker/exchanges/{vhost}/{name}/ring: the routing state for the dashboard.
@@ -1001,4 +1030,6 @@ ROUTES: list[tuple[tuple[str, ...], dict[str, Route]]] = [
     (("policies", "*"), {"GET": Api.get_policies}),
     (("policies", "*", "*"), {"GET": Api.get_policies, "PUT": Api.put_policy, "DELETE": Api.delete_policy}),
     (("hashbroker", "exchanges", "*", "*", "ring"), {"GET": Api.get_ring}),
+    (("hashbroker", "nodes"), {"GET": Api.get_cluster_nodes}),
+    (("hashbroker", "nodes", "*"), {"POST": Api.post_cluster_node, "DELETE": Api.delete_cluster_node}),
 ]

@@ -162,6 +162,21 @@ class BrokerState:
         self.broker = broker
         self.started = time.monotonic()
         self.node_name = f"hashbroker@{socket.gethostname().split('.')[0] or 'localhost'}"
+        cluster = getattr(broker, "cluster", None)  # issue 4: the emulated cluster's local node
+        if cluster is not None:
+            self.node_name = cluster.local
+
+    def queue_node(self, name: str) -> str:
+        """A queue's node: a shard queue's node from its name (issue 4), else this node."""
+        policies: Any = getattr(self.broker, "policies", None)
+        return policies.queue_node(name) if hasattr(policies, "queue_node") else self.node_name
+
+    def queue_policy(self, vhost: str, name: str) -> str | None:
+        """Name of the queue's effective policy (issue 4), None when there is none."""
+        vh = self.broker.vhosts.get(vhost)
+        q = vh.queues.get(name) if vh is not None else None
+        policy = getattr(q, "policy", None)
+        return getattr(policy, "name", None)
 
     # -- identity & auth ------------------------------------------------------------------------
 
