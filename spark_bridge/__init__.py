@@ -12,7 +12,9 @@ stays cheap on machines without Spark.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from spark_bridge._amqp import (
     AmqpBridgeError,
     BrokerUnavailableError,
+    ChannelClosedError,
     ConnectionLostError,
     PublishFailedError,
 )
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AmqpBridgeError",
     "BrokerUnavailableError",
+    "ChannelClosedError",
     "ConnectionLostError",
     "PublishFailedError",
     "chi2_critical",
@@ -41,7 +45,10 @@ __all__ = [
 ]
 
 _SHIPPED_PACKAGES = ("spark_bridge", "exchanges")
-_REGISTERED: set[int] = set()
+# Set on a SparkContext object once the zip was added to it. An attribute of the context itself,
+# not its id(): ids are reused once a stopped context is garbage collected, and a new context must
+# ship the code again.
+_SHIPPED_MARK = "_spark_bridge_shipped"
 
 
 def _package_zip() -> str:
@@ -52,7 +59,11 @@ def _package_zip() -> str:
     harmless (the zip holds the same code) and keeps local[*] and clusters alike.
     """
     root = Path(__file__).resolve().parent.parent
-    target = Path(tempfile.mkdtemp(prefix="spark_bridge_")) / "hashbroker_spark_bridge.zip"
+    tmp_dir = tempfile.mkdtemp(prefix="spark_bridge_")
+    # On a cluster Spark's file server reads this file whenever an executor (also one that joins
+    # later) fetches it, so it must outlive the call: it is removed when the interpreter exits.
+    atexit.register(shutil.rmtree, tmp_dir, True)
+    target = Path(tmp_dir) / "hashbroker_spark_bridge.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for package in _SHIPPED_PACKAGES:
             pkg_dir = root / package
@@ -68,10 +79,9 @@ def register(spark: SparkSession) -> None:
     from spark_bridge.datasource import AmqpDataSource
 
     context = spark.sparkContext
-    key = id(context._jsc) if getattr(context, "_jsc", None) is not None else id(context)
-    if key not in _REGISTERED:
+    if not getattr(context, _SHIPPED_MARK, False):
         context.addPyFile(_package_zip())
-        _REGISTERED.add(key)
+        setattr(context, _SHIPPED_MARK, True)
     spark.dataSource.register(AmqpDataSource)
 
 

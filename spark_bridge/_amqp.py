@@ -63,12 +63,33 @@ class ConnectionLostError(AmqpBridgeError):
 
 
 class PublishFailedError(AmqpBridgeError):
-    """The broker nacked or (under `mandatory`) returned messages."""
+    """The broker nacked or (under `mandatory`) returned messages, or a row cannot be encoded as an
+    AMQP message (a value out of the range the protocol allows); the message names the row."""
+
+
+class ChannelClosedError(AmqpBridgeError):
+    """The broker closed the channel in answer to a synchronous method (404, 406, ...).
+
+    `reply_code` and `reply_text` are the broker's; the message is "<reply_code> <reply_text>"
+    unless `message` (the same facts with more context) is given.
+    """
+
+    def __init__(self, reply_code: int, reply_text: str, message: str | None = None) -> None:
+        super().__init__(message if message is not None else f"{reply_code} {reply_text}")
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.reply_code, self.reply_text, str(self)))
 
 
 @dataclass(frozen=True)
 class AmqpAddress:
-    """Where and how to connect, parsed from an `amqp://user:pass@host:port/vhost` URI."""
+    """Where and how to connect, parsed from an `amqp://user:pass@host:port/vhost` URI.
+
+    `connect_timeout` is in seconds; in the URI it is the `connection_timeout` query parameter,
+    in milliseconds as RabbitMQ's URI query parameters specify (`?connection_timeout=5000`).
+    """
 
     host: str
     port: int
@@ -90,8 +111,24 @@ class AmqpAddress:
         timeout = 10.0
         for item in parts.query.split("&") if parts.query else []:
             key, _, value = item.partition("=")
-            if key in ("connection_timeout", "connect_timeout"):
-                timeout = float(value)
+            if key == "connection_timeout":
+                try:
+                    millis = float(value)
+                except ValueError:
+                    millis = -1.0
+                if not millis > 0 or millis == float("inf"):
+                    raise ValueError(
+                        "URI parameter connection_timeout must be a positive number of "
+                        f"milliseconds, got {value!r}"
+                    )
+                timeout = millis / 1000.0
+            elif key == "connect_timeout":
+                # Accepted (in seconds) by earlier versions of the bridge, but neither a RabbitMQ
+                # nor a pika URI parameter: refuse it rather than silently changing its unit.
+                raise ValueError(
+                    "URI parameter connect_timeout is not supported; use connection_timeout, "
+                    f"in milliseconds (connection_timeout={value}000 for {value} s)"
+                )
         return cls(
             host=parts.hostname or "localhost",
             port=parts.port or 5672,
@@ -110,7 +147,7 @@ def shortstr(value: str | bytes) -> bytes:
     """AMQP short string: one length byte, then at most 255 bytes."""
     raw = value.encode("utf-8") if isinstance(value, str) else value
     if len(raw) > 255:
-        raise ValueError(f"AMQP short string longer than 255 bytes: {raw[:40]!r}...")
+        raise ValueError(f"AMQP short string of {len(raw)} bytes, at most 255 allowed: {raw[:40]!r}...")
     return bytes((len(raw),)) + raw
 
 
@@ -229,8 +266,8 @@ class AmqpConnection:
     def rpc(self, method: Any, reply: type) -> Any:
         """Send one synchronous method on channel 1 and wait for its reply.
 
-        A channel.close from the broker (404, 406, ...) becomes an AmqpBridgeError carrying the
-        broker's reply text, and a fresh channel is opened so the connection stays usable.
+        A channel.close from the broker (404, 406, ...) becomes a ChannelClosedError carrying the
+        broker's reply code and text, and a fresh channel is opened so the connection stays usable.
         """
         self._send_method(method, channel=self.channel)
         try:
@@ -243,7 +280,7 @@ class AmqpConnection:
             self._send_method(commands.Channel.Open(), channel=self.channel)
             self._expect(commands.Channel.OpenOk)
             self.confirm_mode = False
-            raise AmqpBridgeError(str(exc)) from None
+            raise ChannelClosedError(exc.reply_code, exc.reply_text) from None
 
     def select_confirms(self) -> None:
         """Put channel 1 into publisher-confirm mode (delivery tags restart at 1)."""
@@ -269,7 +306,9 @@ class AmqpConnection:
         basic.publish, built once per task, because it is identical for every row.
         """
         if len(routing_key) > 255:
-            raise ValueError(f"routing key longer than 255 bytes: {routing_key[:40]!r}...")
+            raise ValueError(
+                f"routing key is {len(routing_key)} bytes, AMQP allows at most 255: {routing_key[:40]!r}..."
+            )
         out = self._out
         method_payload_len = len(method_prefix) + 1 + len(routing_key) + 1
         out += _FRAME_HDR.pack(1, self.channel, method_payload_len)
@@ -442,7 +481,7 @@ class AmqpConnection:
                         self._require_sock().sendall(frame.marshal(commands.Connection.CloseOk(), 0))
                     self._lost(reason)
                 elif isinstance(value, commands.Channel.Close):
-                    raise _ChannelClosed(f"{value.reply_code} {value.reply_text}")
+                    raise _ChannelClosed(int(value.reply_code or 0), str(value.reply_text))
                 elif wanted is not None and isinstance(value, wanted):
                     result = value
                     break
@@ -478,8 +517,8 @@ class AmqpConnection:
             self.acked += count
 
 
-class _ChannelClosed(AmqpBridgeError):
-    """Internal: the broker closed our channel (the message is the reply code and text)."""
+class _ChannelClosed(ChannelClosedError):
+    """Internal: the broker closed our channel; `rpc` answers the close and re-raises it public."""
 
 
 def encode_properties(
@@ -490,7 +529,7 @@ def encode_properties(
     priority: int | None = None,
     correlation_id: str | None = None,
     expiration: str | None = None,
-    message_id: str | None = None,
+    message_id: str | bytes | None = None,
     timestamp: int | None = None,
     type_: str | None = None,
     app_id: str | None = None,
@@ -508,6 +547,8 @@ def encode_properties(
         flags |= FLAG_DELIVERY_MODE
         parts.append(bytes((delivery_mode,)))
     if priority is not None:
+        if not 0 <= priority <= 255:
+            raise ValueError(f"priority must be between 0 and 255 (an AMQP octet), got {priority}")
         flags |= FLAG_PRIORITY
         parts.append(bytes((priority,)))
     if correlation_id is not None:
@@ -520,6 +561,8 @@ def encode_properties(
         flags |= FLAG_MESSAGE_ID
         parts.append(shortstr(message_id))
     if timestamp is not None:
+        if not 0 <= timestamp < 1 << 64:
+            raise ValueError(f"timestamp must be between 0 and 2**64 - 1 seconds, got {timestamp}")
         flags |= FLAG_TIMESTAMP
         parts.append(struct.pack(">Q", timestamp))
     if type_ is not None:

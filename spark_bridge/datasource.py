@@ -99,6 +99,28 @@ def _prepare(options: SinkOptions, schema: StructType, overwrite: bool) -> None:
             )
 
 
+def stream_message_id_prefix(user_prefix: str | None, query_id: str | None, batch_id: str | None) -> str:
+    """`<query id or messageIdPrefix>:<micro-batch id>`, the part of a streamed row's message id
+    that makes it unique across micro-batches.
+
+    Without both ids every micro-batch would reuse the same message ids and consumers that drop
+    duplicates by message_id would drop real rows, so a missing id refuses the write.
+    """
+    if not batch_id:
+        what = "batch id" if user_prefix else "query/batch id"
+        raise RuntimeError(
+            f"spark_bridge: Spark did not expose the streaming {what}; refusing to publish with "
+            "non-unique message ids"
+        )
+    scope = user_prefix or query_id
+    if not scope:
+        raise RuntimeError(
+            "spark_bridge: Spark did not expose the streaming query/batch id; refusing to publish "
+            "with non-unique message ids (or set option messageIdPrefix)"
+        )
+    return f"{scope}:{batch_id}"
+
+
 class AmqpDataSource(DataSource):
     """`format("amqp")`: publish each row as one AMQP message (write-only)."""
 
@@ -160,8 +182,7 @@ class AmqpStreamWriter(_StreamWriterBase):
         ctx = TaskContext.get()
         query_id = ctx.getLocalProperty(_QUERY_ID_PROPERTY) if ctx is not None else None
         batch_id = ctx.getLocalProperty(_BATCH_ID_PROPERTY) if ctx is not None else None
-        scope = self.options.message_id_prefix or query_id or "stream"
-        prefix = f"{scope}:{batch_id if batch_id is not None else 'x'}"
+        prefix = stream_message_id_prefix(self.options.message_id_prefix, query_id, batch_id)
         return _publish(self.options, self.schema, prefix, iterator, _ARROW_STREAM)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -26,6 +26,12 @@ PROPERTY_COLUMNS: tuple[str, ...] = (
     "app_id",
 )
 
+#: Generated message ids are `<prefix>:<partition>:<row>` (batch) or
+#: `<prefix>:<micro-batch id>:<partition>:<row>` (streaming), and an AMQP message_id is a short
+#: string of at most 255 bytes. Partition ids are 32-bit and row and micro-batch ids 64-bit, so a
+#: prefix of at most this many UTF-8 bytes always leaves room for the rest.
+MAX_MESSAGE_ID_PREFIX_BYTES = 255 - 2 * len(f":{2**63 - 1}") - len(f":{2**31 - 1}")
+
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -52,6 +58,18 @@ def _int(options: Mapping[str, str], name: str, default: int, minimum: int = 1) 
         raise ValueError(f"option {name!r} must be an integer, got {raw!r}") from None
     if value < minimum:
         raise ValueError(f"option {name!r} must be at least {minimum}, got {value}")
+    return value
+
+
+def _shortstr_option(options: Mapping[str, str], name: str, limit: int = 255) -> str | None:
+    """An option that ends up in an AMQP short string: check its UTF-8 length on the driver."""
+    raw = options.get(name)
+    if raw is None:
+        return None
+    value = str(raw)
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise ValueError(f"option {name!r} is {size} bytes in UTF-8, at most {limit} allowed")
     return value
 
 
@@ -83,7 +101,7 @@ class SinkOptions:
         uri = options.get("uri")
         if not uri:
             raise ValueError("option 'uri' is required, e.g. amqp://guest:guest@127.0.0.1:5672/%2F")
-        routing_key = options.get("routingKey")
+        routing_key = _shortstr_option(options, "routingKey")
         routing_key_column = options.get("routingKeyColumn")
         if routing_key is not None and routing_key_column is not None:
             raise ValueError("give option 'routingKey' or 'routingKeyColumn', not both")
@@ -107,7 +125,7 @@ class SinkOptions:
             ) from None
         return cls(
             uri=str(uri),
-            exchange=str(options.get("exchange", "")),
+            exchange=_shortstr_option(options, "exchange") or "",
             routing_key=str(routing_key or ""),
             routing_key_column=routing_key_column,
             body_column=options.get("bodyColumn"),
@@ -121,7 +139,7 @@ class SinkOptions:
             exchange_type=str(options.get("exchangeType", "direct")),
             exchange_arguments=exchange_arguments,
             bindings=tuple(parse_bindings(options.get("bindings"))),
-            message_id_prefix=options.get("messageIdPrefix"),
+            message_id_prefix=_shortstr_option(options, "messageIdPrefix", MAX_MESSAGE_ID_PREFIX_BYTES),
             stats_file=options.get("statsFile"),
         )
 

@@ -56,7 +56,9 @@ def predict_queues(
     """Return `df` with `output_col` = the destination(s) `exchange_type` would route each row to.
 
     For x-consistent-hash and x-modulus-hash the column is a string (null when unroutable);
-    for other types, or with `multi=True`, it is an array of destination names in binding order.
+    for other types, or with `multi=True`, it is an array of the destination names, sorted
+    (routing returns them in no meaningful order, not binding order, so they are sorted to keep
+    results deterministic); an unroutable row gets an empty array.
     The bindings are validated on the driver first, so a bad weight fails here, not in a task.
     """
     from pyspark.sql import functions as F
@@ -76,7 +78,7 @@ def predict_queues(
             header_list = [None if h is None else dict(h) for h in headers.tolist()]
         routes = _predict(exchange_type, specs, key_list, args, header_list)
         if as_array:
-            return pd.Series(routes, dtype=object)
+            return pd.Series([sorted(r) for r in routes], dtype=object)
         return pd.Series([r[0] if r else None for r in routes], dtype=object)
 
     key_col = F.col(routing_key_col).cast("string")

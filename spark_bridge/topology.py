@@ -16,7 +16,7 @@ from typing import Any
 
 from pamqp import commands
 
-from spark_bridge._amqp import AmqpAddress, AmqpBridgeError, AmqpConnection
+from spark_bridge._amqp import AmqpAddress, AmqpConnection, ChannelClosedError
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,8 @@ def passive_counts(uri: str, queues: Sequence[str]) -> list[PassiveCount]:
         for queue in queues:
             try:
                 ok = conn.rpc(commands.Queue.Declare(queue=queue, passive=True), commands.Queue.DeclareOk)
-            except AmqpBridgeError as exc:
-                if str(exc).startswith("404"):
+            except ChannelClosedError as exc:
+                if exc.reply_code == 404:
                     out.append(PassiveCount(queue, None, None))
                     continue
                 raise

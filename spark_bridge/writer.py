@@ -11,6 +11,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+import struct
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -21,9 +22,11 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
 
 from spark_bridge._amqp import (
+    FLAG_MESSAGE_ID,
     AmqpAddress,
     AmqpBridgeError,
     AmqpConnection,
+    ChannelClosedError,
     ConnectionLostError,
     PublishFailedError,
     encode_properties,
@@ -45,6 +48,13 @@ class AmqpCommitMessage(WriterCommitMessage):
     seconds: float
 
 
+#: An AMQP message_id is a short string.
+_MAX_MESSAGE_ID_BYTES = 255
+
+# Encoding problems of one row's values (too long, out of range, unsupported header type).
+_ROW_VALUE_ERRORS = (ValueError, TypeError, OverflowError, struct.error)
+
+
 @dataclass(frozen=True)
 class TaskScope:
     """Identifies the rows of one task so that message ids are the same on every retry."""
@@ -53,8 +63,27 @@ class TaskScope:
     partition: int
     attempt: int
 
+    def message_ids(self, start: int, count: int) -> Iterator[bytes]:
+        """The generated message ids of rows `start` .. `start + count - 1` of the partition.
+
+        This is the only place that builds them: `<prefix>:<partition>:<row index>`, UTF-8. An id
+        longer than AMQP's 255 bytes raises PublishFailedError naming the first such row, before
+        any of the ids is handed out (the options check keeps user prefixes far from that).
+        """
+        head = f"{self.prefix}:{self.partition}:".encode()
+        if count > 0 and len(head) + len(str(start + count - 1)) > _MAX_MESSAGE_ID_BYTES:
+            room = _MAX_MESSAGE_ID_BYTES - len(head)
+            first_bad = start if room < 1 else max(start, 10**room)
+            size = len(head) + len(str(first_bad))
+            raise PublishFailedError(
+                f"row {first_bad}: its generated message id would be {size} bytes, AMQP allows at "
+                f"most {_MAX_MESSAGE_ID_BYTES}; use a shorter messageIdPrefix"
+            )
+        return (head + str(row).encode() for row in range(start, start + count))
+
     def message_id(self, row_index: int) -> str:
-        return f"{self.prefix}:{self.partition}:{row_index}"
+        """The generated message id of one row (see `message_ids`)."""
+        return next(self.message_ids(row_index, 1)).decode()
 
 
 def _json_default(value: Any) -> Any:
@@ -125,9 +154,12 @@ class PartitionPublisher:
         except ConnectionLostError as exc:
             raise ConnectionLostError(self._describe_loss(str(exc))) from exc
         except AmqpBridgeError as exc:
+            message = f"{self._where()}: {exc}"
             if self.conn.published:
-                raise type(exc)(f"{self._where()}: {exc} {self._counts()}") from exc
-            raise type(exc)(f"{self._where()}: {exc}") from exc
+                message += f" {self._counts()}"
+            if isinstance(exc, ChannelClosedError):
+                raise ChannelClosedError(exc.reply_code, exc.reply_text, message) from exc
+            raise type(exc)(message) from exc
         finally:
             self.conn.close()
         conn = self.conn
@@ -224,39 +256,43 @@ class PartitionPublisher:
             const_flags, const_props = encode_properties(
                 content_type=content_type, delivery_mode=delivery_mode
             )
-            flags = const_flags | (1 << 7)
-            prefix = f"{scope.prefix}:{scope.partition}:".encode()
-            for i in range(n):
-                mid = prefix + str(base + i).encode()
+            flags = const_flags | FLAG_MESSAGE_ID
+            for i, mid in enumerate(scope.message_ids(base, n)):
                 props = const_props + bytes((len(mid),)) + mid
                 body = bodies[i]
-                conn.publish(exchange_prefix, keys[i] or b"", mandatory, flags, props, body or b"")
+                try:
+                    conn.publish(exchange_prefix, keys[i] or b"", mandatory, flags, props, body or b"")
+                except ValueError as exc:  # a routing key over 255 bytes; nothing was buffered
+                    raise PublishFailedError(f"row {base + i}: {exc}") from exc
                 if confirm and conn.published - conn.acked - conn.nacked > max_in_flight:
                     conn.wait_in_flight(max_in_flight // 2, timeout)
                 self.rows += 1
             return
 
-        for i in range(n):
+        for i, generated_id in enumerate(scope.message_ids(base, n)):
             row_headers = None
             if headers is not None and headers[i] is not None:
                 raw = headers[i]
                 row_headers = dict(raw) if isinstance(raw, list) else raw
             get = {name: values[i] for name, values in prop_cols.items()}
-            message_id = get.get("message_id") or scope.message_id(base + i)
+            message_id = get.get("message_id") or generated_id
             expiration = get.get("expiration")
-            flags, props = encode_properties(
-                content_type=get.get("content_type") or content_type,
-                headers=row_headers,
-                delivery_mode=delivery_mode,
-                priority=get.get("priority"),
-                correlation_id=get.get("correlation_id"),
-                expiration=str(expiration) if expiration is not None else None,
-                message_id=message_id,
-                timestamp=get.get("timestamp"),
-                type_=get.get("type"),
-                app_id=get.get("app_id"),
-            )
-            conn.publish(exchange_prefix, keys[i] or b"", mandatory, flags, props, bodies[i] or b"")
+            try:
+                flags, props = encode_properties(
+                    content_type=get.get("content_type") or content_type,
+                    headers=row_headers,
+                    delivery_mode=delivery_mode,
+                    priority=get.get("priority"),
+                    correlation_id=get.get("correlation_id"),
+                    expiration=str(expiration) if expiration is not None else None,
+                    message_id=message_id,
+                    timestamp=get.get("timestamp"),
+                    type_=get.get("type"),
+                    app_id=get.get("app_id"),
+                )
+                conn.publish(exchange_prefix, keys[i] or b"", mandatory, flags, props, bodies[i] or b"")
+            except _ROW_VALUE_ERRORS as exc:  # raised before anything of the row was buffered
+                raise PublishFailedError(f"row {base + i}: {exc}") from exc
             if confirm and conn.published - conn.acked - conn.nacked > max_in_flight:
                 conn.wait_in_flight(max_in_flight // 2, timeout)
             self.rows += 1

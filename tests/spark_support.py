@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -103,20 +104,32 @@ class Received:
     properties: Any
 
 
-def drain(uri: str, queue: str, expected: int, timeout: float = 30.0) -> list[Received]:
-    """Consume (auto-ack) until `expected` messages arrived or nothing came for a second."""
+def drain(uri: str, queue: str, expected: int | None = None, timeout: float = 30.0) -> list[Received]:
+    """Consume (auto-ack) until `expected` messages arrived or `timeout` seconds passed in all.
+
+    `expected=None` means as many as the queue holds when draining starts (a passive declare):
+    for callers whose publishes are all confirmed but who cannot know how many duplicates the
+    retried tasks left. Returns what arrived by the deadline, so a shortfall shows up in the
+    caller's assertions instead of as a hang.
+    """
     import pika
 
+    deadline = time.monotonic() + timeout
     params = pika.URLParameters(uri)
     out: list[Received] = []
     with pika.BlockingConnection(params) as conn:
         channel = conn.channel()
+        if expected is None:
+            expected = channel.queue_declare(queue, passive=True).method.message_count
+        if expected <= 0:
+            return out
         channel.basic_qos(prefetch_count=2000)
-        for method, props, body in channel.consume(queue, auto_ack=True, inactivity_timeout=1.0):
-            if method is None:
-                break
-            out.append(Received(queue, props.message_id, method.routing_key, body, props))
-            if len(out) >= expected:
+        for method, props, body in channel.consume(queue, auto_ack=True, inactivity_timeout=0.2):
+            if method is not None:
+                out.append(Received(queue, props.message_id, method.routing_key, body, props))
+                if len(out) >= expected:
+                    break
+            if time.monotonic() >= deadline:
                 break
         channel.cancel()
     return out
@@ -179,6 +192,10 @@ class KillingProxy:
             except OSError:
                 client.close()
                 continue
+            # The timeout was for connecting only: an idle proxied connection (a task waiting for
+            # confirms, the driver between declarations) must stay open until a kill or a close.
+            upstream.settimeout(None)
+            client.settimeout(None)
             threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
             threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
 

@@ -127,7 +127,7 @@ def test_streaming_rate_source_publishes_every_row_across_a_checkpoint_restart(
 
     # The restart replays batch 1 and, with availableNow, may go on to batch 2.
     assert rows_read in (2 * rows_per_batch, 3 * rows_per_batch)
-    received = drain(broker_url, queue, expected=10 * rows_per_batch, timeout=60)
+    received = drain(broker_url, queue, timeout=60)  # all it holds, duplicates too
     by_id: dict[str, bytes] = {}
     for message in received:
         assert message.message_id is not None
@@ -258,3 +258,118 @@ def test_queue_counts_same_on_both_brokers(spark: Any, broker_url: str) -> None:
         with pytest.raises(ValueError, match="needs the broker's management API"):
             collect_queue_counts(broker_url, r"sb\.counts\..*")
     fresh_topology(broker_url, "sb.counts.x", queues)
+
+
+def test_stream_message_ids_refuse_missing_query_or_batch_id() -> None:
+    """Without Spark's query and micro-batch ids every micro-batch would reuse the same ids."""
+    from pyspark.sql.types import StructType
+
+    from spark_bridge.datasource import AmqpStreamWriter, stream_message_id_prefix
+    from spark_bridge.options import SinkOptions
+
+    refusal = (
+        r"^spark_bridge: Spark did not expose the streaming query/batch id; refusing to publish "
+        r"with non-unique message ids"
+    )
+    assert stream_message_id_prefix(None, "query-1", "7") == "query-1:7"
+    assert stream_message_id_prefix("mine", "query-1", "7") == "mine:7"
+    assert stream_message_id_prefix("mine", None, "0") == "mine:0"
+    for query_id, batch_id in ((None, "7"), ("query-1", None), (None, None), ("", "7"), ("q", "")):
+        with pytest.raises(RuntimeError, match=refusal):
+            stream_message_id_prefix(None, query_id, batch_id)
+    with pytest.raises(RuntimeError, match=r"did not expose the streaming batch id; refusing"):
+        stream_message_id_prefix("mine", "query-1", None)
+    # Outside a Spark task there is no TaskContext at all: the writer refuses before connecting.
+    writer = AmqpStreamWriter(SinkOptions(uri="amqp://guest:guest@127.0.0.1:1/%2F"), StructType())
+    with pytest.raises(RuntimeError, match=refusal):
+        writer.write(iter([]))
+
+
+def test_message_id_prefix_too_long_is_a_driver_error(spark: Any, rabbitmq_url: str, tmp_path: Path) -> None:
+    from spark_bridge.options import MAX_MESSAGE_ID_PREFIX_BYTES, SinkOptions
+    from spark_bridge.writer import TaskScope
+
+    assert MAX_MESSAGE_ID_PREFIX_BYTES == 204
+    longest = "p" * MAX_MESSAGE_ID_PREFIX_BYTES
+    assert SinkOptions.parse({"uri": rabbitmq_url, "messageIdPrefix": longest}).message_id_prefix == longest
+    # The longest prefix still fits with the largest batch id, partition and row index.
+    stream_prefix = f"{longest}:{2**63 - 1}"
+    assert len(TaskScope(stream_prefix, 2**31 - 1, 0).message_id(2**63 - 1).encode()) == 255
+    for too_long in ("p" * 205, "é" * 103):  # 103 two-byte characters are 206 bytes
+        with pytest.raises(ValueError, match=r"option 'messageIdPrefix' is 20\d bytes in UTF-8, at most 204"):
+            SinkOptions.parse({"uri": rabbitmq_url, "messageIdPrefix": too_long})
+    with pytest.raises(ValueError, match=r"option 'routingKey' is 256 bytes in UTF-8, at most 255"):
+        SinkOptions.parse({"uri": rabbitmq_url, "routingKey": "k" * 256})
+    with pytest.raises(ValueError, match=r"option 'exchange' is 256 bytes in UTF-8, at most 255"):
+        SinkOptions.parse({"uri": rabbitmq_url, "exchange": "x" * 256})
+    df = spark.range(3).select(F.col("id").cast("string").alias("rk"))
+    with pytest.raises(Exception, match=r"option 'messageIdPrefix' is 205 bytes in UTF-8") as info:
+        _sink(df, rabbitmq_url, "", tmp_path / "s", routingKeyColumn="rk", messageIdPrefix="p" * 205).save()
+    assert "bytes must be in range" not in str(info.value)
+
+
+def test_generated_message_ids_come_from_one_helper_and_name_the_row_over_255_bytes() -> None:
+    from spark_bridge import PublishFailedError
+    from spark_bridge.writer import TaskScope
+
+    scope = TaskScope("w", 3, 1)
+    assert list(scope.message_ids(9, 3)) == [b"w:3:9", b"w:3:10", b"w:3:11"]
+    assert scope.message_id(10) == "w:3:10"
+    long_scope = TaskScope("p" * 240, 0, 0)  # 243-byte head: row indexes of 13 digits are too long
+    assert len(next(long_scope.message_ids(10**12 - 1, 1))) == 255
+    with pytest.raises(
+        PublishFailedError, match=r"^row 1000000000000: its generated message id would be 256 bytes"
+    ):
+        long_scope.message_ids(10**12 - 5, 10)
+    with pytest.raises(PublishFailedError, match=r"^row 0: its generated message id would be 258 bytes"):
+        TaskScope("p" * 254, 0, 0).message_ids(0, 1)
+
+
+def _publish_rows(uri: str, rows: list[dict[str, Any]], **options: Any) -> Any:
+    """One partition through PartitionPublisher, as a task would, without Spark."""
+    import pyarrow as pa
+
+    from spark_bridge.options import SinkOptions
+    from spark_bridge.writer import PartitionPublisher, TaskScope
+
+    opts = SinkOptions(uri=uri, **options)
+    return PartitionPublisher(opts, TaskScope("unit", 0, 0)).run([pa.RecordBatch.from_pylist(rows)])
+
+
+def test_out_of_range_row_values_are_publish_errors_naming_the_row(rabbitmq_url: str) -> None:
+    from spark_bridge import PublishFailedError
+
+    rows: list[dict[str, Any]] = [{"rk": "sb.none", "body": f"b{i}", "priority": 1} for i in range(4)]
+    rows[2]["priority"] = 300
+    with pytest.raises(PublishFailedError, match=r"row 2: priority must be between 0 and 255.*got 300"):
+        _publish_rows(rabbitmq_url, rows, routing_key_column="rk", body_column="body")
+    rows[2]["priority"] = -1
+    with pytest.raises(PublishFailedError, match=r"row 2: priority must be between 0 and 255.*got -1"):
+        _publish_rows(rabbitmq_url, rows, routing_key_column="rk", body_column="body")
+    # The fast path (no property columns): a routing key over 255 bytes.
+    keys: list[dict[str, Any]] = [{"rk": "k", "body": "b"} for _ in range(3)]
+    keys[1]["rk"] = "k" * 256
+    with pytest.raises(
+        PublishFailedError, match=r"partition 0 attempt 0 .*: row 1: routing key is 256 bytes"
+    ):
+        _publish_rows(rabbitmq_url, keys, routing_key_column="rk", body_column="body")
+    # The slow path: a message_id column value over 255 bytes.
+    ids: list[dict[str, Any]] = [{"rk": "k", "body": "b", "message_id": "m"} for _ in range(3)]
+    ids[2]["message_id"] = "m" * 300
+    with pytest.raises(PublishFailedError, match=r"row 2: AMQP short string of 300 bytes"):
+        _publish_rows(rabbitmq_url, ids, routing_key_column="rk", body_column="body")
+    # In range, the same rows publish.
+    rows[2]["priority"] = 255
+    done = _publish_rows(rabbitmq_url, rows, routing_key_column="rk", body_column="body")
+    assert (done.published, done.confirmed) == (4, 4)
+
+
+def test_out_of_range_priority_fails_the_job_with_the_row(
+    spark: Any, rabbitmq_url: str, tmp_path: Path
+) -> None:
+    df = spark.createDataFrame([("k", 1), ("k", 256)], "rk string, priority int").coalesce(1)
+    with pytest.raises(
+        Exception, match=r"PublishFailedError: .*row 1: priority must be between 0 and 255"
+    ) as info:
+        _sink(df, rabbitmq_url, "", tmp_path / "s", routingKeyColumn="rk").save()
+    assert "bytes must be in range" not in str(info.value)
