@@ -1,7 +1,9 @@
 """`x-consistent-hash` exactly as rabbitmq_consistent_hash_exchange 3.10.8 routes.
 
-State is RabbitMQ's: a bucket map (bucket number -> destination) and the next bucket number.
-Binding a new destination with weight W appends W buckets; a destination already in the map is
+State is RabbitMQ's bucket map (bucket number -> destination). Because a destination's buckets are
+appended together and removed together, the map is always dense, so it is kept as a list: bucket
+i is `ring[i]`. Binding a new destination with weight W appends W buckets; a destination already on
+the ring is
 ignored however it is re-bound ("first binding wins"); removing any binding of a destination drops
 all of that destination's buckets and moves later buckets down by their count, even when another
 binding of the same destination remains (observed on 3.10.8: the destination then gets nothing
@@ -64,15 +66,15 @@ class ConsistentHashExchange(ExchangeType):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.bucket_map: dict[int, Destination] = {}
-        self.next_bucket = 0
+        self.ring: list[Destination] = []
+        self._on_ring: set[Destination] = set()
         self._hash_header = _longstr_argument(self.arguments, "hash-header")
         self._hash_property = _longstr_argument(self.arguments, "hash-property")
         self._on_routing_key = self._hash_header is None and self._hash_property is None
         self._ring = RingLookup(0)
 
     def _ring_changed(self) -> None:
-        self._ring = RingLookup(len(self.bucket_map))
+        self._ring = RingLookup(len(self.ring))
 
     @classmethod
     def validate(cls, arguments: FieldTable) -> None:
@@ -89,31 +91,20 @@ class ConsistentHashExchange(ExchangeType):
     def add_binding(self, binding: Binding) -> None:
         super().add_binding(binding)
         destination = binding.destination
-        if destination in self.bucket_map.values():
+        if destination in self._on_ring:
             return
-        weight = parse_weight(binding.key)
-        for bucket in range(self.next_bucket, self.next_bucket + weight):
-            self.bucket_map[bucket] = destination
-        self.next_bucket += weight
+        self.ring.extend([destination] * parse_weight(binding.key))
+        self._on_ring.add(destination)
         self._ring_changed()
 
     def remove_bindings(self, bindings: Sequence[Binding]) -> None:
+        """Removing any binding of a destination drops all its buckets; later ones move down."""
         super().remove_bindings(bindings)
-        for binding in bindings:
-            self._remove_one(binding)
-        self._ring_changed()
-
-    def _remove_one(self, binding: Binding) -> None:
-        mine = sorted(b for b, d in self.bucket_map.items() if d == binding.destination)
-        if not mine:
-            return
-        first, last, count = mine[0], mine[-1], len(mine)
-        kept = {b: d for b, d in self.bucket_map.items() if b < first}
-        for b, d in self.bucket_map.items():
-            if b > last:
-                kept[b - count] = d
-        self.bucket_map = kept
-        self.next_bucket -= count
+        gone = {b.destination for b in bindings} & self._on_ring
+        if gone:
+            self.ring = [d for d in self.ring if d not in gone]
+            self._on_ring -= gone
+            self._ring_changed()
 
     def hash_key(self, message: Message) -> int:
         """K: the integer RabbitMQ seeds the jump hash with for this message."""
@@ -131,16 +122,15 @@ class ConsistentHashExchange(ExchangeType):
         return phash2_binary(key_bytes(message.routing_keys[0]))
 
     def route(self, message: Message) -> list[Destination]:
-        bucket_map = self.bucket_map
-        if not bucket_map:
+        ring = self.ring
+        if not ring:
             return []
         if self._on_routing_key:
             key = message.routing_keys[0].encode("utf-8", "surrogateescape")
             k = make_hash2_binary(key) & 0x7FFFFFF
         else:
             k = self.hash_key(message)
-        destination = bucket_map.get(self._ring.bucket(k))
-        return [] if destination is None else [destination]
+        return [ring[self._ring.bucket(k)]]
 
     @property
     def hash_on(self) -> str:
@@ -152,8 +142,12 @@ class ConsistentHashExchange(ExchangeType):
 
     @property
     def state_summary(self) -> dict[str, Any]:
-        return {
-            "buckets": [[b, d.kind, d.name] for b, d in sorted(self.bucket_map.items())],
-            "next_bucket": self.next_bucket,
-            "hash_on": self.hash_on,
-        }
+        """The ring as runs of buckets ([first, count, kind, name]): one entry per destination, so
+        the dashboard's poll stays small however large the weights."""
+        segments: list[list[Any]] = []
+        for bucket, destination in enumerate(self.ring):
+            if segments and segments[-1][2:] == [destination.kind, destination.name]:
+                segments[-1][1] += 1
+            else:
+                segments.append([bucket, 1, destination.kind, destination.name])
+        return {"ring_size": len(self.ring), "segments": segments, "hash_on": self.hash_on}

@@ -15,6 +15,7 @@ macro each block mirrors so the two can be read side by side.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,14 +212,16 @@ def _hash_one(term: Any, h: int, stack: list[Any]) -> int:
         stack.extend(reversed(term))
         return h
     if kind is list or kind is ImproperList:
-        items = term if kind is list else list(term.items)
+        items = term if kind is list else term.items
         tail: Any = [] if kind is list else term.tail
         if not items:
             if kind is ImproperList:
                 stack.append(tail)
                 return h
             return NIL_HASH_WHEN_FIRST if h == 0 else uint32_hash_2(NIL_DEF, 0, HCONST_2, h)
-        return _hash_list(items, tail, h, stack)
+        return _hash_list(items, 0, tail, h, stack)
+    if kind is _ListRest:
+        return _hash_list(term.items, term.start, term.tail, h, stack)
     if kind is float:
         if term == 0.0:
             term = 0.0
@@ -235,10 +238,19 @@ def _is_byte(x: Any) -> bool:
     return type(x) is int and 0 <= x <= 255
 
 
-def _hash_list(items: list[Any], tail: Any, h: int, stack: list[Any]) -> int:
+@dataclass(frozen=True, slots=True)
+class _ListRest:
+    """The cons cells of `items` from `start` on: a cursor, so a long list is never copied."""
+
+    items: Sequence[Any]
+    start: int
+    tail: Any
+
+
+def _hash_list(items: Sequence[Any], start: int, tail: Any, h: int, stack: list[Any]) -> int:
     """A cons chain: runs of byte-valued elements are packed 4 per word (the string optimisation),
     any other element is hashed as its own term, and the tail ([] or improper) comes last."""
-    i = 0
+    i = start
     n = len(items)
     while i < n:
         if _is_byte(items[i]):
@@ -256,13 +268,7 @@ def _hash_list(items: list[Any], tail: Any, h: int, stack: list[Any]) -> int:
                 h = uint32_hash_2(sh, 0, HCONST_4, h)
             continue
         # A non-byte head: utils.c pushes the rest of the list and hashes the head first.
-        rest_items = items[i + 1 :]
-        if not rest_items:
-            stack.append(tail)
-        elif tail == []:
-            stack.append(rest_items)
-        else:
-            stack.append(ImproperList(tuple(rest_items), tail))
+        stack.append(_ListRest(items, i + 1, tail) if i + 1 < n else tail)
         stack.append(items[i])
         return h
     # Every element was a byte: the tail is hashed next.

@@ -66,11 +66,3 @@ def internal_error() -> AmqpError:
 
 def precondition_failed(explanation: str) -> AmqpError:
     return AmqpError(406, explanation)
-
-
-def not_found(explanation: str) -> AmqpError:
-    return AmqpError(404, explanation)
-
-
-def command_invalid(explanation: str) -> AmqpError:
-    return AmqpError(503, explanation)

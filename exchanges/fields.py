@@ -68,9 +68,6 @@ class FieldTable:
                 return value
         return None
 
-    def names(self) -> list[str]:
-        return [key for key, _ in self._entries]
-
     def to_python(self) -> dict[str, Any]:
         """Plain values, for display and for clients' APIs (the last duplicate wins)."""
         return {key: field_to_python(value) for key, value in self._entries}

@@ -94,9 +94,21 @@ class JumpTables:
 
     def __init__(self) -> None:
         self._tables: OrderedDict[int, Any] = OrderedDict()
+        self._uses: dict[int, int] = {}
         self._lock = threading.Lock()
         # find_spec, not import: NumPy costs ~17 MB and 60 ms, paid only when a table is built
         self.enabled = importlib.util.find_spec("numpy") is not None
+
+    def count_route(self, buckets: int) -> bool:
+        """Count a route computed without a table; True once this bucket count deserves one.
+
+        Counted per bucket count, not per exchange: `predict` builds a fresh exchange per call
+        (per Arrow batch in Spark), and a ring change must not restart the count."""
+        if not self.enabled:
+            return False
+        count = self._uses.get(buckets, 0) + 1
+        self._uses[buckets] = count
+        return count >= BUILD_AFTER_ROUTES
 
     def cached(self, buckets: int) -> Any:
         """The table for `buckets` if one was already built, without counting a use."""
@@ -125,17 +137,16 @@ def _as_ints(table: Any) -> memoryview:
 
 
 class RingLookup:
-    """One exchange's view of the shared tables: counts its routes, then holds the table directly.
+    """One exchange's view of the shared tables: computes until the table exists, then holds it.
 
     Keeping the table (as a memoryview of unsigned ints, whose items index as plain Python ints)
     on the exchange saves the shared-dictionary lookups on every message.
     """
 
-    __slots__ = ("_buckets", "_routes", "table")
+    __slots__ = ("_buckets", "table")
 
     def __init__(self, buckets: int) -> None:
         self._buckets = buckets
-        self._routes = 0
         built = TABLES.cached(buckets)
         self.table: Any = None if built is None else _as_ints(built)
 
@@ -146,7 +157,6 @@ class RingLookup:
         buckets = self._buckets
         if buckets == 1:
             return 0
-        self._routes += 1
-        if self._routes >= BUILD_AFTER_ROUTES and TABLES.enabled:
+        if TABLES.count_route(buckets):
             self.table = _as_ints(TABLES.get(buckets))
         return jump_consistent_hash(key, buckets)

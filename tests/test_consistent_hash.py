@@ -33,8 +33,7 @@ def test_buckets_follow_binding_order_and_weights() -> None:
     ex = ConsistentHashExchange()
     for name, key in [("a", "1"), ("b", "3"), ("c", "+2")]:
         bind(ex, name, key)
-    assert [ex.bucket_map[i].name for i in range(6)] == ["a", "b", "b", "b", "c", "c"]
-    assert ex.next_bucket == 6
+    assert [d.name for d in ex.ring] == ["a", "b", "b", "b", "c", "c"]
 
 
 def test_first_binding_of_a_destination_wins() -> None:
@@ -42,17 +41,16 @@ def test_first_binding_of_a_destination_wins() -> None:
     bind(ex, "a", "1")
     bind(ex, "a", "5")
     bind(ex, "b", "1")
-    assert [d.name for d in ex.bucket_map.values()] == ["a", "b"]
+    assert [d.name for d in ex.ring] == ["a", "b"]
 
 
-def test_unbind_shifts_later_buckets_by_the_removed_bindings_weight() -> None:
+def test_unbind_removes_the_destinations_buckets_and_shifts_later_ones_down() -> None:
     ex = ConsistentHashExchange()
     bind(ex, "a", "2")
     second = bind(ex, "b", "2")
     bind(ex, "c", "1")
     ex.remove_bindings([second])
-    assert {k: v.name for k, v in ex.bucket_map.items()} == {0: "a", 1: "a", 2: "c"}
-    assert ex.next_bucket == 3
+    assert [d.name for d in ex.ring] == ["a", "a", "c"]
 
 
 def test_unbinding_an_ignored_duplicate_removes_the_destination_as_rabbitmq_does() -> None:
@@ -63,11 +61,10 @@ def test_unbinding_an_ignored_duplicate_removes_the_destination_as_rabbitmq_does
     ignored = bind(ex, "a", "1")
     bind(ex, "b", "1")
     ex.remove_bindings([ignored])
-    assert {k: v.name for k, v in ex.bucket_map.items()} == {0: "b"}
-    assert ex.next_bucket == 1
+    assert [d.name for d in ex.ring] == ["b"]
     assert ex.route(SimpleMessage(["k"])) == [q("b")]
     bind(ex, "a", "3")
-    assert [d.name for d in ex.bucket_map.values()] == ["b", "a", "a", "a"]
+    assert [d.name for d in ex.ring] == ["b", "a", "a", "a"]
 
 
 @pytest.mark.parametrize(
@@ -173,7 +170,8 @@ def test_state_summary_lists_the_ring() -> None:
     ex = exchanges.create_exchange("x-consistent-hash", {"hash-property": "message_id"})
     ex.add_binding(Binding(q("a"), "2"))
     summary = ex.state_summary
-    assert summary["buckets"] == [[0, "queue", "a"], [1, "queue", "a"]]
+    assert summary["segments"] == [[0, 2, "queue", "a"]]
+    assert summary["ring_size"] == 2
     assert summary["hash_on"] == "property:message_id"
 
 

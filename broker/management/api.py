@@ -900,31 +900,29 @@ class Api:
     async def get_ring(self, req: Request, segs: list[str]) -> Response:
         """GET /api/hashbroker/exchanges/{vhost}/{name}/ring: the routing state for the dashboard.
 
-        For x-consistent-hash: `buckets` ([bucket, kind, name]), plus per-destination bucket
-        counts, the share of messages the weights predict, and each queue's current message count.
+        For x-consistent-hash: the ring's runs (`segments`: [first, count, kind, name]), plus
+        per-destination bucket counts, the share of messages the weights predict, and each
+        queue's current message count.
         """
         vhost, name = segs[2], exchange_name(segs[3])
         e = self.state.exchange(vhost, name)
         summary = self.state.routing_state(vhost, name)
         if e is None or summary is None:
             return not_found()
-        raw = summary.get("buckets")
-        buckets: list[Any] = raw if isinstance(raw, list) else []
-        counts: dict[tuple[str, str], int] = {}
-        for _bucket, kind, dest in buckets:
-            counts[(kind, dest)] = counts.get((kind, dest), 0) + 1
-        total = sum(counts.values())
+        raw = summary.get("segments")
+        segments: list[Any] = raw if isinstance(raw, list) else []
+        total = sum(count for _first, count, _kind, _dest in segments)
         queues = {q.name: q for q in self.state.queues(vhost)}
         destinations = []
-        for (kind, dest), n in counts.items():
+        for first, count, kind, dest in segments:
             q = queues.get(dest) if kind == "queue" else None
             destinations.append(
                 {
                     "kind": kind,
                     "name": dest,
-                    "buckets": n,
-                    "first_bucket": min(b for b, k, d in buckets if (k, d) == (kind, dest)),
-                    "share": n / total if total else 0.0,
+                    "buckets": count,
+                    "first_bucket": first,
+                    "share": count / total if total else 0.0,
                     "messages": (q.messages_ready + q.messages_unacknowledged) if q is not None else None,
                 }
             )
