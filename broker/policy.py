@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from exchanges.erlang_format import format_binary_p
+from exchanges.erlang_format import erlang_float, format_binary_p
 
 ApplyTo = Literal["all", "exchanges", "queues"]
 Kind = Literal["exchange", "queue"]
@@ -92,24 +92,13 @@ def erlang_p(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return _erlang_float(value)
+        return erlang_float(value)
     if isinstance(value, list):
         return "[" + ",".join(erlang_p(v) for v in value) + "]"
     if isinstance(value, Mapping):
         items = sorted(value.items(), key=lambda kv: kv[0].encode())
         return "#{" + ",".join(f"{erlang_p(k)} => {erlang_p(v)}" for k, v in items) + "}"
     return repr(value)
-
-
-def _erlang_float(value: float) -> str:
-    """Erlang's shortest round-trip float text (1.5, 1.0e-5); Python's repr, exponent reshaped."""
-    text = repr(value)
-    if "e" in text:
-        mantissa, exp = text.split("e")
-        if "." not in mantissa:
-            mantissa += ".0"
-        return f"{mantissa}e{int(exp)}"
-    return text
 
 
 def _unrecognised(items: list[tuple[str, Any]]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import html
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +88,9 @@ class BrokerPolicies:
                 policy.name, policy.pattern, policy.definition, policy.priority, policy.apply_to, policy.vhost
             )
         except PolicyError as exc:
-            raise MgmtPolicyError(f"Validation failed\n\n{exc.message}\n") from None
+            # the management API HTML-escapes reasons: <<"abc">> goes out as &lt;&lt;"abc"&gt;&gt;
+            escaped = html.escape(exc.message, quote=False)
+            raise MgmtPolicyError(f"Validation failed\n\n{escaped}\n") from None
         return old is None
 
     def delete(self, vhost: str, name: str) -> bool:

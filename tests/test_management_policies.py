@@ -40,6 +40,9 @@ BAD_BODIES = [
     {"pattern": "^hbpol\\.nomatch$", "definition": {"foo": 1}},
     {"pattern": "^hbpol\\.nomatch$", "definition": {"max-length": 1}, "apply-to": "bogus"},
     {"pattern": "^hbpol\\.nomatch$", "definition": {"max-length": 1}, "priority": "x"},
+    {"pattern": "^hbpol\\.nomatch$", "definition": {"max-length": "abc"}},
+    {"pattern": "^hbpol\\.nomatch$", "definition": {"message-ttl": -5, "expires": 0}},
+    {"pattern": "^hbpol\\.nomatch$", "definition": {"shards-per-node": "x"}},
 ]
 
 

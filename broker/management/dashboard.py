@@ -7,7 +7,6 @@ prefilled, like RabbitMQ's management UI on localhost).
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 
 from broker.management.http import Response
@@ -21,13 +20,17 @@ CONTENT_TYPES = {
 }
 
 
-@cache
+_ASSETS: dict[str, bytes] = {}
+
+
 def _asset(name: str) -> bytes | None:
-    """File contents, read once; only plain names directly in static/ (no path traversal)."""
-    if "/" in name or "\\" in name or name.startswith(".") or Path(name).suffix not in CONTENT_TYPES:
-        return None
-    path = STATIC_DIR / name
-    return path.read_bytes() if path.is_file() else None
+    """A file directly in static/, read once. Only names that exist are ever cached, so requests
+    for made-up names (404s) cannot grow memory; the lookup by exact name rules out traversal."""
+    if not _ASSETS:
+        for path in STATIC_DIR.iterdir():
+            if path.is_file() and path.suffix in CONTENT_TYPES:
+                _ASSETS[path.name] = path.read_bytes()
+    return _ASSETS.get(name)
 
 
 def serve(method: str, segments: list[str]) -> Response | None:
