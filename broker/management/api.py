@@ -15,7 +15,6 @@ import functools
 import hashlib
 import ipaddress
 import json
-import os
 import platform
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -81,7 +80,6 @@ class Api:
         self.state = state
         self.http_port = 0
         self.http_host = ""
-        self._salt = os.urandom(4)
         self.policies: Any = _policy_backend(state)
 
     @property
@@ -220,7 +218,7 @@ class Api:
             "memory": nbytes,
             "message_bytes": nbytes,
             "message_bytes_paged_out": 0,
-            "message_bytes_persistent": 0,  # nothing is ever written to disk
+            "message_bytes_persistent": 0,  # not tracked: durable messages are in broker.store
             "message_bytes_ram": nbytes,
             "message_bytes_ready": q.message_bytes_ready,
             "message_bytes_unacknowledged": q.message_bytes_unacknowledged,
@@ -338,11 +336,16 @@ class Api:
         ]
 
     def fmt_user(self, name: str) -> dict[str, Any]:
-        # rabbit_password_hashing_sha256: base64(salt ++ sha256(salt ++ password)); never the password
-        digest = hashlib.sha256(self._salt + name.encode()).digest()
+        # rabbit_password_hashing_sha256: base64(salt ++ sha256(salt ++ password)), so an export
+        # imported into RabbitMQ keeps the user's password. The salt is derived from the name to
+        # keep exports stable across restarts.
+        settings = self.state.broker.settings
+        password = settings.default_pass if name == settings.default_user else ""
+        salt = hashlib.sha256(b"hashbroker-user:" + name.encode()).digest()[:4]
+        digest = hashlib.sha256(salt + password.encode()).digest()
         return {
             "name": name,
-            "password_hash": base64.b64encode(self._salt + digest).decode(),
+            "password_hash": base64.b64encode(salt + digest).decode(),
             "hashing_algorithm": "rabbit_password_hashing_sha256",
             "tags": self.state.user_tags(name),
             "limits": {},
@@ -711,8 +714,6 @@ class Api:
         plan = definitions.plan_import(self.state, doc, vhost)
         if plan.problems:
             return bad_request("hashbroker cannot import these definitions:\n" + "\n".join(plan.problems))
-        for policy in plan.policies:
-            self.policies.put(policy)
         for vh in plan.vhosts():
             try:
                 await self.run(
@@ -724,6 +725,8 @@ class Api:
                 )
             except DefinitionError as exc:
                 return bad_request(f"{exc.item}: {exc.explanation}")
+        for policy in plan.policies:  # after the entities, so a refused import adds no policy
+            self.policies.put(policy)
         return Response(204)
 
     # -- policies -------------------------------------------------------------------------------------

@@ -7,8 +7,10 @@ per source in the order they were made, not sorted, because for x-consistent-has
 the bucket ring; re-importing the file into hashbroker rebuilds the identical ring.
 
 Import validates the whole document first and changes nothing if any part asks for something the
-broker cannot do (a second user, a new vhost, runtime parameters): half-applied provisioning is
-worse than a clear refusal. Queues, exchanges and bindings are then declared over AMQP.
+broker cannot do (a second user, a new vhost, runtime parameters). Queues, exchanges and bindings
+are then declared over AMQP in file order; one the broker refuses (e.g. a weight that is not a
+number) stops the import with its error and leaves what was declared before it, as RabbitMQ's
+import does. Policies are stored last, only when every declaration succeeded.
 """
 
 from __future__ import annotations
