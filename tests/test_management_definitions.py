@@ -188,7 +188,8 @@ def test_export_keeps_binding_order_so_the_ring_survives_a_round_trip() -> None:
         _, ring_after, _ = http(base, "GET", "/api/hashbroker/exchanges/%2F/ring/ring")
         _, again, _ = http(base, "GET", "/api/definitions")
     assert ring_after["state"]["segments"] == ring_before["state"]["segments"]
-    assert ring_after["state"]["segments"] == [[0, 2, "queue", "z"], [2, 1, "queue", "m"], [3, 4, "queue", "a"]]
+    expected = [[0, 2, "queue", "z"], [2, 1, "queue", "m"], [3, 4, "queue", "a"]]
+    assert ring_after["state"]["segments"] == expected
     assert {k: again[k] for k in ("queues", "exchanges", "bindings")} == {
         k: defs[k] for k in ("queues", "exchanges", "bindings")
     }
