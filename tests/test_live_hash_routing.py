@@ -35,6 +35,7 @@ class Mirror:
         self.model: ExchangeType = exchanges.create_exchange(exchange_type, arguments)
         self.present: list[Binding] = []
         self.queues: list[str] = []
+        self.downstream: dict[str, str] = {}  # destination exchange -> the queue it fans out to
 
     def queue(self, suffix: str) -> str:
         name = f"{self.name}.{suffix}"
@@ -51,6 +52,20 @@ class Mirror:
             self.present.append(binding)
             self.model.add_binding(binding)
 
+    def bind_exchange(self, suffix: str, key: str) -> None:
+        """An exchange as a destination (fanning out to one queue), to pin RabbitMQ's resource
+        order: exchanges sort before queues in the route table."""
+        name = f"{self.name}.{suffix}"
+        queue = self.queue(f"{suffix}.sink")
+        self.channel.exchange_declare(name, "fanout", auto_delete=False)
+        self.channel.queue_bind(queue, name)
+        self.downstream[name] = queue
+        self.channel.exchange_bind(name, self.name, routing_key=key)
+        binding = Binding(Destination.exchange(name), key, FieldTable())
+        self.model.validate_binding(binding)
+        self.present.append(binding)
+        self.model.add_binding(binding)
+
     def unbind(self, queue: str, key: str) -> None:
         self.channel.queue_unbind(queue, self.name, routing_key=key)
         binding = Binding(Destination.queue(queue), key, FieldTable())
@@ -62,7 +77,7 @@ class Mirror:
         expected = []
         for key, headers, props in messages:
             message = SimpleMessage([key, *props.get("cc", [])], FieldTable.from_python(headers), props)
-            expected.append(sorted(d.name for d in self.model.route(message)))
+            expected.append(sorted(self.downstream.get(d.name, d.name) for d in self.model.route(message)))
         actual = observe(self.channel, self.name, self.queues, messages)
         mismatches = [
             (i, messages[i], actual[i], expected[i]) for i in range(len(messages)) if actual[i] != expected[i]
@@ -71,6 +86,8 @@ class Mirror:
 
     def close(self) -> None:
         self.channel.exchange_delete(self.name)
+        for exchange in self.downstream:
+            self.channel.exchange_delete(exchange)
         for queue in self.queues:
             self.channel.queue_delete(queue)
 
@@ -207,11 +224,12 @@ def test_modulus_hash_random_topology(channel: Any, seed: int) -> None:
         for name in names:  # binding keys decide RabbitMQ's route-table order
             mirror.bind(name, rng.choice(["", "k", "a", "zz", "é"]))
         mirror.bind(names[0], "second")  # one destination twice: two entries
+        mirror.bind_exchange("x-dest", rng.choice(["", "k", "zz"]))  # same key as queues: exchange first
         messages: list[Message] = [
             (random_key(rng), None, {"cc": [random_key(rng)]} if i % 5 == 0 else {}) for i in range(250)
         ]
         mirror.compare(messages)
-        victim = rng.choice(mirror.present)
+        victim = rng.choice([b for b in mirror.present if b.destination.kind == "queue"])
         mirror.unbind(victim.destination.name, victim.key)
         mirror.compare(messages)
     finally:
