@@ -28,7 +28,7 @@ from exchanges.erlang_terms import UNDEFINED, make_hash2_binary, phash2, phash2_
 from exchanges.errors import internal_error, precondition_failed
 from exchanges.fields import FieldTable
 from exchanges.hash_terms import field_value_term, key_bytes, property_term, typed_field_term
-from exchanges.jump_table import RingLookup
+from exchanges.jump_table import RingLookup, remember_key
 from exchanges.registry import register
 
 SUPPORTED_PROPERTIES = ("correlation_id", "message_id", "timestamp")
@@ -71,10 +71,11 @@ class ConsistentHashExchange(ExchangeType):
         self._hash_header = _longstr_argument(self.arguments, "hash-header")
         self._hash_property = _longstr_argument(self.arguments, "hash-property")
         self._on_routing_key = self._hash_header is None and self._hash_property is None
-        self._ring = RingLookup(0)
+        self._ring_changed()
 
     def _ring_changed(self) -> None:
         self._ring = RingLookup(len(self.ring))
+        self._bucket_of_key: dict[str, int] = {}
 
     @classmethod
     def validate(cls, arguments: FieldTable) -> None:
@@ -125,12 +126,15 @@ class ConsistentHashExchange(ExchangeType):
         ring = self.ring
         if not ring:
             return []
-        if self._on_routing_key:
-            key = message.routing_keys[0].encode("utf-8", "surrogateescape")
-            k = make_hash2_binary(key) & 0x7FFFFFF
-        else:
-            k = self.hash_key(message)
-        return [ring[self._ring.bucket(k)]]
+        if not self._on_routing_key:
+            return [ring[self._ring.bucket(self.hash_key(message))]]
+        routing_key = message.routing_keys[0]
+        bucket = self._bucket_of_key.get(routing_key)
+        if bucket is None:
+            k = make_hash2_binary(routing_key.encode("utf-8", "surrogateescape")) & 0x7FFFFFF
+            bucket = self._ring.bucket(k)
+            remember_key(self._bucket_of_key, routing_key, bucket)
+        return [ring[bucket]]
 
     @property
     def hash_on(self) -> str:

@@ -121,20 +121,23 @@ def block_hash(data: bytes, initval: int) -> int:
         b = ((b - c - a) & M32) ^ ((a << 10) & M32)
         c = ((c - a - b) & M32) ^ (b >> 15)
         pos += 12
-    c = (c + length) & M32
-    rest = data[pos:]
-    n = len(rest)
-    if n > 8:
-        # the first byte of c is reserved for the length, so the tail's 9th..11th bytes shift by 8
-        c = (c + (int.from_bytes(rest[8:], "little") << 8)) & M32
-        b = (b + int.from_bytes(rest[4:8], "little")) & M32
-        a = (a + int.from_bytes(rest[:4], "little")) & M32
-    elif n > 4:
-        b = (b + int.from_bytes(rest[4:], "little")) & M32
-        a = (a + int.from_bytes(rest[:4], "little")) & M32
-    elif n:
-        a = (a + int.from_bytes(rest, "little")) & M32
-    return _mix(a, b, c)
+    # Tail: zero-padded to one block; its 9th-11th bytes go above c's low byte (the length's).
+    w0, w1, w2 = _WORDS3.unpack(data[pos:] + _PAD[length - pos])
+    a = (a + w0) & M32
+    b = (b + w1) & M32
+    c = (c + length + (w2 << 8)) & M32
+    a = ((a - b - c) & M32) ^ (c >> 13)
+    b = ((b - c - a) & M32) ^ ((a << 8) & M32)
+    c = ((c - a - b) & M32) ^ (b >> 13)
+    a = ((a - b - c) & M32) ^ (c >> 12)
+    b = ((b - c - a) & M32) ^ ((a << 16) & M32)
+    c = ((c - a - b) & M32) ^ (b >> 5)
+    a = ((a - b - c) & M32) ^ (c >> 3)
+    b = ((b - c - a) & M32) ^ ((a << 10) & M32)
+    return ((c - a - b) & M32) ^ (b >> 15)
+
+
+_PAD = tuple(b"\0" * (12 - i) for i in range(13))
 
 
 def phash2_binary(data: bytes) -> int:
@@ -142,7 +145,6 @@ def phash2_binary(data: bytes) -> int:
     return make_hash2_binary(data) & 0x7FFFFFF
 
 
-_PAD = tuple(b"\0" * (12 - i) for i in range(12))
 _unpack_block = _WORDS3.unpack
 
 

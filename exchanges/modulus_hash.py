@@ -16,6 +16,7 @@ from typing import Any
 from exchanges.base import Binding, Destination, ExchangeType, Message
 from exchanges.erlang_terms import HCONST_2, M32, NIL_DEF, PHASH2_MAX, make_hash2, make_hash2_binary
 from exchanges.hash_terms import key_bytes
+from exchanges.jump_table import remember_key
 from exchanges.registry import register
 
 
@@ -36,6 +37,7 @@ class ModulusHashExchange(ExchangeType):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._destinations: list[Destination] = []
+        self._hash_of_key: dict[str, int] = {}
 
     def add_binding(self, binding: Binding) -> None:
         super().add_binding(binding)
@@ -50,13 +52,19 @@ class ModulusHashExchange(ExchangeType):
             self._destinations = sorted(b.destination for b in self.bindings)
         else:
             self._destinations = [b.destination for b in sorted(self.bindings, key=_table_order)]
+        self._hash_of_key = {}
 
     def route(self, message: Message) -> list[Destination]:
         destinations = self._destinations
         if not destinations:
             return []
         keys = message.routing_keys
-        index = _single_key_hash(key_bytes(keys[0])) if len(keys) == 1 else routing_keys_hash(keys)
+        if len(keys) > 1:
+            return [destinations[routing_keys_hash(keys) % len(destinations)]]
+        index = self._hash_of_key.get(keys[0])
+        if index is None:
+            index = _single_key_hash(key_bytes(keys[0]))
+            remember_key(self._hash_of_key, keys[0], index)
         return [destinations[index % len(destinations)]]
 
 
