@@ -18,9 +18,11 @@ from broker.settings import Settings
 
 if TYPE_CHECKING:
     from broker.channel import Channel
+    from broker.cluster import Cluster
     from broker.connection import Connection
     from broker.entities.vhost import VHost
     from broker.message import StoredMessage
+    from broker.policy_runtime import BrokerPolicies
     from broker.store import Store
     from exchanges.compat import Compat
 
@@ -45,11 +47,22 @@ class Broker:
         self._reply_channels: dict[str, Channel] = {}
         self.management: Any = None
         self.store: Store | None = None  # issue 5: opened by start(), closed by stop()
-        # issue 4: policy engine + emulated cluster (management finds it as `broker.policies`)
-        from broker.policy_runtime import BrokerPolicies
+        self._policies: BrokerPolicies | None = None
 
-        self.policies = BrokerPolicies(self)
-        self.cluster = self.policies.cluster
+    @property
+    def policies(self) -> BrokerPolicies:
+        """Policy engine and emulated cluster (issue 4; the management API finds it here).
+
+        Built on first use, after the socket listens: it pulls in the exchanges library."""
+        if self._policies is None:
+            from broker.policy_runtime import BrokerPolicies
+
+            self._policies = BrokerPolicies(self)
+        return self._policies
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.policies.cluster
 
     @property
     def compat(self) -> Compat:
