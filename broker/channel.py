@@ -446,8 +446,11 @@ class Channel:
             return False
         if consumer.no_ack:
             return True
-        if consumer.prefetch and consumer.unacked >= consumer.prefetch:
-            return False
+        if consumer.prefetch:
+            group = consumer.group
+            held = consumer.unacked if group is None else sum(m.unacked for m in group)
+            if held >= consumer.prefetch:
+                return False
         return not (self.global_prefetch and self.unacked_count >= self.global_prefetch)
 
     def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None:
@@ -484,6 +487,13 @@ class Channel:
 
     def consumer_cancelled_by_server(self, consumer: Consumer) -> None:
         """The queue went away: drop the consumer and tell the client (consumer_cancel_notify)."""
+        group = consumer.group
+        if group is not None and consumer in group:
+            group.remove(consumer)  # one shard of a pseudo-queue consumer went: the others stay
+            if group and self.consumers.get(consumer.tag) is consumer:
+                self.consumers[consumer.tag] = group[0]
+            if group:
+                return
         if self.consumers.pop(consumer.tag, None) is None:
             return
         if self.conn.cancel_notify:
@@ -746,7 +756,7 @@ class Channel:
         self._kick_queues()
 
     def _kick_queues(self) -> None:
-        for q in {id(c.queue): c.queue for c in self.consumers.values()}.values():
+        for q in {id(m.queue): m.queue for c in self.consumers.values() for m in _members(c)}.values():
             q.try_deliver()
 
     def on_basic_consume(self, a: dict[str, Any]) -> None:
@@ -765,7 +775,12 @@ class Channel:
             if not a["nowait"]:
                 self.reply(replies.basic_consume_ok(tag))
             return
-        q = self.vhost.queue_or_404(self._sharded("basic.consume", self._queue_name(qname)))
+        qname = self._queue_name(qname)
+        shards = self._ring_shards(qname)
+        if shards:
+            self._consume_shards(tag or gen_name("amq.ctag"), shards, a)
+            return
+        q = self.vhost.queue_or_404(self._sharded("basic.consume", qname))
         tag = tag or gen_name("amq.ctag")
         self.conn.check_exclusive(q)
         args: FieldTable = a["arguments"]
@@ -788,6 +803,50 @@ class Channel:
             self.reply(replies.basic_consume_ok(tag))
         q.add_consumer(consumer)
 
+    def _ring_shards(self, name: str) -> list[Queue]:
+        """issue 4: the local shards a consumer of pseudo-queue `name` joins under consistent-hash
+        selection (empty: not a pseudo-queue, "first" selection, or no shard, which the
+        interceptor then refuses)."""
+        vhost = self.vhost
+        if (
+            vhost.hooks is None
+            or vhost.active_consumer_selection != "consistent-hash"
+            or name not in vhost.exchanges
+        ):
+            return []
+        return list(vhost.hooks.local_shards(vhost, name))
+
+    def _consume_shards(self, tag: str, shards: list[Queue], a: dict[str, Any]) -> None:
+        """One consumer of a sharded pseudo-queue under consistent-hash selection: a member on every
+        local shard; each shard delivers only to the member its consumer ring picks (PIP-392 over the
+        consumers' names, keyed by the shard's name), so each consumer receives from the shards it
+        owns. Members share the tag and the prefetch; a demoted member keeps its unacked messages."""
+        args: FieldTable = a["arguments"]
+        for q in shards:
+            check_consume_arguments(args, q.name, self.vhost.name)
+            if q.consumers and (a["exclusive"] or any(c.exclusive for c in q.consumers)):
+                raise AmqpError(403, f"{self.vhost.rs('queue', q.name)} in exclusive use")
+        prio = args.get("x-priority")
+        group: list[Consumer] = []
+        for q in shards:
+            member = Consumer(
+                self,
+                tag,
+                q,
+                a["no_ack"],
+                a["exclusive"],
+                self.prefetch,
+                args,
+                int(prio.value) if prio is not None else 0,
+            )
+            member.group = group
+            group.append(member)
+        self.consumers[tag] = group[0]
+        if not a["nowait"]:
+            self.reply(replies.basic_consume_ok(tag))
+        for member in list(group):
+            member.queue.add_consumer(member)
+
     def on_basic_cancel(self, a: dict[str, Any]) -> None:
         tag = a["consumer_tag"]
         if self.reply_consumer is not None and self.reply_consumer[0] == tag:
@@ -798,7 +857,8 @@ class Channel:
             if consumer is not None:
                 if not a["nowait"]:
                     self.reply(replies.basic_cancel_ok(tag))
-                consumer.queue.remove_consumer(consumer)
+                for member in list(_members(consumer)):
+                    member.queue.remove_consumer(member)
                 return
         if not a["nowait"]:
             self.reply(replies.basic_cancel_ok(tag))
@@ -855,6 +915,8 @@ class Channel:
         for _t, u in items:
             if u.consumer is not None:
                 u.consumer.unacked -= 1
+                if u.consumer.group is not None:  # the shared prefetch freed: any member's shard may go
+                    touched.update(m.queue for m in u.consumer.group)
             self.unacked_count -= 1
             u.queue.unacked -= 1
             touched.add(u.queue)
@@ -994,5 +1056,11 @@ class Channel:
         # consumers go after the requeue (issue 4, observed on 3.10.8 with single active consumer:
         # the closed channel's unacked message is what the next consumer receives first)
         for consumer in list(self.consumers.values()):
-            consumer.queue.remove_consumer(consumer)
+            for member in list(_members(consumer)):
+                member.queue.remove_consumer(member)
         self.consumers.clear()
+
+
+def _members(consumer: Consumer) -> list[Consumer]:
+    """The queue-level consumers behind one channel consumer (several for a pseudo-queue consumer)."""
+    return list(consumer.group) if consumer.group is not None else [consumer]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -44,8 +44,27 @@ class Settings(BaseSettings):
     store_sync: Literal["normal", "full"] = "normal"
     """"normal" survives a killed broker; "full" also fsyncs every commit (power loss)."""
     # issue 4: emulated cluster node names (the first is the local node) and PIP-392 selection
-    nodes: list[str] = Field(default_factory=lambda: ["rabbit@localhost"])
+    nodes: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["rabbit@localhost"])
+    """HASHBROKER_NODES: "rabbit@a,rabbit@b" (as `--nodes`) or a JSON list."""
     active_consumer_selection: Literal["first", "consistent-hash"] = "first"
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _split_nodes(cls, value: Any) -> Any:
+        """A string is a JSON list when it starts with "[", else comma-separated names (blanks dropped)."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [n.strip() for n in text.split(",") if n.strip()]
+        return value
+
+    @field_validator("nodes")
+    @classmethod
+    def _some_nodes(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("at least one node name is needed (the first is the local node)")
+        return value
 
     @classmethod
     def settings_customise_sources(

@@ -50,6 +50,7 @@ class Consumer:
         "args",
         "channel",
         "exclusive",
+        "group",
         "no_ack",
         "prefetch",
         "priority",
@@ -81,6 +82,9 @@ class Consumer:
         self.unacked = 0
         self.args = args
         self.priority = priority
+        # issue 4: the members (one per local shard) of one consumer of a sharded pseudo-queue under
+        # consistent-hash selection; they share the consumer's tag and prefetch. None otherwise.
+        self.group: list[Consumer] | None = None
 
 
 def _consumer_key(c: Consumer) -> str:
@@ -177,6 +181,10 @@ class Queue:
         self.store: Store | None = None
         self.policy: Any = None  # effective broker.policy.Policy (issue 4)
         self.sac_active: Consumer | None = None  # single active consumer (issue 4 selection)
+        # issue 4: consumers attached through a sharded pseudo-queue under consistent-hash selection
+        # make a shard deliver to one ring-chosen consumer at a time, as a single-active queue does
+        self.ring_members = 0
+        self.one_active = self.single_active
         self.reset_expiry()
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -270,7 +278,7 @@ class Queue:
         consumers = self.consumers
         if not consumers:
             return None
-        if self.single_active:
+        if self.one_active:
             c = self.sac_active or consumers[0]
             return c if c.channel.can_deliver(c) else None
         for _ in range(len(consumers)):
@@ -359,7 +367,7 @@ class Queue:
                 self.drop_expired()
             consumers = self.consumers
             while self.count and consumers:
-                if self.single_active:
+                if self.one_active:
                     c = self.sac_active or consumers[0]
                     if not c.channel.can_deliver(c):
                         return
@@ -431,7 +439,10 @@ class Queue:
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.had_consumers = True
-        if consumer.priority and not self.single_active:
+        if consumer.group is not None:
+            self.ring_members += 1
+            self.one_active = True
+        if consumer.priority and not self.one_active:
             # higher x-priority consumers go first; equal priorities keep arrival order
             items = list(self.consumers)
             idx = next((i for i, c in enumerate(items) if c.priority < consumer.priority), len(items))
@@ -439,7 +450,7 @@ class Queue:
             self.consumers = deque(items)
         else:
             self.consumers.append(consumer)
-        if self.single_active:
+        if self.one_active:
             self.select_active()
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
@@ -451,7 +462,10 @@ class Queue:
             self.consumers.remove(consumer)
         except ValueError:
             return
-        if self.single_active:
+        if consumer.group is not None:
+            self.ring_members -= 1
+            self.one_active = self.single_active or self.ring_members > 0
+        if self.one_active:
             self.select_active()
         if not self.consumers:
             if self.auto_delete and self.had_consumers:
@@ -472,7 +486,8 @@ class Queue:
         if not consumers:
             self.sac_active = None
             return
-        if self.vhost.active_consumer_selection != "consistent-hash" or len(consumers) == 1:
+        ring = self.ring_members > 0 or self.vhost.active_consumer_selection == "consistent-hash"
+        if not ring or len(consumers) == 1:
             self.sac_active = consumers[0]
             return
         keys = tuple(_consumer_key(c) for c in consumers)
