@@ -12,7 +12,6 @@ import pika
 
 from broker.embedded import BrokerThread
 
-
 Arrival = tuple[float, float, float]
 
 
