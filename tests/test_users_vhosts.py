@@ -1,4 +1,4 @@
-"""Users, vhosts and permissions: ctl/API create them, pika sees RabbitMQ's refusals, a data dir keeps them."""
+"""Users, vhosts, permissions: ctl/API create them, pika sees RabbitMQ's refusals, a data dir keeps them."""
 
 from __future__ import annotations
 
