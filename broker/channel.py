@@ -261,6 +261,7 @@ class Channel:
                 406, f"message size {len(body)} is larger than configured max size {MAX_MESSAGE_SIZE}"
             )
         vhost = self.vhost
+        self.conn.check_access("write", "exchange", exchange)
         x = vhost.exchanges.get(exchange)
         if x is None:
             raise AmqpError(404, f"no exchange '{exchange}' in vhost '{vhost.name}'")
@@ -533,6 +534,7 @@ class Channel:
 
         get_type(type_name, vhost.compat)  # unknown type: 503 before anything else
         not_default_exchange(name)
+        self.conn.check_access("configure", "exchange", name)
         x = vhost.exchanges.get(name)
         args: FieldTable = a["arguments"]
         if x is None:
@@ -567,6 +569,7 @@ class Channel:
         not_default_exchange(name)
         if name.startswith("amq."):
             raise AmqpError(403, f"deletion of system {vhost.rs('exchange', name)} not allowed")
+        self.conn.check_access("configure", "exchange", name)
         x = vhost.exchanges.get(name)
         if x is not None:
             if a["if_unused"] and vhost.exchange_in_use(x):
@@ -577,8 +580,10 @@ class Channel:
 
     def _binding_action(self, source: str, dest: Destination, key: str, args: FieldTable, add: bool) -> None:
         vhost = self.vhost
+        self.conn.check_access("write", dest.kind, dest.name)
         not_default_exchange(dest.name) if dest.kind == "exchange" else None
         not_default_exchange(source)
+        self.conn.check_access("read", "exchange", source)
         src = vhost.exchanges.get(source)
         if not add:
             self._unbind(src, dest, key, args)
@@ -667,6 +672,7 @@ class Channel:
             name = gen_name("amq.gen")
         else:
             check_name("queue", name)
+        conn.check_access("configure", "queue", name)
         q = vhost.queues.get(name)
         if q is not None:
             rs = vhost.rs("queue", name)
@@ -722,7 +728,9 @@ class Channel:
         self.reply(replies.queue_unbind_ok())
 
     def on_queue_purge(self, a: dict[str, Any]) -> None:
-        q = self.vhost.queue_or_404(self._sharded("queue.purge", self._queue_name(a["queue"])))
+        qname = self._sharded("queue.purge", self._queue_name(a["queue"]))
+        self.conn.check_access("read", "queue", qname)
+        q = self.vhost.queue_or_404(qname)
         self.conn.check_exclusive(q)
         n = q.purge()
         if not a["nowait"]:
@@ -731,6 +739,7 @@ class Channel:
     def on_queue_delete(self, a: dict[str, Any]) -> None:
         vhost = self.vhost
         name = self._sharded("queue.delete", self._queue_name(a["queue"]))
+        self.conn.check_access("configure", "queue", name)
         q = vhost.queues.get(name)
         n = 0
         if q is not None:
@@ -778,9 +787,12 @@ class Channel:
         qname = self._queue_name(qname)
         shards = self._ring_shards(qname)
         if shards:
+            self.conn.check_access("read", "queue", qname)
             self._consume_shards(tag or gen_name("amq.ctag"), shards, a)
             return
-        q = self.vhost.queue_or_404(self._sharded("basic.consume", qname))
+        qname = self._sharded("basic.consume", qname)
+        self.conn.check_access("read", "queue", qname)
+        q = self.vhost.queue_or_404(qname)
         tag = tag or gen_name("amq.ctag")
         self.conn.check_exclusive(q)
         args: FieldTable = a["arguments"]
@@ -864,7 +876,9 @@ class Channel:
             self.reply(replies.basic_cancel_ok(tag))
 
     def on_basic_get(self, a: dict[str, Any]) -> None:
-        q = self.vhost.queue_or_404(self._sharded("basic.get", self._queue_name(a["queue"])))
+        qname = self._sharded("basic.get", self._queue_name(a["queue"]))
+        self.conn.check_access("read", "queue", qname)
+        q = self.vhost.queue_or_404(qname)
         self.conn.check_exclusive(q)
         entry = q.get()
         if entry is None:

@@ -405,6 +405,8 @@ class Connection:
         vhost = self.broker.vhosts.get(a["virtual_host"])
         if vhost is None:
             raise AmqpError(530, f"vhost {a['virtual_host']} not found")
+        if (vhost.name, self.user) not in self.broker.auth.permissions:
+            raise AmqpError(530, f"access to vhost '{vhost.name}' refused for user '{self.user}'")
         self.vhost_name = vhost.name
         self.vhost_obj = vhost
         self.send_method(0, M.simple_payload(10, 41, b"\x00"))
@@ -599,6 +601,11 @@ class Connection:
             "originally declared on another connection or the exclusive property value does not match that "
             "of the original declaration.",
         )
+
+    def check_access(self, kind: str, resource: str, name: str) -> None:
+        """rabbit_access_control:check_resource_access: 403 unless the user's `kind` regex
+        (configure, write or read) in this vhost matches `name`."""
+        self.broker.auth.check(self.user, self.vhost_name, kind, resource, name)
 
     def check_exclusive(self, q: Queue) -> None:
         if q.exclusive_owner is not None and q.exclusive_owner is not self:

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 DEFAULT_URL = "http://127.0.0.1:15672"
-EX_OK, EX_USAGE, EX_DATAERR, EX_UNAVAILABLE, EX_SOFTWARE = 0, 64, 65, 69, 70
+EX_OK, EX_USAGE, EX_DATAERR, EX_NOUSER, EX_UNAVAILABLE, EX_SOFTWARE = 0, 64, 65, 67, 69, 70
 
 # rabbitmqctl's default and accepted columns, per list verb
 QUEUE_COLUMNS = (
@@ -324,6 +324,7 @@ def add_user(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> in
 def set_permissions(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
     if not o.quiet:
         out(f'Setting permissions for user "{o.username}" in vhost "{o.vhost}" ...')
+    _require_user_and_vhost(c, o.username, o.vhost)
     body = {"configure": o.conf, "write": o.write, "read": o.read}
     status, data = c.request("PUT", f"/permissions/{q(o.vhost)}/{q(o.username)}", body)
     _check(status, data)
@@ -335,7 +336,96 @@ def add_vhost(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> i
         out(f'Adding vhost "{o.name}" ...')
     status, data = c.request("PUT", f"/vhosts/{q(o.name)}", {})
     _check(status, data)
+    if status == 201:  # the API grants the acting user full permissions; rabbitmqctl does not
+        c.request("DELETE", f"/permissions/{q(o.name)}/{q(o.user)}")
     return EX_OK
+
+
+def delete_user(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    if not o.quiet:
+        out(f'Deleting user "{o.username}" ...')
+    status, data = c.request("DELETE", f"/users/{q(o.username)}")
+    if status == 404:
+        raise CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
+    _check(status, data)
+    return EX_OK
+
+
+def change_password(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    if not o.quiet:
+        out(f'Changing password for user "{o.username}" ...')
+    status, user = c.request("GET", f"/users/{q(o.username)}")
+    if status == 404:
+        raise CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
+    body = {"password": o.password_arg, "tags": ",".join(user.get("tags", []))}
+    status, data = c.request("PUT", f"/users/{q(o.username)}", body)
+    _check(status, data)
+    return EX_OK
+
+
+def delete_vhost(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    if not o.quiet:
+        out(f'Deleting vhost "{o.name}" ...')
+    status, data = c.request("DELETE", f"/vhosts/{q(o.name)}")
+    if status == 404:
+        raise CtlError(f"Virtual host '{o.name}' does not exist", EX_DATAERR)
+    _check(status, data)
+    return EX_OK
+
+
+def list_users(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    rows = [{"user": u["name"], "tags": u["tags"]} for u in c.get("/users")]
+    if o.formatter != "json":
+        for r in rows:
+            r["tags"] = "[" + ", ".join(r["tags"]) + "]"
+    emit(out, o, ["Listing users ..."], ("user", "tags"), rows)
+    return EX_OK
+
+
+def list_vhosts(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    cols = check_columns("list_vhosts", o.columns, ("name", "description", "tags", "tracing"), ("name",))
+    emit(out, o, ["Listing vhosts ..."], cols, c.get("/vhosts"))
+    return EX_OK
+
+
+def list_permissions(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    if not o.quiet and o.formatter != "json":
+        out(f'Listing permissions for vhost "{o.vhost}" ...')
+    status, rows = c.request("GET", f"/vhosts/{q(o.vhost)}/permissions")
+    if status == 404:
+        raise CtlError(f"Virtual host '{o.vhost}' does not exist", EX_DATAERR)
+    _check(status, rows)
+    emit(out, o, [], ("user", "configure", "write", "read"), rows)
+    return EX_OK
+
+
+def list_user_permissions(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    if not o.quiet and o.formatter != "json":
+        out(f'Listing permissions for user "{o.username}" ...')
+    status, rows = c.request("GET", f"/users/{q(o.username)}/permissions")
+    if status == 404:
+        raise CtlError(f'{{:no_such_user, "{o.username}"}}', EX_UNAVAILABLE)
+    _check(status, rows)
+    emit(out, o, [], ("vhost", "configure", "write", "read"), rows)
+    return EX_OK
+
+
+def clear_permissions(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
+    if not o.quiet:
+        out(f'Clearing permissions for user "{o.username}" in vhost "{o.vhost}" ...')
+    _require_user_and_vhost(c, o.username, o.vhost)
+    status, data = c.request("DELETE", f"/permissions/{q(o.vhost)}/{q(o.username)}")
+    if status != 404:
+        _check(status, data)
+    return EX_OK
+
+
+def _require_user_and_vhost(c: Client, user: str, vhost: str) -> None:
+    if not _vhost_exists(c, vhost):
+        raise CtlError(f"Virtual host {vhost} does not exist", EX_UNAVAILABLE)
+    status, _ = c.request("GET", f"/users/{q(user)}")
+    if status == 404:
+        raise CtlError(f"User {user} does not exist", EX_NOUSER)
 
 
 def import_definitions(c: Client, o: argparse.Namespace, out: Callable[[str], None]) -> int:
@@ -472,9 +562,17 @@ VERBS: dict[str, tuple[str, Callable[[Client, argparse.Namespace, Callable[[str]
     "list_policies": ("list policies of a vhost", list_policies),
     "purge_queue": ("remove every ready message from a queue", purge_queue),
     "delete_queue": ("delete a queue", delete_queue),
-    "add_user": ("create a user (hashbroker has one configured user: refused)", add_user),
+    "add_user": ("create a user", add_user),
+    "delete_user": ("delete a user (and its permissions)", delete_user),
+    "change_password": ("change a user's password", change_password),
+    "list_users": ("list users and their tags", list_users),
     "set_permissions": ("set a user's permissions in a vhost", set_permissions),
-    "add_vhost": ("create a vhost (hashbroker's vhosts are fixed: refused unless it exists)", add_vhost),
+    "clear_permissions": ("remove a user's permissions in a vhost", clear_permissions),
+    "list_permissions": ("list the permissions of a vhost", list_permissions),
+    "list_user_permissions": ("list a user's permissions", list_user_permissions),
+    "add_vhost": ("create a vhost", add_vhost),
+    "delete_vhost": ("delete a vhost (closes its connections)", delete_vhost),
+    "list_vhosts": ("list vhosts (columns: name description tags tracing)", list_vhosts),
     "import_definitions": ("import a definitions file (JSON; '-' for stdin)", import_definitions),
     "export_definitions": ("export definitions to a file ('-' for stdout)", export_definitions),
     "set_policy": ("set a policy (applied to matching exchanges and queues)", set_policy),
@@ -500,6 +598,10 @@ def add_parser(subparsers: Any) -> None:
         p.set_defaults(ctl_func=func)
         if verb in ("add_node", "remove_node"):
             p.add_argument("node", help="node name, e.g. rabbit@d")
+        elif verb in ("list_users", "list_permissions"):
+            pass
+        elif verb == "list_user_permissions":
+            p.add_argument("username")
         elif verb.startswith("list_") and verb not in ("list_policies", "list_nodes"):
             p.add_argument("columns", nargs="*", help="info items to show")
         elif verb in ("purge_queue", "delete_queue"):
@@ -507,15 +609,17 @@ def add_parser(subparsers: Any) -> None:
             if verb == "delete_queue":
                 p.add_argument("--if-unused", "-u", action="store_true", dest="if_unused")
                 p.add_argument("--if-empty", "-e", action="store_true", dest="if_empty")
-        elif verb == "add_user":
+        elif verb in ("add_user", "change_password"):
             p.add_argument("username")
             p.add_argument("password_arg", metavar="password")
+        elif verb in ("delete_user", "clear_permissions"):
+            p.add_argument("username")
         elif verb == "set_permissions":
             p.add_argument("username")
             p.add_argument("conf")
             p.add_argument("write")
             p.add_argument("read")
-        elif verb == "add_vhost":
+        elif verb in ("add_vhost", "delete_vhost"):
             p.add_argument("name")
         elif verb in ("import_definitions", "export_definitions"):
             p.add_argument("file", help="path, or '-'")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hmac
 import logging
 import os
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
     from broker.entities.vhost import VHost
     from broker.message import StoredMessage
     from broker.policy_runtime import BrokerPolicies
-    from broker.store import Store
+    from broker.store import Snapshot, Store
     from exchanges.compat import Compat
 
 log = logging.getLogger("hashbroker.server")
@@ -48,6 +47,9 @@ class Broker:
         self.management: Any = None
         self.store: Store | None = None  # issue 5: opened by start(), closed by stop()
         self._policies: BrokerPolicies | None = None
+        from broker.auth import Registry
+
+        self.auth = Registry()
 
     @property
     def policies(self) -> BrokerPolicies:
@@ -106,9 +108,12 @@ class Broker:
             durability.rebuild(self, store, snapshot)
             store.start(loop)
             durability.record_new_vhosts(self, store, snapshot)
+            self._restore_auth(snapshot)
+            self.auth.store = store
             log.info("durable state in %s (sync=%s)", store.location, self.settings.store_sync)
         else:
             store.start(loop)
+            self._restore_auth(snapshot)
         for vhost in self.vhosts.values():
             self.policies.attach(vhost)
         sock = self._server.sockets[0]
@@ -179,10 +184,73 @@ class Broker:
         self.connections.discard(conn)
 
     def check_credentials(self, user: str, password: str) -> bool:
+        return self.auth.check_credentials(user, password)
+
+    # -- users, vhosts, permissions -----------------------------------------------------------------
+
+    def _restore_auth(self, snapshot: Snapshot) -> None:
+        """Users and permissions from the store; on first boot (none stored) seed the default user
+        (administrator, all permissions on the default vhost), as RabbitMQ does on an empty node.
+        Seeded entries are written to the store (`auth.store` is set only afterwards, so set it
+        here temporarily for persistent stores)."""
+        from broker.auth import Permission, User
+
+        auth = self.auth
+        auth.users.clear()
+        auth.permissions.clear()
+        if snapshot.users:
+            for u in snapshot.users:
+                auth.users[u.name] = User(u.name, u.password_hash, tuple(u.tags), u.hashing_algorithm)
+            for p in snapshot.permissions:
+                if p.vhost in self.vhosts and p.user in auth.users:
+                    auth.permissions[(p.vhost, p.user)] = Permission(p.configure, p.write, p.read)
+            return
         s = self.settings
-        return hmac.compare_digest(user.encode(), s.default_user.encode()) and hmac.compare_digest(
-            password.encode(), s.default_pass.encode()
-        )
+        store = self.store if self.store is not None and self.store.persistent else None
+        auth.store = store
+        auth.add_user(s.default_user, s.default_pass, ("administrator",))
+        auth.set_permissions(s.default_vhost, s.default_user, ".*", ".*", ".*")
+
+    def add_vhost(self, name: str, description: str = "", tags: tuple[str, ...] = ()) -> bool:
+        """Create a vhost at run time (False when it exists); policies attach to it at once."""
+        if name in self.vhosts:
+            return False
+        from broker.entities.vhost import VHost
+
+        vhost = VHost(name, self.compat, asyncio.get_running_loop())
+        if self.store is not None and self.store.persistent:
+            from broker.store import VHostRecord
+
+            vhost.store = self.store
+            self.store.put_vhost(VHostRecord(name, description, tags))
+        self.vhosts[name] = vhost
+        self.policies.attach(vhost)
+        return True
+
+    def delete_vhost(self, name: str) -> bool:
+        """Delete a vhost: its connections are closed with 320 CONNECTION_FORCED (as RabbitMQ),
+        then its queues, exchanges, policies and permissions go (also from the store)."""
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            return False
+        from exchanges.errors import AmqpError
+
+        for conn in list(self.connections):
+            if conn.vhost_obj is vhost and not conn.closed:
+                conn.fail(AmqpError(320, f"vhost '{name}' is deleted", hard=True), (0, 0))
+        del self.vhosts[name]
+        for p in list(self.policies.list(name)):
+            self.policies.delete(name, p.name)
+        store = vhost.store
+        vhost.store = None
+        for q in list(vhost.queues.values()):
+            q.store = None
+            if not q.deleted:
+                vhost.delete_queue(q, reason="vhost deleted")
+        self.auth.forget_vhost(name)
+        if store is not None:
+            store.delete_vhost(name)
+        return True
 
     # -- direct reply-to ------------------------------------------------------------------------------
 

@@ -177,8 +177,12 @@ def test_verbs_against_hashbroker(capsys: pytest.CaptureFixture[str], tmp_path: 
         assert hashbroker_ctl(capsys, url, "add_vhost", "/")[0] == 0
         assert hashbroker_ctl(capsys, url, "set_permissions", "guest", ".*", ".*", ".*")[0] == 0
         assert hashbroker_ctl(capsys, url, "add_user", "guest", "x")[0] == 70
-        assert hashbroker_ctl(capsys, url, "add_user", "alice", "x")[0] == 70
-        assert hashbroker_ctl(capsys, url, "add_vhost", "other")[0] == 70
+        assert hashbroker_ctl(capsys, url, "add_user", "alice", "x")[0] == 0
+        assert hashbroker_ctl(capsys, url, "add_vhost", "other")[0] == 0
+        assert (
+            hashbroker_ctl(capsys, url, "set_permissions", "-p", "nosuch", "alice", ".*", ".*", ".*")[0] == 69
+        )
+        assert hashbroker_ctl(capsys, url, "set_permissions", "-p", "other", "bob", ".*", ".*", ".*")[0] == 67
         assert hashbroker_ctl(capsys, url, "delete_queue", "nope")[0] == 64
         assert hashbroker_ctl(capsys, url, "clear_policy", "nope")[0] == 69
         assert hashbroker_ctl(capsys, url, "list_queues", "bogus")[0] == 64

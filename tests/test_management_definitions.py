@@ -220,13 +220,15 @@ def test_vhost_definitions_and_import_into_a_vhost(hb: tuple[BrokerThread, str])
 def test_import_of_unsupported_definitions_is_refused_whole(hb: tuple[BrokerThread, str]) -> None:
     _, base = hb
     doc = {
-        "users": [{"name": "alice", "password_hash": "x", "tags": []}],
-        "vhosts": [{"name": "/"}, {"name": "other"}],
+        "users": [
+            {"name": "alice", "password_hash": "x", "hashing_algorithm": "rabbit_password_hashing_md5"}
+        ],
+        "parameters": [{"component": "federation-upstream", "name": "up", "vhost": "/", "value": {}}],
         "queues": [{"name": "never", "vhost": "/", "durable": False, "auto_delete": False, "arguments": {}}],
     }
     status, body, _ = http(base, "POST", "/api/definitions", doc)
     assert status == 400
-    assert "alice" in body["reason"] and "'other'" in body["reason"]
+    assert "alice" in body["reason"] and "federation-upstream/up" in body["reason"]
     _, queues, _ = http(base, "GET", "/api/queues")
     assert queues == []  # nothing was applied
 

@@ -12,7 +12,6 @@ import asyncio
 import base64
 import binascii
 import functools
-import hashlib
 import ipaddress
 import json
 import platform
@@ -21,6 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from broker import __version__
+from broker.auth import SHA256, RegexError, User, hash_password, parse_tags
 from broker.management import amqp_ops, dashboard, definitions
 from broker.management.amqp_ops import AmqpOpError, DefinitionError, Target
 from broker.management.http import Request, Response
@@ -336,18 +336,12 @@ class Api:
         ]
 
     def fmt_user(self, name: str) -> dict[str, Any]:
-        # rabbit_password_hashing_sha256: base64(salt ++ sha256(salt ++ password)), so an export
-        # imported into RabbitMQ keeps the user's password. The salt is derived from the name to
-        # keep exports stable across restarts.
-        settings = self.state.broker.settings
-        password = settings.default_pass if name == settings.default_user else ""
-        salt = hashlib.sha256(b"hashbroker-user:" + name.encode()).digest()[:4]
-        digest = hashlib.sha256(salt + password.encode()).digest()
+        u = self.state.broker.auth.users[name]
         return {
             "name": name,
-            "password_hash": base64.b64encode(salt + digest).decode(),
-            "hashing_algorithm": "rabbit_password_hashing_sha256",
-            "tags": self.state.user_tags(name),
+            "password_hash": u.password_hash,
+            "hashing_algorithm": u.hashing_algorithm,
+            "tags": list(u.tags),
             "limits": {},
         }
 
@@ -471,13 +465,27 @@ class Api:
         user = req.user
         return Response.json({"name": user, "tags": self.state.user_tags(user)})
 
+    def _perms(self, vhost: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
+        auth = self.state.broker.auth
+        return [
+            {"user": u, "vhost": v, "configure": p.configure, "write": p.write, "read": p.read}
+            for (v, u), p in auth.permissions.items()
+            if (vhost is None or v == vhost) and (user is None or u == user)
+        ]
+
     async def get_permissions(self, req: Request, segs: list[str]) -> Response:
+        return Response.json(self._perms())
+
+    async def get_user_permissions(self, req: Request, segs: list[str]) -> Response:
+        if segs[1] not in self.state.broker.auth.users:
+            return not_found()
+        return Response.json(self._perms(user=segs[1]))
+
+    async def get_vhost_permissions(self, req: Request, segs: list[str]) -> Response:
+        if not self.state.has_vhost(segs[1]):
+            return not_found()
         return Response.json(
-            [
-                {"user": u, "vhost": v, "configure": ".*", "write": ".*", "read": ".*"}
-                for u in self.state.users()
-                for v in self.state.vhost_names()
-            ]
+            [{"vhost": p["vhost"], "user": p["user"], **p} for p in self._perms(vhost=segs[1])]
         )
 
     async def get_connections(self, req: Request, segs: list[str]) -> Response:
@@ -691,6 +699,8 @@ class Api:
             return not_found()
         users = [self.fmt_user(u) for u in self.state.users()]
         doc = definitions.export(self.state, self.policies.list(), users, vhost)
+        if vhost is None:
+            doc["permissions"] = self._perms()
         headers = {}
         if _flag(req, "download") or "download" in req.query:
             name = req.query.get("download", ["definitions.json"])[-1] or "definitions.json"
@@ -714,6 +724,15 @@ class Api:
         plan = definitions.plan_import(self.state, doc, vhost)
         if plan.problems:
             return bad_request("hashbroker cannot import these definitions:\n" + "\n".join(plan.problems))
+        broker, auth = self.state.broker, self.state.broker.auth
+        for u in plan.users:  # rabbit_definitions: users, vhosts, permissions, then the rest
+            tags = parse_tags(u.get("tags", ""))
+            auth.put_user(User(str(u["name"]), str(u.get("password_hash", "")), tags))
+        for v in plan.new_vhosts:
+            if broker.add_vhost(v) and req.user in auth.users and (v, req.user) not in auth.permissions:
+                auth.set_permissions(v, req.user, ".*", ".*", ".*")
+        for p in plan.permissions:
+            auth.set_permissions(str(p["vhost"]), str(p["user"]), p["configure"], p["write"], p["read"])
         for vh in plan.vhosts():
             try:
                 await self.run(
@@ -841,37 +860,74 @@ class Api:
             return bad_request(exc.explanation)
         return Response(204)
 
-    # -- vhosts / users / permissions (single user, fixed vhosts) ------------------------------------
+    # -- vhosts / users / permissions ---------------------------------------------------------------
 
     async def put_vhost(self, req: Request, segs: list[str]) -> Response:
-        if self.state.has_vhost(segs[1]):
-            return Response(204)
-        return bad_request(f"hashbroker cannot create vhosts (vhost '{segs[1]}')")
+        body = _json_body(req) if req.body else {}
+        if isinstance(body, Response):
+            return body
+        tags = body.get("tags", ())
+        created = self.state.broker.add_vhost(
+            segs[1], str(body.get("description", "")), parse_tags(tags) if tags else ()
+        )
+        if created:  # rabbit_vhost:add grants the creating user full permissions
+            auth = self.state.broker.auth
+            if req.user in auth.users and (segs[1], req.user) not in auth.permissions:
+                auth.set_permissions(segs[1], req.user, ".*", ".*", ".*")
+        return Response(201 if created else 204)
+
+    async def delete_vhost(self, req: Request, segs: list[str]) -> Response:
+        return Response(204) if self.state.broker.delete_vhost(segs[1]) else not_found()
 
     async def put_user(self, req: Request, segs: list[str]) -> Response:
-        if segs[1] in self.state.users():
-            return Response(204)
-        return bad_request(
-            f"hashbroker has a single configured user ({', '.join(self.state.users())}); "
-            f"cannot create user '{segs[1]}'"
-        )
-
-    async def get_permission(self, req: Request, segs: list[str]) -> Response:
-        vhost, user = segs[1], segs[2]
-        if not self.state.has_vhost(vhost) or user not in self.state.users():
-            return not_found()
-        return Response.json({"user": user, "vhost": vhost, "configure": ".*", "write": ".*", "read": ".*"})
-
-    async def put_permission(self, req: Request, segs: list[str]) -> Response:
-        vhost, user = segs[1], segs[2]
-        if not self.state.has_vhost(vhost) or user not in self.state.users():
-            return bad_request(f"hashbroker cannot grant permissions to '{user}' on vhost '{vhost}'")
         body = _json_body(req)
         if isinstance(body, Response):
             return body
-        if any(body.get(k, ".*") != ".*" for k in ("configure", "write", "read")):
-            return bad_request("hashbroker does not restrict permissions: only '.*' can be set")
-        return Response(204)
+        auth = self.state.broker.auth
+        name = segs[1]
+        old = auth.users.get(name)
+        tags = parse_tags(body.get("tags", ""))
+        if "password" in body:
+            password_hash = hash_password(str(body["password"]))
+        elif "password_hash" in body:
+            password_hash = str(body["password_hash"])
+            algo = body.get("hashing_algorithm", SHA256)
+            if algo != SHA256:
+                return bad_request(f"hashbroker supports only {SHA256} password hashes")
+        elif old is not None:
+            password_hash = old.password_hash
+        else:
+            return bad_request("[{key_missing,password}]")
+        auth.put_user(User(name, password_hash, tags))
+        return Response(204 if old is not None else 201)
+
+    async def delete_user(self, req: Request, segs: list[str]) -> Response:
+        return Response(204) if self.state.broker.auth.delete_user(segs[1]) else not_found()
+
+    async def get_permission(self, req: Request, segs: list[str]) -> Response:
+        found = self._perms(vhost=segs[1], user=segs[2])
+        return Response.json(found[0]) if found else not_found()
+
+    async def put_permission(self, req: Request, segs: list[str]) -> Response:
+        vhost, user = segs[1], segs[2]
+        auth = self.state.broker.auth
+        if not self.state.has_vhost(vhost) or user not in auth.users:
+            return bad_request("vhost_or_user_not_found")
+        body = _json_body(req)
+        if isinstance(body, Response):
+            return body
+        missing = [k for k in ("configure", "write", "read") if k not in body]
+        if missing:
+            return bad_request("[" + ",".join(f"{{key_missing,{k}}}" for k in missing) + "]")
+        existed = (vhost, user) in auth.permissions
+        try:
+            auth.set_permissions(vhost, user, str(body["configure"]), str(body["write"]), str(body["read"]))
+        except RegexError as exc:
+            return bad_request(str(exc))
+        return Response(204 if existed else 201)
+
+    async def delete_permission(self, req: Request, segs: list[str]) -> Response:
+        return Response(204) if self.state.broker.auth.clear_permissions(segs[1], segs[2]) else not_found()
 
     # -- hashbroker-specific --------------------------------------------------------------------------
 
@@ -997,9 +1053,11 @@ ROUTES: list[tuple[tuple[str, ...], dict[str, Route]]] = [
     (("nodes",), {"GET": Api.get_nodes}),
     (("nodes", "*"), {"GET": Api.get_nodes}),
     (("vhosts",), {"GET": Api.get_vhosts}),
-    (("vhosts", "*"), {"GET": Api.get_vhosts, "PUT": Api.put_vhost}),
+    (("vhosts", "*"), {"GET": Api.get_vhosts, "PUT": Api.put_vhost, "DELETE": Api.delete_vhost}),
+    (("vhosts", "*", "permissions"), {"GET": Api.get_vhost_permissions}),
     (("users",), {"GET": Api.get_users}),
-    (("users", "*"), {"GET": Api.get_users, "PUT": Api.put_user}),
+    (("users", "*"), {"GET": Api.get_users, "PUT": Api.put_user, "DELETE": Api.delete_user}),
+    (("users", "*", "permissions"), {"GET": Api.get_user_permissions}),
     (("whoami",), {"GET": Api.get_whoami}),
     (("permissions",), {"GET": Api.get_permissions}),
     (("connections",), {"GET": Api.get_connections}),
@@ -1024,7 +1082,10 @@ ROUTES: list[tuple[tuple[str, ...], dict[str, Route]]] = [
     (("bindings", "*"), {"GET": Api.get_bindings}),
     (("bindings", "*", "e", "*", "*", "*"), {"GET": Api.get_binding_pair, "POST": Api.post_binding}),
     (("bindings", "*", "e", "*", "*", "*", "*"), {"GET": Api.get_binding_pair, "DELETE": Api.delete_binding}),
-    (("permissions", "*", "*"), {"GET": Api.get_permission, "PUT": Api.put_permission}),
+    (
+        ("permissions", "*", "*"),
+        {"GET": Api.get_permission, "PUT": Api.put_permission, "DELETE": Api.delete_permission},
+    ),
     (("definitions",), {"GET": Api.get_definitions, "POST": Api.post_definitions}),
     (("definitions", "*"), {"GET": Api.get_definitions, "POST": Api.post_definitions}),
     (("policies",), {"GET": Api.get_policies}),

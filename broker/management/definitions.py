@@ -7,7 +7,8 @@ per source in the order they were made, not sorted, because for x-consistent-has
 the bucket ring; re-importing the file into hashbroker rebuilds the identical ring.
 
 Import validates the whole document first and changes nothing if any part asks for something the
-broker cannot do (a second user, a new vhost, runtime parameters). Queues, exchanges and bindings
+broker cannot do (runtime parameters, unknown password hashing). Users, then vhosts, then
+permissions are created first, as rabbit_definitions does. Queues, exchanges and bindings
 are then declared over AMQP in file order; one the broker refuses (e.g. a weight that is not a
 number) stops the import with its error and leaves what was declared before it, as RabbitMQ's
 import does. Policies are stored last, only when every declaration succeeded.
@@ -113,6 +114,9 @@ class ImportPlan:
     exchanges: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     bindings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     policies: list[Policy] = field(default_factory=list)
+    users: list[dict[str, Any]] = field(default_factory=list)
+    new_vhosts: list[str] = field(default_factory=list)
+    permissions: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
 
@@ -142,22 +146,39 @@ def plan_import(state: BrokerState, doc: Any, vhost: str | None = None) -> Impor
         plan.problems.append("definitions must be a JSON object")
         return plan
     if vhost is None:
+        from broker.auth import SHA256, RegexError, validate_regex
+
         known_users = set(state.users())
         for u in _list(doc, "users", plan):
-            if u.get("name") not in known_users:
-                plan.problems.append(
-                    f"user '{u.get('name')}': hashbroker has a single configured user "
-                    f"({', '.join(sorted(known_users))}) and cannot create users"
-                )
+            if not isinstance(u.get("name"), str) or not u["name"]:
+                plan.problems.append(f"user {u!r}: lacks a name")
+            elif u.get("hashing_algorithm", SHA256) != SHA256:
+                plan.problems.append(f"user '{u['name']}': only {SHA256} password hashes are supported")
+            else:
+                plan.users.append(u)
+                known_users.add(u["name"])
         for v in _list(doc, "vhosts", plan):
-            if not state.has_vhost(str(v.get("name"))):
-                plan.problems.append(f"vhost '{v.get('name')}': hashbroker cannot create vhosts")
+            name = v.get("name")
+            if not isinstance(name, str) or not name:
+                plan.problems.append(f"vhost {v!r}: lacks a name")
+            elif not state.has_vhost(name) and name not in plan.new_vhosts:
+                plan.new_vhosts.append(name)
         for p in _list(doc, "permissions", plan):
-            if p.get("user") not in known_users or not state.has_vhost(str(p.get("vhost"))):
-                who = f"permissions of '{p.get('user')}' on '{p.get('vhost')}'"
+            who = f"permissions of '{p.get('user')}' on '{p.get('vhost')}'"
+            if p.get("user") not in known_users or not (
+                state.has_vhost(str(p.get("vhost"))) or p.get("vhost") in plan.new_vhosts
+            ):
                 plan.problems.append(f"{who}: unknown user or vhost")
-            elif (p.get("configure"), p.get("write"), p.get("read")) != (".*", ".*", ".*"):
-                plan.ignored.append(f"permissions of '{p.get('user')}' (hashbroker grants everything)")
+                continue
+            try:
+                for k in ("configure", "write", "read"):
+                    if not isinstance(p.get(k), str):
+                        raise RegexError(f"'{k}' missing")
+                    validate_regex(p[k])
+            except RegexError as exc:
+                plan.problems.append(f"{who}: {exc}")
+                continue
+            plan.permissions.append(p)
         if _list(doc, "topic_permissions", plan):
             plan.ignored.append("topic_permissions (not enforced by hashbroker)")
         if _list(doc, "global_parameters", plan):
@@ -169,7 +190,7 @@ def plan_import(state: BrokerState, doc: Any, vhost: str | None = None) -> Impor
 
     def where(item: dict[str, Any]) -> str | None:
         name = vhost if vhost is not None else str(item.get("vhost", "/"))
-        if not state.has_vhost(name):
+        if not state.has_vhost(name) and name not in plan.new_vhosts:
             plan.problems.append(f"vhost '{name}' does not exist (needed by '{item.get('name', '')}')")
             return None
         return name

@@ -193,11 +193,11 @@ class BrokerState:
         return int(self.broker.port)
 
     def users(self) -> list[str]:
-        """The broker has a single configured user (settings.default_user)."""
-        return [self.broker.settings.default_user]
+        return list(self.broker.auth.users)
 
     def user_tags(self, user: str) -> list[str]:
-        return ["administrator"] if user in self.users() else []
+        u = self.broker.auth.users.get(user)
+        return list(u.tags) if u is not None else []
 
     def check_credentials(self, user: str, password: str) -> bool:
         return bool(self.broker.check_credentials(user, password))

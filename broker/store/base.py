@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from broker.store.records import (
     BindingRecord,
     ExchangeRecord,
+    PermissionRecord,
     PolicyRecord,
     QueueRecord,
     Snapshot,
@@ -70,13 +71,21 @@ class Store(ABC):
 
     @abstractmethod
     def delete_vhost(self, name: str) -> None:
-        """Also removes every exchange, queue, binding, policy and message of the vhost."""
+        """Also removes every exchange, queue, binding, policy, permission and message of the vhost."""
 
     @abstractmethod
     def put_user(self, user: UserRecord) -> None: ...
 
     @abstractmethod
-    def delete_user(self, name: str) -> None: ...
+    def delete_user(self, name: str) -> None:
+        """Also removes the user's permissions."""
+
+    @abstractmethod
+    def put_permission(self, permission: PermissionRecord) -> None:
+        """Insert or replace (same vhost + user)."""
+
+    @abstractmethod
+    def delete_permission(self, vhost: str, user: str) -> None: ...
 
     @abstractmethod
     def put_policy(self, policy: PolicyRecord) -> None:
@@ -182,6 +191,12 @@ class NullStore(Store):
         pass
 
     def delete_user(self, name: str) -> None:
+        pass
+
+    def put_permission(self, permission: PermissionRecord) -> None:
+        pass
+
+    def delete_permission(self, vhost: str, user: str) -> None:
         pass
 
     def put_policy(self, policy: PolicyRecord) -> None:

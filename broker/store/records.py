@@ -31,6 +31,17 @@ class UserRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PermissionRecord:
+    """A user's configure/write/read regexes in one vhost."""
+
+    vhost: str
+    user: str
+    configure: str = ".*"
+    write: str = ".*"
+    read: str = ".*"
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyRecord:
     """A user policy as `broker.policy.PolicyStore.set` takes it; `definition` is its JSON text."""
 
@@ -105,6 +116,7 @@ class Snapshot:
 
     vhosts: list[VHostRecord] = field(default_factory=list)
     users: list[UserRecord] = field(default_factory=list)
+    permissions: list[PermissionRecord] = field(default_factory=list)
     policies: list[PolicyRecord] = field(default_factory=list)
     exchanges: list[ExchangeRecord] = field(default_factory=list)
     queues: list[QueueRecord] = field(default_factory=list)

@@ -45,6 +45,7 @@ from broker.store.records import (
     BindingRecord,
     ExchangeRecord,
     MessageRecord,
+    PermissionRecord,
     PolicyRecord,
     QueueRecord,
     Snapshot,
@@ -65,12 +66,20 @@ Sync = Literal["normal", "full"]
 Check = Literal["quick", "full", "none"]
 Op = tuple[str, tuple[Any, ...]]
 
+PERMISSIONS_TABLE = """CREATE TABLE IF NOT EXISTS permissions (
+    id INTEGER PRIMARY KEY, vhost BLOB NOT NULL, user TEXT NOT NULL, configure TEXT NOT NULL,
+    write TEXT NOT NULL, read TEXT NOT NULL, UNIQUE (vhost, user))"""
+"""Added after schema version 1 shipped: created on open when an older store lacks it."""
+
 SCHEMA = """
 CREATE TABLE vhosts (
     id INTEGER PRIMARY KEY, name BLOB NOT NULL UNIQUE, description TEXT NOT NULL, tags TEXT NOT NULL);
 CREATE TABLE users (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, password_hash TEXT NOT NULL,
     hashing_algorithm TEXT NOT NULL, tags TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS permissions (
+    id INTEGER PRIMARY KEY, vhost BLOB NOT NULL, user TEXT NOT NULL, configure TEXT NOT NULL,
+    write TEXT NOT NULL, read TEXT NOT NULL, UNIQUE (vhost, user));
 CREATE TABLE policies (
     id INTEGER PRIMARY KEY, vhost BLOB NOT NULL, name TEXT NOT NULL, pattern TEXT NOT NULL,
     definition TEXT NOT NULL, priority INTEGER NOT NULL, apply_to TEXT NOT NULL, UNIQUE (vhost, name));
@@ -104,6 +113,11 @@ TABLES = frozenset(
 _PUT_VHOST = (
     "INSERT INTO vhosts (name, description, tags) VALUES (?, ?, ?) "
     "ON CONFLICT (name) DO UPDATE SET description = excluded.description, tags = excluded.tags"
+)
+_PUT_PERMISSION = (
+    "INSERT INTO permissions (vhost, user, configure, write, read) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (vhost, user) DO UPDATE SET configure = excluded.configure, write = excluded.write, "
+    "read = excluded.read"
 )
 _PUT_USER = (
     "INSERT INTO users (name, password_hash, hashing_algorithm, tags) VALUES (?, ?, ?, ?) "
@@ -223,6 +237,12 @@ class SqliteStore(Store):
             conn = _connect(path, sync)
             if not existing:
                 _create_schema(conn, path)
+            else:
+                try:
+                    conn.execute(PERMISSIONS_TABLE)
+                except sqlite3.Error as exc:
+                    conn.close()
+                    raise StoreError(f"{path}: cannot add the permissions table ({exc})") from None
             return cls(directory, conn, lock_file)
         except BaseException:
             if lock_file is not None:
@@ -243,6 +263,10 @@ class SqliteStore(Store):
                 "SELECT name, password_hash, hashing_algorithm, tags FROM users ORDER BY id"
             ):
                 snap.users.append(UserRecord(name, pw, algo, tuple(json.loads(tags))))
+            for vhost, user, conf, write, read in c.execute(
+                "SELECT vhost, user, configure, write, read FROM permissions ORDER BY id"
+            ):
+                snap.permissions.append(PermissionRecord(_s(vhost), user, conf, write, read))
             for vhost, name, pattern, definition, priority, apply_to in c.execute(
                 "SELECT vhost, name, pattern, definition, priority, apply_to FROM policies ORDER BY id"
             ):
@@ -378,6 +402,7 @@ class SqliteStore(Store):
                 ("DELETE FROM queues WHERE vhost = ?", v),
                 ("DELETE FROM exchanges WHERE vhost = ?", v),
                 ("DELETE FROM policies WHERE vhost = ?", v),
+                ("DELETE FROM permissions WHERE vhost = ?", v),
                 ("DELETE FROM vhosts WHERE name = ?", v),
             ]
         )
@@ -393,7 +418,19 @@ class SqliteStore(Store):
         )
 
     def delete_user(self, name: str) -> None:
-        self._submit([("DELETE FROM users WHERE name = ?", (name,))])
+        self._submit(
+            [
+                ("DELETE FROM permissions WHERE user = ?", (name,)),
+                ("DELETE FROM users WHERE name = ?", (name,)),
+            ]
+        )
+
+    def put_permission(self, permission: PermissionRecord) -> None:
+        p = permission
+        self._submit([(_PUT_PERMISSION, (_b(p.vhost), p.user, p.configure, p.write, p.read))])
+
+    def delete_permission(self, vhost: str, user: str) -> None:
+        self._submit([("DELETE FROM permissions WHERE vhost = ? AND user = ?", (_b(vhost), user))])
 
     def put_policy(self, policy: PolicyRecord) -> None:
         p = policy

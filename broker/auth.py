@@ -1,0 +1,160 @@
+"""Users, password hashes and per-vhost permissions, as rabbit_auth_backend_internal keeps them.
+
+Passwords are stored as rabbit_password_hashing_sha256 hashes: base64(salt ++ sha256(salt ++ password))
+with a 4-byte salt, so hashes move between hashbroker and RabbitMQ through definitions files.
+Permissions are three regular expressions (configure, write, read) per (vhost, user); a resource is
+allowed when the regex *searches* its name (not anchored, as Erlang's `re:run`), and an empty regex
+allows only the empty name (RabbitMQ reads "" as "^$"). The default exchange is checked as
+'amq.default', as rabbit_access_control does.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from exchanges.errors import AmqpError
+
+if TYPE_CHECKING:
+    from broker.store import Store
+
+SHA256 = "rabbit_password_hashing_sha256"
+
+
+def hash_password(password: str, salt: bytes | None = None) -> str:
+    salt = os.urandom(4) if salt is None else salt
+    return base64.b64encode(salt + hashlib.sha256(salt + password.encode()).digest()).decode()
+
+
+def check_password(password_hash: str, password: str) -> bool:
+    try:
+        raw = base64.b64decode(password_hash, validate=True)
+    except ValueError:
+        return False
+    if len(raw) < 5:
+        return False
+    salt, digest = raw[:4], raw[4:]
+    return hmac.compare_digest(hashlib.sha256(salt + password.encode()).digest(), digest)
+
+
+def parse_tags(tags: object) -> tuple[str, ...]:
+    """Tags as the management API takes them: "a,b" or ["a", "b"]."""
+    if isinstance(tags, list):
+        return tuple(str(t).strip() for t in tags if str(t).strip())
+    return tuple(t.strip() for t in str(tags or "").split(",") if t.strip())
+
+
+@dataclass
+class User:
+    name: str
+    password_hash: str
+    tags: tuple[str, ...] = ()
+    hashing_algorithm: str = SHA256
+
+
+def _compile(regex: str) -> re.Pattern[str]:
+    return re.compile(regex or "^$")
+
+
+@dataclass
+class Permission:
+    configure: str
+    write: str
+    read: str
+    _compiled: dict[str, re.Pattern[str]] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for kind in ("configure", "write", "read"):
+            self._compiled[kind] = _compile(getattr(self, kind))
+
+    def allows(self, kind: str, name: str) -> bool:
+        return self._compiled[kind].search(name) is not None
+
+
+class RegexError(ValueError):
+    pass
+
+
+def validate_regex(regex: str) -> None:
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        raise RegexError(f"invalid regular expression '{regex}': {exc}") from None
+
+
+class Registry:
+    """The broker's users and permissions; every change is written to `store` when one is set."""
+
+    def __init__(self) -> None:
+        self.users: dict[str, User] = {}
+        self.permissions: dict[tuple[str, str], Permission] = {}  # (vhost, user)
+        self.store: Store | None = None
+
+    # -- users --------------------------------------------------------------------------------------
+
+    def put_user(self, user: User) -> None:
+        self.users[user.name] = user
+        if self.store is not None:
+            from broker.store import UserRecord
+
+            self.store.put_user(UserRecord(user.name, user.password_hash, user.hashing_algorithm, user.tags))
+
+    def add_user(self, name: str, password: str, tags: tuple[str, ...] = ()) -> User:
+        user = User(name, hash_password(password), tags)
+        self.put_user(user)
+        return user
+
+    def delete_user(self, name: str) -> bool:
+        if self.users.pop(name, None) is None:
+            return False
+        for key in [k for k in self.permissions if k[1] == name]:
+            del self.permissions[key]
+        if self.store is not None:
+            self.store.delete_user(name)
+        return True
+
+    def change_password(self, name: str, password: str) -> None:
+        u = self.users[name]
+        self.put_user(User(name, hash_password(password), u.tags, SHA256))
+
+    def check_credentials(self, name: str, password: str) -> bool:
+        u = self.users.get(name)
+        return u is not None and bool(u.password_hash) and check_password(u.password_hash, password)
+
+    # -- permissions --------------------------------------------------------------------------------
+
+    def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> None:
+        for regex in (configure, write, read):
+            validate_regex(regex)
+        self.permissions[(vhost, user)] = Permission(configure, write, read)
+        if self.store is not None:
+            from broker.store import PermissionRecord
+
+            self.store.put_permission(PermissionRecord(vhost, user, configure, write, read))
+
+    def clear_permissions(self, vhost: str, user: str) -> bool:
+        if self.permissions.pop((vhost, user), None) is None:
+            return False
+        if self.store is not None:
+            self.store.delete_permission(vhost, user)
+        return True
+
+    def forget_vhost(self, vhost: str) -> None:
+        """The vhost is gone: drop its permissions (the store drops them with the vhost)."""
+        for key in [k for k in self.permissions if k[0] == vhost]:
+            del self.permissions[key]
+
+    def check(self, user: str, vhost: str, kind: str, resource: str, name: str) -> None:
+        """Raise RabbitMQ's 403 unless `user` may `kind` (configure/write/read) the resource."""
+        if resource == "exchange" and name == "":
+            name = "amq.default"
+        p = self.permissions.get((vhost, user))
+        if p is None or not p.allows(kind, name):
+            raise AmqpError(
+                403, f"access to {resource} '{name}' in vhost '{vhost}' refused for user '{user}'"
+            )
