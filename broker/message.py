@@ -14,6 +14,7 @@ from typing import Any
 
 from broker.protocol import properties as P
 from exchanges.base import Message
+from exchanges.erlang_format import ESCAPES, printable_latin1
 from exchanges.errors import AmqpError
 from exchanges.fields import FieldTable
 
@@ -147,17 +148,6 @@ class RoutingView(Message):
 MAX_EXPIRY_MS = 315_360_000_000  # rabbit_misc:check_expiry: ten years
 _ERL_INTEGER = re.compile(rb"[+-]?[0-9]+")
 _LINE_LENGTH = 80  # io_lib_pretty's default line length for ~p
-_ERL_ESCAPES = {
-    0x22: b'\\"',
-    0x5C: b"\\\\",
-    0x0A: b"\\n",
-    0x0D: b"\\r",
-    0x09: b"\\t",
-    0x0B: b"\\v",
-    0x08: b"\\b",
-    0x0C: b"\\f",
-    0x1B: b"\\e",
-}
 
 
 def parse_expiration(value: str) -> int:
@@ -197,11 +187,6 @@ def _column(text: bytes) -> int:
     return col
 
 
-def _erl_printable(data: bytes) -> bool:
-    """io_lib:printable_latin1_list: what ~p prints as a "string" rather than a list of integers."""
-    return all(32 <= c <= 126 or c >= 160 or c in _ERL_ESCAPES for c in data)
-
-
 def erl_pretty_tagged(tag: str, value: int | bytes, col: int) -> bytes:
     """~p of `{Tag, Value}` (an integer or a byte list) printed at column `col`, as io_lib_pretty does.
 
@@ -215,8 +200,8 @@ def erl_pretty_tagged(tag: str, value: int | bytes, col: int) -> bytes:
         if col + len(one) < _LINE_LENGTH - 1:
             return one
         return head + b"\n" + b" " * (col + 1) + str(value).encode() + b"}"
-    if _erl_printable(value):
-        body = b'"' + b"".join(_ERL_ESCAPES.get(c, bytes((c,))) for c in value) + b'"'
+    if printable_latin1(value):
+        body = b'"' + b"".join(ESCAPES.get(c, bytes((c,))) for c in value) + b'"'
         one = head + body + b"}"
         if col + len(one) < _LINE_LENGTH - 1:
             return one

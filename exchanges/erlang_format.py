@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-_ESCAPES = {
+ESCAPES = {
     0x0A: b"\\n",
     0x0D: b"\\r",
     0x09: b"\\t",
@@ -26,7 +26,12 @@ _ESCAPES = {
 
 def _printable_latin1(code: int) -> bool:
     """io_lib:printable_latin1_list for one character."""
-    return 0x20 <= code <= 0x7E or 0xA0 <= code <= 0xFF or code in _ESCAPES
+    return 0x20 <= code <= 0x7E or 0xA0 <= code <= 0xFF or code in ESCAPES
+
+
+def printable_latin1(data: bytes) -> bool:
+    """io_lib:printable_latin1_list over a binary's bytes: ~p then prints it as a string."""
+    return all(_printable_latin1(b) for b in data)
 
 
 def format_binary_p(value: bytes) -> bytes:
@@ -34,7 +39,7 @@ def format_binary_p(value: bytes) -> bytes:
     if not value:
         return b"<<>>"
     if all(_printable_latin1(b) for b in value):
-        return b'<<"' + b"".join(_ESCAPES.get(b, bytes((b,))) for b in value) + b'">>'
+        return b'<<"' + b"".join(ESCAPES.get(b, bytes((b,))) for b in value) + b'">>'
     return b"<<" + b",".join(str(b).encode() for b in value) + b">>"
 
 

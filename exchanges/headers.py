@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from exchanges.base import Binding, Destination, ExchangeType, Message
-from exchanges.erlang_format import erlang_float
+from exchanges.erlang_format import erlang_float, format_binary_p, printable_latin1
 from exchanges.errors import precondition_failed
 from exchanges.fields import Field, FieldTable
 from exchanges.registry import register
@@ -286,17 +286,6 @@ class HeadersExchange(ExchangeType):
 # can decode to; the column matters because continuation lines are indented to it.
 
 _LINE = 80
-_ESCAPES: Final = {
-    0x22: '\\"',
-    0x5C: "\\\\",
-    0x0A: "\\n",
-    0x0D: "\\r",
-    0x09: "\\t",
-    0x0B: "\\v",
-    0x08: "\\b",
-    0x0C: "\\f",
-    0x1B: "\\e",
-}
 
 
 class _NoGood(Exception):
@@ -365,8 +354,8 @@ def _layout(term: ErlangTerm) -> _Layout:
 def _layout_binary(value: bytes) -> _Layout:
     if not value:
         return _Layout("text", 4, text="<<>>")
-    if all(0x20 <= b <= 0x7E or 0xA0 <= b <= 0xFF or b in _ESCAPES for b in value):
-        text = '<<"' + "".join(_ESCAPES.get(b, chr(b)) for b in value) + '">>'
+    if printable_latin1(value):
+        text = format_binary_p(value).decode("latin-1")
         return _Layout("text", len(text), text=text)
     parts = tuple(str(b) for b in value)
     return _Layout("bin", 4 + sum(map(len, parts)) + len(parts) - 1, parts=parts)
