@@ -79,23 +79,27 @@ class Broker:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        # -- store (issue 5): open before listening, so a refused data dir never accepts clients
+        # Listen first: the kernel queues early connections while the store opens and the exchange
+        # types (the slowest import) load. No client is served before the rebuild below finishes:
+        # there is no await between here and the end of the rebuild.
+        self._server = await loop.create_server(
+            self._protocol_factory, self.settings.host, self.settings.port, reuse_address=True
+        )
+        # -- store (issue 5): a refused data dir closes the listener before any client is served
         from broker.store import NULL_DATA_DIR, open_store
 
         data_dir = self.settings.data_dir or NULL_DATA_DIR
-        store = self.store = open_store(data_dir, sync=self.settings.store_sync)
+        try:
+            store = self.store = open_store(data_dir, sync=self.settings.store_sync)
+        except BaseException:
+            self._server.close()
+            self._server = None
+            raise
         try:
             snapshot = store.load()
         except BaseException:
-            await store.close()
-            raise
-        # Listen first: the kernel queues early connections while the exchange types (the
-        # slowest import) load, so clients can connect as soon as possible after start-up.
-        try:
-            self._server = await loop.create_server(
-                self._protocol_factory, self.settings.host, self.settings.port, reuse_address=True
-            )
-        except BaseException:
+            self._server.close()
+            self._server = None
             await store.close()
             raise
         from broker.entities.vhost import VHost
