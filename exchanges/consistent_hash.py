@@ -24,7 +24,7 @@ from typing import Any
 from exchanges.base import Binding, Destination, ExchangeType, Message
 from exchanges.compat import WEIGHT_CAP
 from exchanges.erlang_format import format_term
-from exchanges.erlang_terms import UNDEFINED, make_hash2_binary, phash2, phash2_binary
+from exchanges.erlang_terms import UNDEFINED, phash2, phash2_binary
 from exchanges.errors import internal_error, precondition_failed
 from exchanges.fields import FieldTable
 from exchanges.hash_terms import field_value_term, key_bytes, property_term, typed_field_term
@@ -131,8 +131,7 @@ class ConsistentHashExchange(ExchangeType):
         routing_key = message.routing_keys[0]
         bucket = self._bucket_of_key.get(routing_key)
         if bucket is None:
-            k = make_hash2_binary(routing_key.encode("utf-8", "surrogateescape")) & 0x7FFFFFF
-            bucket = self._ring.bucket(k)
+            bucket = self._ring.bucket(self.hash_key(message))
             remember_key(self._bucket_of_key, routing_key, bucket)
         return [ring[bucket]]
 
