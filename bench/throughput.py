@@ -47,7 +47,8 @@ def hashbroker_cmd() -> list[str]:
 
 
 def start_serve(port: int) -> tuple[subprocess.Popen[bytes], float]:
-    """Start `hashbroker serve` and return it with the seconds until its port accepted a connection."""
+    """Start `hashbroker serve` and return it with the seconds until it answered an AMQP protocol
+    header with Connection.Start (listening and serving)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [*hashbroker_cmd(), "serve", "--host", "127.0.0.1", "--port", str(port)],
@@ -59,8 +60,13 @@ def start_serve(port: int) -> tuple[subprocess.Popen[bytes], float]:
         if proc.poll() is not None:
             raise RuntimeError(f"hashbroker serve exited with {proc.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, time.perf_counter() - t0
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
+                # Ready means serving, not just a bound socket: the broker answers the protocol
+                # header with Connection.Start (a method frame, type 1, channel 0).
+                sock.settimeout(10)
+                sock.sendall(b"AMQP\x00\x00\x09\x01")
+                if sock.recv(1)[:1] == b"\x01":
+                    return proc, time.perf_counter() - t0
         except OSError:
             time.sleep(0.01)
     proc.kill()

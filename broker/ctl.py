@@ -23,8 +23,6 @@ import base64
 import json
 import os
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -73,6 +71,11 @@ class Client:
         self.timeout = timeout
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        # Imported here: urllib.request pulls in http.client, email and ssl (~40 ms, ~3 MB), which
+        # `hashbroker serve` (it builds this module's parser) should not pay for.
+        import urllib.error
+        import urllib.request
+
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + "/api" + path, data=data, method=method)
         req.add_header("authorization", self.auth)

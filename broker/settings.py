@@ -1,28 +1,34 @@
 """Broker configuration: defaults < config file (TOML/JSON) < HASHBROKER_* environment < explicit overrides.
 
-pydantic-settings gives env parsing and validation; the config file is read here (not by a
-pydantic-settings file source) so that one `--config` path can be either TOML or JSON.
+A plain pydantic model validates every source; the environment is read here rather than by
+pydantic-settings, whose import alone cost ~5 MB of resident memory and ~40 ms before the broker
+could listen (issue 3's idle-RSS and time-to-listen targets). The rules are pydantic-settings'
+defaults: `HASHBROKER_<FIELD>` matched case-insensitively, list fields given as JSON, other
+`HASHBROKER_*` variables ignored.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
+ENV_PREFIX = "HASHBROKER_"
 
-class Settings(BaseSettings):
+
+class Settings(BaseModel):
     """Everything `hashbroker serve`, `Broker` and `BrokerThread` can be told.
 
     Limits mirror RabbitMQ's defaults so clients negotiate the same values against either broker.
     """
 
-    model_config = SettingsConfigDict(env_prefix="HASHBROKER_", extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     host: str = "127.0.0.1"
     port: int = Field(default=5672, ge=0, le=65535)
@@ -44,7 +50,7 @@ class Settings(BaseSettings):
     store_sync: Literal["normal", "full"] = "normal"
     """"normal" survives a killed broker; "full" also fsyncs every commit (power loss)."""
     # issue 4: emulated cluster node names (the first is the local node) and PIP-392 selection
-    nodes: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["rabbit@localhost"])
+    nodes: list[str] = Field(default_factory=lambda: ["rabbit@localhost"])
     """HASHBROKER_NODES: "rabbit@a,rabbit@b" (as `--nodes`) or a JSON list."""
     active_consumer_selection: Literal["first", "consistent-hash"] = "first"
 
@@ -67,33 +73,39 @@ class Settings(BaseSettings):
         return value
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Explicit arguments (CLI flags, Broker(**overrides)) beat the environment.
-        return (init_settings, env_settings)
-
-    @classmethod
     def load(cls, config_file: str | Path | None = None, **overrides: Any) -> Settings:
         """Build settings from an optional config file, the environment and `overrides`.
 
-        File values sit below the environment: they are applied only for keys neither the
-        environment nor `overrides` set. `None` overrides are ignored so argparse defaults of
-        None mean "not given".
+        `None` overrides are ignored so argparse defaults of None mean "not given".
         """
         given = {k: v for k, v in overrides.items() if v is not None}
-        base = cls(**given)
-        if config_file is None:
-            return base
-        file_values = read_config_file(config_file)
-        explicit = base.model_fields_set
-        merged = {k: v for k, v in file_values.items() if k not in explicit}
-        return cls(**{**merged, **given}) if merged else base
+        file_values = read_config_file(config_file) if config_file is not None else {}
+        return cls(**{**file_values, **environment_values(os.environ), **given})
+
+
+_JSON_FIELDS = frozenset({"loopback_users"})
+"""List fields whose environment value is JSON (pydantic-settings' rule for complex types);
+`nodes` has its own comma-or-JSON validator."""
+
+
+def environment_values(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The `HASHBROKER_<FIELD>` variables that name a settings field (case-insensitive)."""
+    fields = Settings.model_fields
+    values: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        field = name[len(ENV_PREFIX) :].lower()
+        if field not in fields:
+            continue
+        if field in _JSON_FIELDS:
+            try:
+                values[field] = json.loads(raw)
+            except ValueError as exc:
+                raise ValueError(f"{name} must be a JSON list: {exc}") from None
+        else:
+            values[field] = raw
+    return values
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
