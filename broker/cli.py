@@ -12,8 +12,12 @@ import logging
 import sys
 from collections.abc import Sequence
 
+CTL_HELP = "rabbitmqctl-style commands against a running broker's management API"
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `hashbroker` parser; `command` (argv's first word, when known) lets `serve` and `demo`
+    skip building ctl's ~30 verb parsers and importing its module, which they never use."""
     parser = argparse.ArgumentParser(prog="hashbroker", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the AMQP 0-9-1 broker")
@@ -56,9 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--messages", type=int, default=100_000, help=argparse.SUPPRESS)
     demo.set_defaults(func=cmd_demo)
-    from broker import ctl
+    if command in ("serve", "demo"):
+        sub.add_parser("ctl", help=CTL_HELP)
+    else:
+        from broker import ctl
 
-    ctl.add_parser(sub)
+        ctl.add_parser(sub)
     return parser
 
 
@@ -119,8 +126,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(words[0] if words else None)
+    args = parser.parse_args(words)
     return int(args.func(args))
 
 

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from broker.cli import CTL_HELP
+
 DEFAULT_URL = "http://127.0.0.1:15672"
 EX_OK, EX_USAGE, EX_DATAERR, EX_NOUSER, EX_UNAVAILABLE, EX_SOFTWARE = 0, 64, 65, 67, 69, 70
 
@@ -592,7 +594,7 @@ def add_parser(subparsers: Any) -> None:
     ctl = subparsers.add_parser(
         "ctl",
         parents=[common],
-        help="rabbitmqctl-style commands against a running broker's management API",
+        help=CTL_HELP,
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     verbs = ctl.add_subparsers(dest="ctl_verb", required=True, metavar="VERB")
