@@ -91,6 +91,10 @@ class Channel:
         self._pending: tuple[str, str, bool] | None = None  # exchange, routing key, mandatory
         self._expect = 0  # 0 method, FRAME_HEADER, FRAME_BODY
         self._props = b""
+        # exchanges this channel was allowed to write to, valid while the registry's version holds
+        self._auth = conn.broker.auth
+        self._auth_version = -1
+        self._may_write: set[str] = set()
         self._body_size = 0
         self._body_parts: list[bytes] = []
         self._body_got = 0
@@ -255,13 +259,26 @@ class Channel:
         if pending is None:  # content of a publish received while closing
             return
         exchange, rk, mandatory = pending
-        props = self._props
+        self.publish(exchange, rk, mandatory, self._props, body)
+
+    def publish(self, exchange: str, rk: str, mandatory: bool, props: bytes, body: bytes) -> None:
+        """A complete basic.publish: `props` are the content header's property bytes as received."""
         if len(body) > MAX_MESSAGE_SIZE:
             raise AmqpError(
                 406, f"message size {len(body)} is larger than configured max size {MAX_MESSAGE_SIZE}"
             )
         vhost = self.vhost
-        self.conn.check_access("write", "exchange", exchange)
+        # write permission: a granted decision is remembered per exchange name until the registry
+        # changes (any user or permission change bumps its version); a refusal is never cached
+        auth = self._auth
+        if auth.version != self._auth_version:
+            self._may_write.clear()
+            self._auth_version = auth.version
+        if exchange not in self._may_write:
+            self.conn.check_access("write", "exchange", exchange)
+            if len(self._may_write) >= 256:
+                self._may_write.clear()
+            self._may_write.add(exchange)
         x = vhost.exchanges.get(exchange)
         if x is None:
             raise AmqpError(404, f"no exchange '{exchange}' in vhost '{vhost.name}'")
