@@ -315,21 +315,23 @@ class Channel:
 
     def _deliver_publish(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
         vhost = self.vhost
-        hooks = vhost.hooks
-        if x.type_name == "x-delayed-message" and hooks is not None and hooks.hold_delayed(vhost, x, msg):
-            # issue 4: held for x-delay ms; the plugin routes to nothing now, so mandatory returns
-            if mandatory:
-                self._send_return(msg)
-            if seq:
-                self._confirm(seq, True)
-            return
-        if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
-            delivered = self.conn.broker.deliver_reply(msg)
-            if not delivered and mandatory:
-                self._send_return(msg)
-            if seq:
-                self._confirm(seq, True)
-            return
+        if x.impl is None:  # the default exchange (type direct: never delayed)
+            if msg.routing_key.startswith(REPLY_TO_PREFIX):
+                delivered = self.conn.broker.deliver_reply(msg)
+                if not delivered and mandatory:
+                    self._send_return(msg)
+                if seq:
+                    self._confirm(seq, True)
+                return
+        elif x.type_name == "x-delayed-message":
+            hooks = vhost.hooks
+            if hooks is not None and hooks.hold_delayed(vhost, x, msg):
+                # issue 4: held for x-delay ms; the plugin routes to nothing now, so mandatory returns
+                if mandatory:
+                    self._send_return(msg)
+                if seq:
+                    self._confirm(seq, True)
+                return
         queues = vhost.route(x, msg)
         if not queues:
             if mandatory:
@@ -339,8 +341,15 @@ class Channel:
             return
         if msg.has_bcc:
             msg = msg.strip_bcc()
-        if vhost.store is not None:  # store: persist before enqueueing, confirm after the commit
-            self._deliver_durable(msg, queues, seq)
+        if vhost.store is not None:
+            for q in queues:
+                if q.store is not None:  # store: persist before enqueueing, confirm after the commit
+                    self._deliver_durable(msg, queues, seq)
+                    return
+        if len(queues) == 1 and queues[0].overflow == "drop-head":
+            queues[0].enqueue(msg)
+            if seq:
+                self._confirm(seq, True)
             return
         rejected = False
         size = len(msg.body)
