@@ -89,7 +89,7 @@ class Channel:
         self.closing = False  # sent channel.close, waiting for close-ok
         # content assembly
         self._pending: tuple[str, str, bool] | None = None  # exchange, routing key, mandatory
-        self._expect = 0  # 0 method, FRAME_HEADER, FRAME_BODY
+        self.expect = 0  # 0 method, FRAME_HEADER, FRAME_BODY
         self._props = b""
         # exchanges this channel was allowed to write to, valid while the registry's version holds
         self._auth = conn.broker.auth
@@ -161,7 +161,7 @@ class Channel:
         frames name the basic.publish they complete, and a content frame no method is waiting for
         names nothing (0, 0).
         """
-        expect = self._expect
+        expect = self.expect
         if expect == 0:
             if ftype != FRAME_METHOD:
                 self.method_ids = (0, 0)
@@ -202,10 +202,10 @@ class Channel:
             self._props = payload[12:]
             self._body_size = size
             if size == 0:
-                self._expect = 0
+                self.expect = 0
                 self._complete_publish(b"")
             else:
-                self._expect = FRAME_BODY
+                self.expect = FRAME_BODY
                 self._body_parts = []
                 self._body_got = 0
             return
@@ -214,7 +214,7 @@ class Channel:
             raise AmqpError(505, "expected content body, got non content body frame instead")
         self._body_got += len(payload)
         if self._body_got == self._body_size:
-            self._expect = 0
+            self.expect = 0
             if self._body_parts:
                 self._body_parts.append(payload)
                 body = b"".join(self._body_parts)
@@ -244,12 +244,12 @@ class Channel:
             raise AmqpError(501, f"cannot decode {payload[4:]!r}") from None
         if self.closing:
             self._pending = None
-            self._expect = FRAME_HEADER
+            self.expect = FRAME_HEADER
             return
         if bits & 2:
             raise AmqpError(540, "immediate=true", hard=True)
         self._pending = (exchange, rk, bool(bits & 1))
-        self._expect = FRAME_HEADER
+        self.expect = FRAME_HEADER
 
     # -- publishing -------------------------------------------------------------------------------
 

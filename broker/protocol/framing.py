@@ -71,14 +71,40 @@ class FrameReader:
     the stream is out of sync and the caller must close the connection.
     """
 
-    __slots__ = ("_buf", "frame_max")
+    __slots__ = ("_buf", "_need", "frame_max")
 
     def __init__(self, frame_max: int = FRAME_MIN_SIZE) -> None:
         self._buf = bytearray()
+        self._need = 0  # bytes the buffered incomplete frame needs before anything can be parsed
         self.frame_max = frame_max
 
     def feed(self, data: bytes) -> None:
         self._buf += data
+
+    def gather(self, data: bytes) -> bytes | None:
+        """Received `data` behind whatever is buffered, as one immutable chunk to parse.
+
+        None while the buffered frame is still incomplete (the bytes are kept), so a large frame
+        arriving in many reads is joined once rather than re-copied per read. The caller parses
+        complete frames from the chunk and hands the incomplete tail back with `keep`.
+        """
+        buf = self._buf
+        if not buf:
+            return data
+        buf += data
+        if len(buf) < self._need:
+            return None
+        out = bytes(buf)
+        buf.clear()
+        return out
+
+    def keep(self, data: bytes, pos: int) -> None:
+        """Buffer data[pos:] (at most one incomplete frame) for the next `gather`."""
+        rest = len(data) - pos
+        if rest <= 0:
+            return
+        self._buf += memoryview(data)[pos:]
+        self._need = 7 if rest < 7 else _HDR.unpack_from(data, pos)[2] + EMPTY_FRAME_SIZE
 
     @property
     def buffered(self) -> int:
