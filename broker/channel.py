@@ -316,13 +316,21 @@ class Channel:
     def _deliver_publish(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
         vhost = self.vhost
         if x.impl is None:  # the default exchange (type direct: never delayed)
-            if msg.routing_key.startswith(REPLY_TO_PREFIX):
+            rk = msg.routing_key
+            if rk.startswith(REPLY_TO_PREFIX):
                 delivered = self.conn.broker.deliver_reply(msg)
                 if not delivered and mandatory:
                     self._send_return(msg)
                 if seq:
                     self._confirm(seq, True)
                 return
+            if msg.extra_keys is None:  # one key: the queue of that name, if any
+                q = vhost.queues.get(rk)
+                if q is not None and q.store is None and q.overflow == "drop-head":
+                    q.enqueue(msg)
+                    if seq:
+                        self._confirm(seq, True)
+                    return
         elif x.type_name == "x-delayed-message":
             hooks = vhost.hooks
             if hooks is not None and hooks.hold_delayed(vhost, x, msg):

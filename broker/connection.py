@@ -51,7 +51,7 @@ CLOSE_OK_TIMEOUT = 1.0
 SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds)
 _S64 = struct.Struct(">Q")
 _HDR = struct.Struct(">BHI")
-_CONTENT_HEAD = struct.Struct(">HHQ")
+_HEADER_FRAME = struct.Struct(">BHIHHQ")  # frame header + content header's class, weight, body size
 _PUBLISH_HEAD = b"\x00\x3c\x00\x28"  # basic.publish method ids
 _PUBLISH_IDS = (60, 40)
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
@@ -263,14 +263,18 @@ class Connection:
         h = mstop + 1
         if end - h < 22:  # header frame: 7 + at least 14 payload octets + end marker
             return 0
-        ftype, channel, hsize = _HDR.unpack_from(data, h)
-        if ftype != FRAME_HEADER or channel != number or hsize < 14 or (limit and hsize > limit):
+        ftype, channel, hsize, class_id, weight, body_size = _HEADER_FRAME.unpack_from(data, h)
+        if (
+            ftype != FRAME_HEADER
+            or channel != number
+            or class_id != 60
+            or weight
+            or hsize < 14
+            or (limit and hsize > limit)
+        ):
             return 0
         hstop = h + 7 + hsize
         if hstop >= end or data[hstop] != FRAME_END:
-            return 0
-        class_id, weight, body_size = _CONTENT_HEAD.unpack_from(data, h + 7)
-        if class_id != 60 or weight:
             return 0
         after = hstop + 1
         if body_size:
@@ -289,8 +293,8 @@ class Connection:
         ch.method_ids = _PUBLISH_IDS
         try:
             ch.publish(
-                data[p + 1 : ex_end].decode("utf-8", errors="surrogateescape"),
-                data[ex_end + 1 : rk_end].decode("utf-8", errors="surrogateescape"),
+                data[p + 1 : ex_end].decode("utf-8", "surrogateescape") if ex_end > p + 1 else "",
+                data[ex_end + 1 : rk_end].decode("utf-8", "surrogateescape"),
                 bits & 1 == 1,
                 data[h + 19 : hstop],
                 body,
