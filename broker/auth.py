@@ -94,11 +94,19 @@ class Registry:
         self.users: dict[str, User] = {}
         self.permissions: dict[tuple[str, str], Permission] = {}  # (vhost, user)
         self.store: Store | None = None
+        # bumped by every change to users or permissions: channels cache granted decisions
+        # (broker.channel: write access per exchange) only while it is unchanged
+        self.version = 0
+
+    def changed(self) -> None:
+        """Users or permissions changed: drop every cached access decision."""
+        self.version += 1
 
     # -- users --------------------------------------------------------------------------------------
 
     def put_user(self, user: User) -> None:
         self.users[user.name] = user
+        self.changed()
         if self.store is not None:
             from broker.store import UserRecord
 
@@ -112,6 +120,7 @@ class Registry:
     def delete_user(self, name: str) -> bool:
         if self.users.pop(name, None) is None:
             return False
+        self.changed()
         for key in [k for k in self.permissions if k[1] == name]:
             del self.permissions[key]
         if self.store is not None:
@@ -132,6 +141,7 @@ class Registry:
         for regex in (configure, write, read):
             validate_regex(regex)
         self.permissions[(vhost, user)] = Permission(configure, write, read)
+        self.changed()
         if self.store is not None:
             from broker.store import PermissionRecord
 
@@ -140,6 +150,7 @@ class Registry:
     def clear_permissions(self, vhost: str, user: str) -> bool:
         if self.permissions.pop((vhost, user), None) is None:
             return False
+        self.changed()
         if self.store is not None:
             self.store.delete_permission(vhost, user)
         return True
@@ -148,6 +159,7 @@ class Registry:
         """The vhost is gone: drop its permissions (the store drops them with the vhost)."""
         for key in [k for k in self.permissions if k[0] == vhost]:
             del self.permissions[key]
+        self.changed()
 
     def check(self, user: str, vhost: str, kind: str, resource: str, name: str) -> None:
         """Raise RabbitMQ's 403 unless `user` may `kind` (configure/write/read) the resource."""

@@ -89,8 +89,12 @@ class Channel:
         self.closing = False  # sent channel.close, waiting for close-ok
         # content assembly
         self._pending: tuple[str, str, bool] | None = None  # exchange, routing key, mandatory
-        self._expect = 0  # 0 method, FRAME_HEADER, FRAME_BODY
+        self.expect = 0  # 0 method, FRAME_HEADER, FRAME_BODY
         self._props = b""
+        # exchanges this channel was allowed to write to, valid while the registry's version holds
+        self._auth = conn.broker.auth
+        self._auth_version = -1
+        self._may_write: set[str] = set()
         self._body_size = 0
         self._body_parts: list[bytes] = []
         self._body_got = 0
@@ -157,7 +161,7 @@ class Channel:
         frames name the basic.publish they complete, and a content frame no method is waiting for
         names nothing (0, 0).
         """
-        expect = self._expect
+        expect = self.expect
         if expect == 0:
             if ftype != FRAME_METHOD:
                 self.method_ids = (0, 0)
@@ -198,10 +202,10 @@ class Channel:
             self._props = payload[12:]
             self._body_size = size
             if size == 0:
-                self._expect = 0
+                self.expect = 0
                 self._complete_publish(b"")
             else:
-                self._expect = FRAME_BODY
+                self.expect = FRAME_BODY
                 self._body_parts = []
                 self._body_got = 0
             return
@@ -210,7 +214,7 @@ class Channel:
             raise AmqpError(505, "expected content body, got non content body frame instead")
         self._body_got += len(payload)
         if self._body_got == self._body_size:
-            self._expect = 0
+            self.expect = 0
             if self._body_parts:
                 self._body_parts.append(payload)
                 body = b"".join(self._body_parts)
@@ -240,12 +244,12 @@ class Channel:
             raise AmqpError(501, f"cannot decode {payload[4:]!r}") from None
         if self.closing:
             self._pending = None
-            self._expect = FRAME_HEADER
+            self.expect = FRAME_HEADER
             return
         if bits & 2:
             raise AmqpError(540, "immediate=true", hard=True)
         self._pending = (exchange, rk, bool(bits & 1))
-        self._expect = FRAME_HEADER
+        self.expect = FRAME_HEADER
 
     # -- publishing -------------------------------------------------------------------------------
 
@@ -255,13 +259,26 @@ class Channel:
         if pending is None:  # content of a publish received while closing
             return
         exchange, rk, mandatory = pending
-        props = self._props
+        self.publish(exchange, rk, mandatory, self._props, body)
+
+    def publish(self, exchange: str, rk: str, mandatory: bool, props: bytes, body: bytes) -> None:
+        """A complete basic.publish: `props` are the content header's property bytes as received."""
         if len(body) > MAX_MESSAGE_SIZE:
             raise AmqpError(
                 406, f"message size {len(body)} is larger than configured max size {MAX_MESSAGE_SIZE}"
             )
         vhost = self.vhost
-        self.conn.check_access("write", "exchange", exchange)
+        # write permission: a granted decision is remembered per exchange name until the registry
+        # changes (any user or permission change bumps its version); a refusal is never cached
+        auth = self._auth
+        if auth.version != self._auth_version:
+            self._may_write.clear()
+            self._auth_version = auth.version
+        if exchange not in self._may_write:
+            self.conn.check_access("write", "exchange", exchange)
+            if len(self._may_write) >= 256:
+                self._may_write.clear()
+            self._may_write.add(exchange)
         x = vhost.exchanges.get(exchange)
         if x is None:
             raise AmqpError(404, f"no exchange '{exchange}' in vhost '{vhost.name}'")
@@ -298,21 +315,31 @@ class Channel:
 
     def _deliver_publish(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
         vhost = self.vhost
-        hooks = vhost.hooks
-        if x.type_name == "x-delayed-message" and hooks is not None and hooks.hold_delayed(vhost, x, msg):
-            # issue 4: held for x-delay ms; the plugin routes to nothing now, so mandatory returns
-            if mandatory:
-                self._send_return(msg)
-            if seq:
-                self._confirm(seq, True)
-            return
-        if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
-            delivered = self.conn.broker.deliver_reply(msg)
-            if not delivered and mandatory:
-                self._send_return(msg)
-            if seq:
-                self._confirm(seq, True)
-            return
+        if x.impl is None:  # the default exchange (type direct: never delayed)
+            rk = msg.routing_key
+            if rk.startswith(REPLY_TO_PREFIX):
+                delivered = self.conn.broker.deliver_reply(msg)
+                if not delivered and mandatory:
+                    self._send_return(msg)
+                if seq:
+                    self._confirm(seq, True)
+                return
+            if msg.extra_keys is None:  # one key: the queue of that name, if any
+                q = vhost.queues.get(rk)
+                if q is not None and q.store is None and q.overflow == "drop-head":
+                    q.enqueue(msg)
+                    if seq:
+                        self._confirm(seq, True)
+                    return
+        elif x.type_name == "x-delayed-message":
+            hooks = vhost.hooks
+            if hooks is not None and hooks.hold_delayed(vhost, x, msg):
+                # issue 4: held for x-delay ms; the plugin routes to nothing now, so mandatory returns
+                if mandatory:
+                    self._send_return(msg)
+                if seq:
+                    self._confirm(seq, True)
+                return
         queues = vhost.route(x, msg)
         if not queues:
             if mandatory:
@@ -322,8 +349,15 @@ class Channel:
             return
         if msg.has_bcc:
             msg = msg.strip_bcc()
-        if vhost.store is not None:  # store: persist before enqueueing, confirm after the commit
-            self._deliver_durable(msg, queues, seq)
+        if vhost.store is not None:
+            for q in queues:
+                if q.store is not None:  # store: persist before enqueueing, confirm after the commit
+                    self._deliver_durable(msg, queues, seq)
+                    return
+        if len(queues) == 1 and queues[0].overflow == "drop-head":
+            queues[0].enqueue(msg)
+            if seq:
+                self._confirm(seq, True)
             return
         rejected = False
         size = len(msg.body)

@@ -23,7 +23,9 @@ from broker.channel import Channel
 from broker.protocol import methods as M
 from broker.protocol.framing import (
     ACCEPTED_HEADERS,
+    EMPTY_FRAME_SIZE,
     FRAME_BODY,
+    FRAME_END,
     FRAME_HEADER,
     FRAME_HEARTBEAT,
     FRAME_METHOD,
@@ -48,6 +50,10 @@ _ids = itertools.count(1)
 CLOSE_OK_TIMEOUT = 1.0
 SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds)
 _S64 = struct.Struct(">Q")
+_HDR = struct.Struct(">BHI")
+_HEADER_FRAME = struct.Struct(">BHIHHQ")  # frame header + content header's class, weight, body size
+_PUBLISH_HEAD = b"\x00\x3c\x00\x28"  # basic.publish method ids
+_PUBLISH_IDS = (60, 40)
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 
 
@@ -156,8 +162,8 @@ class Connection:
             return
         self._last_recv = time.monotonic()
         reader = self.reader
-        reader.feed(data)
         if self.state == "handshake":
+            reader.feed(data)
             header = reader.take(8)
             if header is None:
                 if reader.buffered and not PROTOCOL_HEADER.startswith(
@@ -169,16 +175,133 @@ class Connection:
                 self._refuse()
                 return
             self._send_start()
+            chunk = reader.gather(b"")
+        else:
+            chunk = reader.gather(data)
+        if chunk is None:  # still inside one incomplete frame
+            return
         try:
-            for ftype, channel, payload in reader.frames():
-                self._handle_frame(ftype, channel, payload)
-                if self.closed or self.state == "silent":
-                    return
+            if self._ingest(chunk):
+                return
         except AmqpError as err:
             # the frame reader lost sync (bad end marker, oversized frame): no method to blame,
             # and nothing after it can be parsed, so close without waiting for close-ok
             self.fail(err, (0, 0), fatal=True)
         self.flush()
+
+    def _ingest(self, data: bytes) -> bool:
+        """Dispatch every complete frame in `data`, as RabbitMQ's reader splits them (a 7-byte
+        header, the size checked against frame_max, then the 0xCE end marker); the incomplete tail
+        goes back to the reader. True when the connection closed (or went silent) meanwhile.
+
+        Fast path: a basic.publish whose content header and single body frame already follow it in
+        `data`, on an open channel that expects a method, is taken whole (`_fast_publish`): no
+        payload copy and no dispatch per frame. Everything else goes frame by frame through
+        `_handle_frame`, and so does a publish the fast path declines (it then fails exactly as it
+        always did). One call handles at most one read (asyncio reads up to 256 KiB), so other
+        connections run between reads.
+        """
+        reader = self.reader
+        limit = reader.frame_max
+        channels = self.channels
+        unpack = _HDR.unpack_from
+        pos = 0
+        end = len(data)
+        try:
+            while end - pos >= 7:
+                ftype, channel, size = unpack(data, pos)
+                if limit and size > limit:
+                    raise frame_error(
+                        ftype, b"", f"{{frame_too_large,{size},{limit - EMPTY_FRAME_SIZE}}}"
+                    )
+                stop = pos + 7 + size
+                if stop >= end:
+                    break
+                if data[stop] != FRAME_END:
+                    raise frame_error(
+                        ftype, data[pos + 7 : stop], f"{{invalid_frame_end_marker,{data[stop]}}}"
+                    )
+                if ftype == FRAME_METHOD and channel and data.startswith(_PUBLISH_HEAD, pos + 7):
+                    ch = channels.get(channel)
+                    if ch is not None and not ch.expect and not ch.closing and self.state == "running":
+                        after = self._fast_publish(ch, data, pos + 7, stop, end, limit)
+                        if after:
+                            pos = after
+                            if self.closed or self.state == "silent":
+                                return True
+                            continue
+                payload = data[pos + 7 : stop]
+                pos = stop + 1
+                self._handle_frame(ftype, channel, payload)
+                if self.closed or self.state == "silent":
+                    return True
+        finally:
+            reader.keep(data, pos)
+        return False
+
+    def _fast_publish(self, ch: Channel, data: bytes, mpos: int, mstop: int, end: int, limit: int) -> int:
+        """A whole basic.publish (method payload at data[mpos:mstop]) in one step.
+
+        Returns the position after its last frame, or 0 to decline: the content is not all in
+        `data` yet, the body spans several frames, or anything is unusual (immediate flag, short or
+        malformed payloads, bad end markers, frames of another type or channel, oversized frames) -
+        the frame-by-frame path then produces RabbitMQ's errors for it. The content header's
+        property bytes are kept exactly as received. Errors from the publish itself are closed as
+        `_handle_frame` closes them for the frame that completes the content.
+        """
+        number = ch.number
+        p = mpos + 6  # class, method, ticket
+        ex_end = p + 1 + data[p]
+        if ex_end >= mstop:
+            return 0
+        rk_end = ex_end + 1 + data[ex_end]
+        if rk_end >= mstop:
+            return 0
+        bits = data[rk_end]
+        if bits & 2:  # immediate: refused with 540 by the frame-by-frame path
+            return 0
+        h = mstop + 1
+        if end - h < 22:  # header frame: 7 + at least 14 payload octets + end marker
+            return 0
+        ftype, channel, hsize, class_id, weight, body_size = _HEADER_FRAME.unpack_from(data, h)
+        if (
+            ftype != FRAME_HEADER
+            or channel != number
+            or class_id != 60
+            or weight
+            or hsize < 14
+            or (limit and hsize > limit)
+        ):
+            return 0
+        hstop = h + 7 + hsize
+        if hstop >= end or data[hstop] != FRAME_END:
+            return 0
+        after = hstop + 1
+        if body_size:
+            if end - after < 8:
+                return 0
+            ftype, channel, size = _HDR.unpack_from(data, after)
+            if ftype != FRAME_BODY or channel != number or size != body_size or (limit and size > limit):
+                return 0
+            bstop = after + 7 + size
+            if bstop >= end or data[bstop] != FRAME_END:
+                return 0
+            body = data[after + 7 : bstop]
+            after = bstop + 1
+        else:
+            body = b""
+        ch.method_ids = _PUBLISH_IDS
+        try:
+            ch.publish(
+                data[p + 1 : ex_end].decode("utf-8", "surrogateescape") if ex_end > p + 1 else "",
+                data[ex_end + 1 : rk_end].decode("utf-8", "surrogateescape"),
+                bits & 1 == 1,
+                data[h + 19 : hstop],
+                body,
+            )
+        except AmqpError as err:
+            self._frame_failed(err, ch, number, FRAME_BODY, b"")
+        return after
 
     def _refuse(self) -> None:
         """Bad protocol header: answer with ours and close (rabbit_reader:refuse_connection)."""
@@ -201,20 +324,26 @@ class Connection:
             else:
                 self._connection_frame(ftype, channel, payload)
         except AmqpError as err:
-            if not err.in_method:
-                culprit = (0, 0)
-            elif ch is not None and 0 < ftype <= FRAME_BODY:
-                culprit = ch.method_ids
-            elif ftype == FRAME_METHOD:
-                culprit = M.method_ids(payload)
-            else:
-                culprit = (0, 0)
-            if ch is not None and not err.hard and self.channels.get(channel) is ch:
-                self.close_channel(ch, err, culprit)
-            else:
-                self.fail(err, culprit)
+            self._frame_failed(err, ch, channel, ftype, payload)
         except ReaderCrash as crash:
             self._crash(str(crash))
+
+    def _frame_failed(
+        self, err: AmqpError, ch: Channel | None, channel: int, ftype: int, payload: bytes
+    ) -> None:
+        """Close the channel (soft error) or the connection for an error raised by one frame."""
+        if not err.in_method:
+            culprit = (0, 0)
+        elif ch is not None and 0 < ftype <= FRAME_BODY:
+            culprit = ch.method_ids
+        elif ftype == FRAME_METHOD:
+            culprit = M.method_ids(payload)
+        else:
+            culprit = (0, 0)
+        if ch is not None and not err.hard and self.channels.get(channel) is ch:
+            self.close_channel(ch, err, culprit)
+        else:
+            self.fail(err, culprit)
 
     def _connection_frame(self, ftype: int, channel: int, payload: bytes) -> None:
         """Frames on channel 0, on channels that are not open, and heartbeats."""

@@ -34,11 +34,11 @@ class StoredMessage:
         "_spans",
         "body",
         "exchange",
+        "extra_keys",
         "flags",
         "has_bcc",
         "props",
         "routing_key",
-        "routing_keys",
     )
 
     def __init__(self, exchange: str, routing_key: str, props: bytes, body: bytes) -> None:
@@ -49,8 +49,20 @@ class StoredMessage:
         self.flags = (props[0] << 8) | props[1] if len(props) >= 2 else 0
         self._spans: dict[str, tuple[int, int]] | None = None
         self._headers: FieldTable | None = None
-        self.routing_keys: list[str] = [routing_key]
+        # all routing keys when CC/BCC headers (or dead-lettering) gave it more than its own: None
+        # for the usual single key, so a plain publish allocates no list (see `routing_keys`)
+        self.extra_keys: Sequence[str] | None = None
         self.has_bcc = False
+
+    @property
+    def routing_keys(self) -> Sequence[str]:
+        """RabbitMQ's `[RoutingKey | CC ++ BCC]`."""
+        keys = self.extra_keys
+        return (self.routing_key,) if keys is None else keys
+
+    @routing_keys.setter
+    def routing_keys(self, keys: Sequence[str]) -> None:
+        self.extra_keys = keys
 
     @property
     def size(self) -> int:
@@ -81,9 +93,14 @@ class StoredMessage:
         self, props: bytes, exchange: str | None = None, routing_keys: Sequence[str] | None = None
     ) -> StoredMessage:
         """A copy with new property bytes (and optionally a new exchange / routing keys)."""
-        keys = list(routing_keys) if routing_keys is not None else self.routing_keys
-        msg = StoredMessage(self.exchange if exchange is None else exchange, keys[0], props, self.body)
-        msg.routing_keys = keys
+        exchange = self.exchange if exchange is None else exchange
+        if routing_keys is None:
+            msg = StoredMessage(exchange, self.routing_key, props, self.body)
+            msg.extra_keys = self.extra_keys
+            return msg
+        keys = list(routing_keys)
+        msg = StoredMessage(exchange, keys[0], props, self.body)
+        msg.extra_keys = keys
         return msg
 
     def compute_routing_keys(self) -> None:

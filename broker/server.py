@@ -202,6 +202,7 @@ class Broker:
         auth = self.auth
         auth.users.clear()
         auth.permissions.clear()
+        auth.changed()
         if snapshot.users:
             for u in snapshot.users:
                 auth.users[u.name] = User(u.name, u.password_hash, tuple(u.tags), u.hashing_algorithm)

@@ -247,6 +247,21 @@ class Queue:
 
     def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
         """`seq`: a position reserved beforehand (broker.durability.persist_publish), else the next."""
+        if not (self.uses_ttl or msg.flags & EXPIRATION_FLAG):  # no expiry: nothing to time
+            if not seq:
+                seq = self.seq = self.seq + 1
+            entry = Entry(seq, msg, 0.0)
+            if self.max_priority:
+                self._level(msg).append(entry)
+            else:
+                self.levels[0].append(entry)
+            self.count += 1
+            self.bytes += len(msg.body)
+            if self.max_length is not None or self.max_length_bytes is not None:
+                self._enforce_limits()
+            if self.consumers:
+                self.try_deliver()
+            return
         now = time.monotonic()
         expires = self._expiry_for(msg, now) if (self.uses_ttl or msg.flags & EXPIRATION_FLAG) else 0.0
         if not seq:

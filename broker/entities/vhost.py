@@ -237,7 +237,10 @@ class VHost:
     def route(self, x: Exchange, msg: StoredMessage) -> list[Queue]:
         """Queues a message published to `x` reaches (rabbit_exchange:route), de-duplicated."""
         if x.impl is None:  # default exchange: every queue is bound by its name
-            keys = msg.routing_keys
+            keys = msg.extra_keys
+            if keys is None:
+                q = self.queues.get(msg.routing_key)
+                return [q] if q is not None else []
             if len(keys) == 1:
                 q = self.queues.get(keys[0])
                 return [q] if q is not None else []

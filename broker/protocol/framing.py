@@ -9,7 +9,6 @@ same FRAME_ERROR texts.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 
 from exchanges.errors import AmqpError
 
@@ -64,21 +63,48 @@ class ReaderCrash(Exception):
 
 
 class FrameReader:
-    """Accumulates bytes and yields complete frames as (type, channel, payload).
+    """Buffers received bytes between reads: the protocol header, then at most one incomplete frame.
 
     `frame_max` is the negotiated maximum (4096 until tune-ok, like RabbitMQ's initial_frame_max);
-    0 means unlimited. Raises AmqpError(501) on an oversized frame or a bad end marker; after that
-    the stream is out of sync and the caller must close the connection.
+    0 means unlimited. The frames themselves are split by `broker.connection.Connection._ingest`,
+    which raises AmqpError(501) on an oversized frame or a bad end marker (after that the stream is
+    out of sync and the connection closes).
     """
 
-    __slots__ = ("_buf", "frame_max")
+    __slots__ = ("_buf", "_need", "frame_max")
 
     def __init__(self, frame_max: int = FRAME_MIN_SIZE) -> None:
         self._buf = bytearray()
+        self._need = 0  # bytes the buffered incomplete frame needs before anything can be parsed
         self.frame_max = frame_max
 
     def feed(self, data: bytes) -> None:
         self._buf += data
+
+    def gather(self, data: bytes) -> bytes | None:
+        """Received `data` behind whatever is buffered, as one immutable chunk to parse.
+
+        None while the buffered frame is still incomplete (the bytes are kept), so a large frame
+        arriving in many reads is joined once rather than re-copied per read. The caller parses
+        complete frames from the chunk and hands the incomplete tail back with `keep`.
+        """
+        buf = self._buf
+        if not buf:
+            return data if type(data) is bytes else bytes(data)
+        buf += data
+        if len(buf) < self._need:
+            return None
+        out = bytes(buf)
+        buf.clear()
+        return out
+
+    def keep(self, data: bytes, pos: int) -> None:
+        """Buffer data[pos:] (at most one incomplete frame) for the next `gather`."""
+        rest = len(data) - pos
+        if rest <= 0:
+            return
+        self._buf += memoryview(data)[pos:]
+        self._need = 7 if rest < 7 else _HDR.unpack_from(data, pos)[2] + EMPTY_FRAME_SIZE
 
     @property
     def buffered(self) -> int:
@@ -91,31 +117,6 @@ class FrameReader:
         out = bytes(self._buf[:n])
         del self._buf[:n]
         return out
-
-    def frames(self) -> Iterator[tuple[int, int, bytes]]:
-        buf = self._buf
-        pos = 0
-        end = len(buf)
-        limit = self.frame_max - EMPTY_FRAME_SIZE + EMPTY_FRAME_SIZE if self.frame_max else 0
-        try:
-            while end - pos >= 7:
-                ftype, channel, size = _HDR.unpack_from(buf, pos)
-                if limit and size > limit:
-                    raise frame_error(
-                        ftype, b"", f"{{frame_too_large,{size},{self.frame_max - EMPTY_FRAME_SIZE}}}"
-                    )
-                stop = pos + 7 + size
-                if stop >= end:
-                    break
-                if buf[stop] != FRAME_END:
-                    payload = bytes(buf[pos + 7 : stop])
-                    raise frame_error(ftype, payload, f"{{invalid_frame_end_marker,{buf[stop]}}}")
-                payload = bytes(buf[pos + 7 : stop])
-                pos = stop + 1
-                yield ftype, channel, payload
-        finally:
-            if pos:
-                del buf[:pos]
 
 
 def build_frame(frame_type: int, channel: int, payload: bytes) -> bytes:

@@ -1,0 +1,85 @@
+"""Sans-I/O helpers: drive a broker Connection with raw AMQP bytes on an in-memory transport."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+from pamqp import commands, frame, header
+from pamqp.body import ContentBody
+
+from broker.server import Broker
+
+FRAME_MAX = 4096
+_HDR = struct.Struct(">BHI")
+
+
+class MemoryTransport:
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.out.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+
+def m(channel: int, method: Any) -> bytes:
+    return frame.marshal(method, channel)
+
+
+def publish(
+    channel: int,
+    body: bytes,
+    exchange: str = "",
+    routing_key: str = "q.plain",
+    props: commands.Basic.Properties | None = None,
+    mandatory: bool = False,
+    immediate: bool = False,
+    heartbeat_inside: bool = False,
+) -> bytes:
+    """basic.publish + content header + body frames (split at FRAME_MAX - 8)."""
+    out = m(channel, commands.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory))
+    if immediate:  # pamqp refuses immediate=True; set the bit by hand (mandatory bit 0, immediate bit 1)
+        out = out[:-2] + bytes((out[-2] | 2,)) + out[-1:]
+    out += frame.marshal(header.ContentHeader(0, len(body), props or commands.Basic.Properties()), channel)
+    if heartbeat_inside:
+        out += b"\x08\x00\x00\x00\x00\x00\x00\xce"
+    step = FRAME_MAX - 8
+    for i in range(0, len(body), step):
+        out += frame.marshal(ContentBody(body[i : i + step]), channel)
+    return out
+
+
+def parse_frames(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    pos = 0
+    if data.startswith(b"AMQP"):
+        pos = 8
+    while pos < len(data):
+        ftype, channel, size = _HDR.unpack_from(data, pos)
+        yield ftype, channel, data[pos + 7 : pos + 7 + size]
+        pos += 8 + size
+
+
+def queue_contents(broker: Broker) -> dict[str, list[tuple[bytes, bytes, str, tuple[str, ...]]]]:
+    vhost = broker.vhosts["/"]
+    return {
+        name: [
+            (e.msg.props, e.msg.body, e.msg.exchange, tuple(e.msg.routing_keys))
+            for level in q.levels
+            for e in level
+        ]
+        for name, q in sorted(vhost.queues.items())
+    }
