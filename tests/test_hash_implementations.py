@@ -143,7 +143,7 @@ def test_builds_agree_on_random_inputs() -> None:
     for _ in range(3000):
         words = [rng.getrandbits(32) for _ in range(4)]
         assert NATIVE.uint32_hash_2(*words) == pure.uint32_hash_2(*words)
-        key = rng.getrandbits(rng.choice((5, 21, 27, 32, 64)))
+        key = rng.getrandbits(rng.choice((5, 21, 27, 32, 64, 100))) * rng.choice((1, -1))  # raw ints too
         buckets = rng.choice((1, 2, 3, 64, 1000, 1024, rng.randint(1, 100_000)))
         assert NATIVE.jump_consistent_hash(key, buckets) == pure.jump_consistent_hash(key, buckets)
     for k in range(0, 1 << 21, 4099):  # every 21-bit seed region, 64 draws each (past the ring wrap)
