@@ -3,7 +3,9 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# setup.py compiles exchanges/hashcore.py with mypyc when a C compiler is present; this slim image
+# has none, so the install falls back to the interpreted module (same routing, slower hashing).
+COPY pyproject.toml setup.py README.md ./
 COPY broker ./broker
 COPY exchanges ./exchanges
 COPY spark_bridge ./spark_bridge

@@ -4,7 +4,9 @@ Run: .venv/bin/python bench/routing.py [--messages 50000]
 Hash exchanges are measured with distinct 12-13 byte keys (two MIX rounds of phash2 each), with
 the reference's short keys "0".."N" (one round), and with 1,000 hot keys repeated (the per-exchange
 key cache answers). "no table" computes the jump hash per message, as happens before a ring size
-has routed 20,000 messages; the other rows use the precomputed 2^21-entry table.
+has routed `jump_table.BUILD_AFTER_ROUTES` messages (20,000 interpreted, 2,000,000 with the compiled
+hash module); the other rows use the precomputed 2^21-entry table. The header says which hash
+implementation ran (`HASHBROKER_PURE=1` forces the interpreted one).
 No assertions: figures for the README.
 """
 
@@ -96,7 +98,8 @@ def main() -> None:
 
     print(
         f"# bench/routing.py  {datetime.date.today()}  {platform.python_implementation()} "
-        f"{platform.python_version()}  {platform.machine()}  {args.messages} messages, distinct keys"
+        f"{platform.python_version()}  {platform.machine()}  {args.messages} messages, distinct keys  "
+        f"hashing: {exchanges.hash_implementation()}"
     )
     print(f"{'type':<20}{'bindings':>9}  {'mode':<15}{'us/msg':>9}")
     for name, n, mode, us in rows:

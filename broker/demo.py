@@ -10,6 +10,8 @@ import asyncio
 import sys
 import time
 
+from exchanges import hash_implementation
+
 # Recorded from RabbitMQ 3.10.8 (Debian 3.10.8-1.1+deb12u1, Erlang/OTP 25.2.3, consistent-hash plugin):
 # exchange type x-consistent-hash, queues bound in order with binding keys "1", "1", "2", "2", one
 # message per routing key "0".."99999". Source: ../shared/reference/rabbitmq-3.10.8-routing.json,
@@ -92,4 +94,5 @@ def run_demo(total: int = 100_000) -> int:
     counts = asyncio.run(_demo(total))
     text, same = report(counts)
     print(text)
+    print(f"hashing: {hash_implementation()} (see exchanges/hashing.py; HASHBROKER_PURE=1 forces python)")
     return 0 if same or total != 100_000 else 1

@@ -22,6 +22,7 @@ from exchanges.base import Binding, Destination, ExchangeType, Message, SimpleMe
 from exchanges.compat import DEFAULT_COMPAT, Compat
 from exchanges.errors import AmqpError
 from exchanges.fields import Field, FieldTable
+from exchanges.hashing import hash_implementation
 from exchanges.registry import get_type, type_names
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "SimpleMessage",
     "create_exchange",
     "get_type",
+    "hash_implementation",
     "predict",
     "type_names",
 ]

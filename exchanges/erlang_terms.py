@@ -9,7 +9,8 @@ values map onto terms as follows, so any of them can be hashed exactly as the br
   ImproperList(items, tail) -> [I1, I2 | Tail]
 
 The constants and the mixing order follow erts/emulator/beam/utils.c; the comments name the C
-macro each block mirrors so the two can be read side by side.
+macro each block mirrors so the two can be read side by side. The integer core (MIX, block_hash,
+binaries) lives in `exchanges.hashcore`, compiled when possible (see `exchanges.hashing`).
 """
 
 from __future__ import annotations
@@ -19,17 +20,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-M32 = 0xFFFFFFFF
+from exchanges.hashcore import HCONST, HCONST_2, HCONST_13, M32, NIL_DEF
+from exchanges.hashing import block_hash, uint32_hash_2
+from exchanges.hashing import make_hash2_binary as make_hash2_binary  # re-exported
+from exchanges.hashing import phash2_binary as phash2_binary  # re-exported
 
-HCONST = 0x9E3779B9
-HCONST_2 = 0x3C6EF372
 HCONST_3 = 0xDAA66D2B
 HCONST_4 = 0x78DDE6E4
 HCONST_9 = 0x8FF34781
 HCONST_10 = 0x2E2AC13A
 HCONST_11 = 0xCC623AF3
 HCONST_12 = 0x6A99B4AC
-HCONST_13 = 0x08D12E65
 
 NIL_HASH_WHEN_FIRST = 3468870702
 """`[]` as the very first term hashed: utils.c returns this constant instead of mixing."""
@@ -75,103 +76,6 @@ def atom_hash(name: str) -> int:
             h ^= g >> 24
             h ^= g
     return h
-
-
-def _mix(a: int, b: int, c: int) -> int:
-    """Bob Jenkins' 96-bit MIX(a, b, c); only `c` survives, as in every caller in utils.c."""
-    a = ((a - b - c) & M32) ^ (c >> 13)
-    b = ((b - c - a) & M32) ^ ((a << 8) & M32)
-    c = ((c - a - b) & M32) ^ (b >> 13)
-    a = ((a - b - c) & M32) ^ (c >> 12)
-    b = ((b - c - a) & M32) ^ ((a << 16) & M32)
-    c = ((c - a - b) & M32) ^ (b >> 5)
-    a = ((a - b - c) & M32) ^ (c >> 3)
-    b = ((b - c - a) & M32) ^ ((a << 10) & M32)
-    return ((c - a - b) & M32) ^ (b >> 15)
-
-
-def uint32_hash_2(e1: int, e2: int, aconst: int, h: int) -> int:
-    """UINT32_HASH_2: two 32-bit words mixed into the running hash."""
-    return _mix((aconst + e1) & M32, (aconst + e2) & M32, h)
-
-
-_WORDS3 = struct.Struct("<3I")
-
-
-def block_hash(data: bytes, initval: int) -> int:
-    """utils.c `block_hash`: 12-byte little-endian blocks, then the tail with the length in `c`."""
-    a = b = HCONST
-    c = initval
-    length = len(data)
-    pos = 0
-    unpack = _WORDS3.unpack_from
-    while length - pos >= 12:
-        w0, w1, w2 = unpack(data, pos)
-        a = (a + w0) & M32
-        b = (b + w1) & M32
-        c = (c + w2) & M32
-        # MIX inlined: this loop is the routing hot path for long keys.
-        a = ((a - b - c) & M32) ^ (c >> 13)
-        b = ((b - c - a) & M32) ^ ((a << 8) & M32)
-        c = ((c - a - b) & M32) ^ (b >> 13)
-        a = ((a - b - c) & M32) ^ (c >> 12)
-        b = ((b - c - a) & M32) ^ ((a << 16) & M32)
-        c = ((c - a - b) & M32) ^ (b >> 5)
-        a = ((a - b - c) & M32) ^ (c >> 3)
-        b = ((b - c - a) & M32) ^ ((a << 10) & M32)
-        c = ((c - a - b) & M32) ^ (b >> 15)
-        pos += 12
-    # Tail: zero-padded to one block; its 9th-11th bytes go above c's low byte (the length's).
-    w0, w1, w2 = _WORDS3.unpack(data[pos:] + _PAD[length - pos])
-    a = (a + w0) & M32
-    b = (b + w1) & M32
-    c = (c + length + (w2 << 8)) & M32
-    a = ((a - b - c) & M32) ^ (c >> 13)
-    b = ((b - c - a) & M32) ^ ((a << 8) & M32)
-    c = ((c - a - b) & M32) ^ (b >> 13)
-    a = ((a - b - c) & M32) ^ (c >> 12)
-    b = ((b - c - a) & M32) ^ ((a << 16) & M32)
-    c = ((c - a - b) & M32) ^ (b >> 5)
-    a = ((a - b - c) & M32) ^ (c >> 3)
-    b = ((b - c - a) & M32) ^ ((a << 10) & M32)
-    return ((c - a - b) & M32) ^ (b >> 15)
-
-
-_PAD = tuple(b"\0" * (12 - i) for i in range(13))
-
-
-def phash2_binary(data: bytes) -> int:
-    """`erlang:phash2(<<Data>>)` (27 bits): the routing-key hot path."""
-    return make_hash2_binary(data) & 0x7FFFFFF
-
-
-_unpack_block = _WORDS3.unpack
-
-
-def make_hash2_binary(data: bytes) -> int:
-    """`make_hash2(<<Data>>)` (32 bits), with keys shorter than one block unrolled.
-
-    Most routing keys are under 12 bytes: then block_hash is a single MIX over the zero-padded
-    key, with the length added to `c` and the 9th-11th bytes shifted past its reserved low byte.
-    """
-    n = len(data)
-    if n >= 12:
-        return block_hash(data, HCONST_13)
-    if n == 0:
-        return HCONST_13  # make_hash2 skips block_hash for an empty binary
-    w0, w1, w2 = _unpack_block(data + _PAD[n])
-    a = (HCONST + w0) & M32
-    b = (HCONST + w1) & M32
-    c = (HCONST_13 + n + (w2 << 8)) & M32
-    a = ((a - b - c) & M32) ^ (c >> 13)
-    b = ((b - c - a) & M32) ^ ((a << 8) & M32)
-    c = ((c - a - b) & M32) ^ (b >> 13)
-    a = ((a - b - c) & M32) ^ (c >> 12)
-    b = ((b - c - a) & M32) ^ ((a << 16) & M32)
-    c = ((c - a - b) & M32) ^ (b >> 5)
-    a = ((a - b - c) & M32) ^ (c >> 3)
-    b = ((b - c - a) & M32) ^ ((a << 10) & M32)
-    return ((c - a - b) & M32) ^ (b >> 15)
 
 
 def make_hash2(term: Any) -> int:
@@ -230,10 +134,6 @@ def _hash_one(term: Any, h: int, stack: list[Any]) -> int:
         bits = struct.unpack("<Q", struct.pack("<d", term))[0]
         return uint32_hash_2(bits >> 32, bits & M32, HCONST_12, h)
     raise TypeError(f"cannot hash {kind.__name__} as an Erlang term")
-
-
-NIL_DEF = 2
-"""`[]` mixed after other terms: utils.c's NIL_DEF (established against `erl`: {[]}, [1], [<<"hello">>])."""
 
 
 def _is_byte(x: Any) -> bool:

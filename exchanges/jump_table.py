@@ -1,10 +1,11 @@
 """Precomputed jump-hash results: bucket = table[N][K & 0x1FFFFF].
 
 `rand:seed_s(exs1024, {K, K, K})` keeps only 21 bits of K, so the bucket RabbitMQ picks for N
-buckets is a function of `K & 0x1FFFFF` alone: 2,097,152 possible answers per N. Computing one in
-pure Python costs ~8 us (16 xorshift64* steps to seed, then the jump loop); looking it up costs
-~0.1 us. NumPy fills a whole table in about a second, so a table is built once a bucket count has
-routed enough messages to be worth it; before that (and without NumPy) the direct computation runs.
+buckets is a function of `K & 0x1FFFFF` alone: 2,097,152 possible answers per N. Computing one
+costs ~8-15 us interpreted and ~0.8 us with the compiled hash module (16 xorshift64* steps to seed,
+then the jump loop); looking it up costs ~0.1 us. NumPy fills a whole table in 1-2 seconds, so a
+table is built once a bucket count has routed enough messages to be worth it (BUILD_AFTER_ROUTES);
+before that (and without NumPy) the direct computation runs.
 Tables are shared by every exchange with the same bucket count.
 """
 
@@ -15,11 +16,14 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from exchanges.erlang_rand import jump_consistent_hash
+from exchanges.hashing import hash_implementation, jump_consistent_hash
 
 SEED_SPACE = 1 << 21
-BUILD_AFTER_ROUTES = 20_000
-"""Routes on one bucket count before its table is built (a table costs ~1 s and 4-8 MB)."""
+BUILD_AFTER_ROUTES = 20_000 if hash_implementation() == "python" else 2_000_000
+"""Routes on one bucket count before its table is built (a table costs ~1-2 s and 4-8 MB, and the
+route that builds it waits). Interpreted, a lookup saves ~8-15 us per route, so the table pays off
+quickly; with the compiled hash module it saves only ~0.8 us (direct ~1.6 us, table ~0.8 us per
+routed message, bench/routing.py), so it waits for about the routes that repay its build time."""
 MAX_TABLES = 8
 
 _CHUNK = 1 << 18
@@ -164,11 +168,7 @@ class RingLookup:
 
 KEY_CACHE_LIMIT = 16_384
 """Routing keys remembered per hash exchange: real traffic repeats keys (one per user, order,
-device...), and a dict lookup (~0.1 us) replaces hashing (~2-4 us). Cleared when full or when the
-ring changes, so memory stays bounded (~2 MB) and answers never go stale."""
+device...), and a dict lookup (~0.05 us) replaces encoding and hashing the key (~0.4 us compiled,
+2-5 us interpreted). Cleared when full or when the ring changes, so memory stays bounded (~2 MB)
+and answers never go stale. The exchanges' route methods fill it inline."""
 
-
-def remember_key(cache: dict[str, int], key: str, value: int) -> None:
-    if len(cache) >= KEY_CACHE_LIMIT:
-        cache.clear()
-    cache[key] = value

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from exchanges.base import Binding, Destination, ExchangeType, Message
-from exchanges.erlang_terms import HCONST_2, M32, NIL_DEF, PHASH2_MAX, make_hash2, make_hash2_binary
+from exchanges.erlang_terms import PHASH2_MAX, make_hash2
 from exchanges.hash_terms import key_bytes
-from exchanges.jump_table import remember_key
+from exchanges.hashing import phash2_single_key_list
+from exchanges.jump_table import KEY_CACHE_LIMIT
 from exchanges.registry import register
 
 
@@ -61,28 +62,13 @@ class ModulusHashExchange(ExchangeType):
         keys = message.routing_keys
         if len(keys) > 1:
             return [destinations[routing_keys_hash(keys) % len(destinations)]]
-        index = self._hash_of_key.get(keys[0])
+        key = keys[0]
+        cache = self._hash_of_key
+        index = cache.get(key)
         if index is None:
-            index = _single_key_hash(key_bytes(keys[0]))
-            remember_key(self._hash_of_key, keys[0], index)
+            # key_bytes and remember_key written out: per-message call overhead (bench/routing.py)
+            index = phash2_single_key_list(key.encode("utf-8", "surrogateescape"))
+            if len(cache) >= KEY_CACHE_LIMIT:
+                cache.clear()
+            cache[key] = index
         return [destinations[index % len(destinations)]]
-
-
-_NIL_A = (HCONST_2 + NIL_DEF) & M32
-
-
-def _single_key_hash(key: bytes) -> int:
-    """phash2([Key], 2^27): the binary (hashed from 0), then `[]` mixed in: UINT32_HASH(NIL_DEF,
-    HCONST_2) written out, because this runs once per routed message."""
-    c = make_hash2_binary(key)
-    a = _NIL_A
-    b = HCONST_2
-    a = ((a - b - c) & M32) ^ (c >> 13)
-    b = ((b - c - a) & M32) ^ ((a << 8) & M32)
-    c = ((c - a - b) & M32) ^ (b >> 13)
-    a = ((a - b - c) & M32) ^ (c >> 12)
-    b = ((b - c - a) & M32) ^ ((a << 16) & M32)
-    c = ((c - a - b) & M32) ^ (b >> 5)
-    a = ((a - b - c) & M32) ^ (c >> 3)
-    b = ((b - c - a) & M32) ^ ((a << 10) & M32)
-    return (((c - a - b) & M32) ^ (b >> 15)) & 0x7FFFFFF
