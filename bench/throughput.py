@@ -4,7 +4,8 @@
 
 Workloads: (a) pika publish, no confirms; (b) aio-pika publish with confirms, a window in flight;
 (c) one producer + one consumer end to end with prefetch; (d) a raw pipelined publisher (pre-encoded
-frames, no client library) measuring ingest + routing. Without --hashbroker, also the time to serve
+frames, no client library) measuring ingest + routing. Each workload alternates between the two
+brokers for `--rounds` rounds and reports each one's median. Without --hashbroker, also the time to serve
 (until Connection.Start answers the protocol header) and the idle RSS of `--starts` fresh
 `hashbroker serve` processes, then the workloads run against one more on a free port. Prints a
 table; asserts nothing (numbers depend on the machine).
@@ -290,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=1000, help="confirms in flight for (b)")
     parser.add_argument("--e2e-messages", type=int, default=50_000, help="messages for (c)")
     parser.add_argument("--prefetch", type=int, default=1000, help="prefetch for (c)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per workload (median)")
     parser.add_argument("--starts", type=int, default=5, help="fresh starts timed for time-to-serve and RSS")
     args = parser.parse_args(argv)
 
@@ -323,8 +325,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"{'workload':<40} {'hashbroker msg/s':>17} {'reference msg/s':>16} {'ratio':>7}")
         for label, fn in rows:
-            hb = measure(f"hashbroker {label}", lambda fn=fn: fn(hb_url))
-            ref = measure(f"reference {label}", lambda fn=fn: fn(args.reference))
+            # Alternate the brokers round by round so drifting load on the machine hits both alike;
+            # report each broker's median round.
+            hb_runs: list[float] = []
+            ref_runs: list[float] = []
+            for _ in range(args.rounds):
+                hb_rate = measure(f"hashbroker {label}", lambda fn=fn: fn(hb_url))
+                ref_rate = measure(f"reference {label}", lambda fn=fn: fn(args.reference))
+                hb_runs += [hb_rate] if hb_rate else []
+                ref_runs += [ref_rate] if ref_rate else []
+            hb = statistics.median(hb_runs) if hb_runs else None
+            ref = statistics.median(ref_runs) if ref_runs else None
             ratio = f"{hb / ref:.2f}" if hb and ref else "-"
             print(f"{label:<40} {hb or 0:>17,.0f} {ref or 0:>16,.0f} {ratio:>7}")
         if starts is not None:

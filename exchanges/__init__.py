@@ -9,12 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from exchanges import (  # noqa: F401 - importing a type module registers it
-    consistent_hash,
+from exchanges import (  # noqa: F401 - importing a type module registers it (the x-*hash types load lazily)
     delayed,
     direct,
     fanout,
-    modulus_hash,
     topic,
 )
 from exchanges import headers as headers_exchange  # noqa: F401 - `headers` is predict's argument
@@ -22,7 +20,6 @@ from exchanges.base import Binding, Destination, ExchangeType, Message, SimpleMe
 from exchanges.compat import DEFAULT_COMPAT, Compat
 from exchanges.errors import AmqpError
 from exchanges.fields import Field, FieldTable
-from exchanges.hashing import hash_implementation
 from exchanges.registry import get_type, type_names
 
 __all__ = [
@@ -41,6 +38,13 @@ __all__ = [
     "predict",
     "type_names",
 ]
+
+def hash_implementation() -> str:
+    """"mypyc" when the compiled hash module routes, "python" when hashcore.py runs interpreted."""
+    from exchanges.hashing import hash_implementation as implementation
+
+    return implementation()
+
 
 BindingSpec = tuple[str, str] | tuple[str, str, Mapping[str, Any] | FieldTable]
 
