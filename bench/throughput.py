@@ -5,10 +5,10 @@
 Workloads: (a) pika publish, no confirms; (b) aio-pika publish with confirms, a window in flight;
 (c) one producer + one consumer end to end with prefetch; (d) a raw pipelined publisher (pre-encoded
 frames, no client library) measuring ingest + routing. Each workload alternates between the two
-brokers for `--rounds` rounds and reports each one's median. Without --hashbroker, also the time to serve
-(until Connection.Start answers the protocol header) and the idle RSS of `--starts` fresh
-`hashbroker serve` processes, then the workloads run against one more on a free port. Prints a
-table; asserts nothing (numbers depend on the machine).
+brokers for `--rounds` rounds and reports each one's median. Without --hashbroker, also the times
+to listen (the port accepts) and to serve (Connection.Start answers the protocol header) and the
+idle RSS of `--starts` fresh `hashbroker serve` processes; the workloads then run against one more
+on a free port. Prints a table; asserts nothing (numbers depend on the machine).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ def hashbroker_cmd() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "broker.cli"]
 
 
-def start_serve(port: int, data_dir: str | None = None) -> tuple[subprocess.Popen[bytes], float]:
-    """Start `hashbroker serve` and return it with the seconds until it answered an AMQP protocol
-    header with Connection.Start (listening and serving)."""
+def start_serve(port: int, data_dir: str | None = None) -> tuple[subprocess.Popen[bytes], float, float]:
+    """Start `hashbroker serve`; return it with the seconds until its port accepted a connection
+    (listening) and until it answered an AMQP protocol header with Connection.Start (serving)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [*hashbroker_cmd(), "serve", "--host", "127.0.0.1", "--port", str(port)]
@@ -66,12 +66,13 @@ def start_serve(port: int, data_dir: str | None = None) -> tuple[subprocess.Pope
             raise RuntimeError(f"hashbroker serve exited with {proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
-                # Ready means serving, not just a bound socket: the broker answers the protocol
-                # header with Connection.Start (a method frame, type 1, channel 0).
+                listening = time.perf_counter() - t0
+                # Serving, not just a bound socket: Connection.Start (a method frame, type 1,
+                # channel 0) answers the protocol header.
                 sock.settimeout(10)
                 sock.sendall(b"AMQP\x00\x00\x09\x01")
                 if sock.recv(1)[:1] == b"\x01":
-                    return proc, time.perf_counter() - t0
+                    return proc, listening, time.perf_counter() - t0
         except OSError:
             time.sleep(0.01)
     proc.kill()
@@ -93,21 +94,23 @@ def ensure_bytecode() -> None:
         compileall.compile_dir(str(Path(str(package.__file__)).parent), quiet=1)
 
 
-def measure_starts(count: int) -> tuple[list[float], list[float]]:
-    """Seconds to serve and idle RSS (MiB, 1 s after serving) of `count` fresh `hashbroker serve`s."""
+def measure_starts(count: int) -> tuple[list[float], list[float], list[float]]:
+    """Seconds to listen, seconds to serve and idle RSS (MiB, 1 s after serving) of `count` fresh
+    `hashbroker serve`s."""
     ensure_bytecode()
-    seconds, rss = [], []
+    listen, serve, rss = [], [], []
     for _ in range(count):
         with tempfile.TemporaryDirectory() as data_dir:
-            proc, startup = start_serve(free_port(), data_dir)
+            proc, listening, serving = start_serve(free_port(), data_dir)
             try:
                 time.sleep(1.0)
                 rss.append(rss_mib(proc.pid))
-                seconds.append(startup)
+                listen.append(listening)
+                serve.append(serving)
             finally:
                 proc.terminate()
                 proc.wait(10)
-    return seconds, rss
+    return listen, serve, rss
 
 
 def rss_mib(pid: int) -> float:
@@ -296,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     proc = None
-    starts: tuple[list[float], list[float]] | None = None
+    starts: tuple[list[float], list[float], list[float]] | None = None
     hb_url = args.hashbroker
     data_dir = None
     if hb_url is None:
@@ -304,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             starts = measure_starts(args.starts)
         data_dir = tempfile.TemporaryDirectory()
         port = free_port()
-        proc, _ = start_serve(port, data_dir.name)
+        proc, _, _ = start_serve(port, data_dir.name)
         hb_url = f"amqp://guest:guest@127.0.0.1:{port}/%2F"
     try:
         rows = [
@@ -339,12 +342,13 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{hb / ref:.2f}" if hb and ref else "-"
             print(f"{label:<40} {hb or 0:>17,.0f} {ref or 0:>16,.0f} {ratio:>7}")
         if starts is not None:
-            seconds, rss = starts
-            ms = sorted(round(x * 1000) for x in seconds)
-            print(
-                f"{'hashbroker serve time-to-serve':<40} {statistics.median(ms):>15.0f} ms"
-                f"  (median of {len(ms)} starts: {', '.join(map(str, ms))})"
-            )
+            listen, serve, rss = starts
+            for name, seconds in (("time-to-listen", listen), ("time-to-serve", serve)):
+                ms = sorted(round(x * 1000) for x in seconds)
+                print(
+                    f"{'hashbroker serve ' + name:<40} {statistics.median(ms):>15.0f} ms"
+                    f"  (median of {len(ms)} starts: {', '.join(map(str, ms))})"
+                )
             print(
                 f"{'hashbroker serve idle RSS':<40} {statistics.median(rss):>15.1f} MiB"
                 f"  ({min(rss):.1f}-{max(rss):.1f}; {statistics.median(rss) * 1.048576:.1f} MB)"
