@@ -354,11 +354,6 @@ class Channel:
                 if q.store is not None:  # store: persist before enqueueing, confirm after the commit
                     self._deliver_durable(msg, queues, seq)
                     return
-        if len(queues) == 1 and queues[0].overflow == "drop-head":
-            queues[0].enqueue(msg)
-            if seq:
-                self._confirm(seq, True)
-            return
         rejected = False
         size = len(msg.body)
         for q in queues:

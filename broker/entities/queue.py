@@ -247,44 +247,32 @@ class Queue:
 
     def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
         """`seq`: a position reserved beforehand (broker.durability.persist_publish), else the next."""
-        if not (self.uses_ttl or msg.flags & EXPIRATION_FLAG):  # no expiry: nothing to time
-            if not seq:
-                seq = self.seq = self.seq + 1
-            entry = Entry(seq, msg, 0.0)
-            if self.max_priority:
-                self._level(msg).append(entry)
-            else:
-                self.levels[0].append(entry)
-            self.count += 1
-            self.bytes += len(msg.body)
-            if self.max_length is not None or self.max_length_bytes is not None:
-                self._enforce_limits()
-            if self.consumers:
-                self.try_deliver()
-            return
-        now = time.monotonic()
-        expires = self._expiry_for(msg, now) if (self.uses_ttl or msg.flags & EXPIRATION_FLAG) else 0.0
         if not seq:
-            self.seq += 1
-            seq = self.seq
-        entry = Entry(seq, msg, expires)
-        if expires and expires <= now:
-            # Zero TTL: rabbit_amqqueue_process:deliver_or_enqueue first offers the message to a
-            # consumer with credit (attempt_delivery) and only expires it if none takes it.
-            consumer = self._ready_consumer() if not self.count else None
-            if consumer is None:
-                self.dead_letter([entry], "expired")
+            seq = self.seq = self.seq + 1
+        expires = 0.0
+        if self.uses_ttl or msg.flags & EXPIRATION_FLAG:  # only an expiring message reads the clock
+            now = time.monotonic()
+            expires = self._expiry_for(msg, now)
+            if expires and expires <= now:
+                # Zero TTL: rabbit_amqqueue_process:deliver_or_enqueue first offers the message to
+                # a consumer with credit (attempt_delivery) and only expires it if none takes it.
+                entry = Entry(seq, msg, expires)
+                consumer = self._ready_consumer() if not self.count else None
+                if consumer is None:
+                    self.dead_letter([entry], "expired")
+                    return
+                if not consumer.no_ack:
+                    self.unacked += 1
+                consumer.channel.deliver(consumer, self, entry)
                 return
-            if not consumer.no_ack:
-                self.unacked += 1
-            consumer.channel.deliver(consumer, self, entry)
-            return
-        self._level(msg).append(entry)
+        # the priority lookup only where priorities exist: this is every publish's path
+        (self._level(msg) if self.max_priority else self.levels[0]).append(Entry(seq, msg, expires))
         self.count += 1
         self.bytes += len(msg.body)
         if self.max_length is not None or self.max_length_bytes is not None:
             self._enforce_limits()
-        self.try_deliver()
+        if self.consumers:
+            self.try_deliver()
         if self.count and expires:
             self._arm_ttl()
 
