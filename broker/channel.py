@@ -824,12 +824,23 @@ class Channel:
         q = self.vhost.queue_or_404(qname)
         tag = tag or gen_name("amq.ctag")
         self.conn.check_exclusive(q)
-        args: FieldTable = a["arguments"]
-        check_consume_arguments(args, q.name, self.vhost.name)
+        self._check_consumable(q, a)
+        consumer = self._new_consumer(tag, q, a)
+        self.consumers[tag] = consumer
+        if not a["nowait"]:
+            self.reply(replies.basic_consume_ok(tag))
+        q.add_consumer(consumer)
+
+    def _check_consumable(self, q: Queue, a: dict[str, Any]) -> None:
+        """basic.consume's checks of the consume arguments and exclusive use, as RabbitMQ orders them."""
+        check_consume_arguments(a["arguments"], q.name, self.vhost.name)
         if q.consumers and (a["exclusive"] or any(c.exclusive for c in q.consumers)):
             raise AmqpError(403, f"{self.vhost.rs('queue', q.name)} in exclusive use")
+
+    def _new_consumer(self, tag: str, q: Queue, a: dict[str, Any]) -> Consumer:
+        args: FieldTable = a["arguments"]
         prio = args.get("x-priority")
-        consumer = Consumer(
+        return Consumer(
             self,
             tag,
             q,
@@ -839,10 +850,6 @@ class Channel:
             args,
             int(prio.value) if prio is not None else 0,
         )
-        self.consumers[tag] = consumer
-        if not a["nowait"]:
-            self.reply(replies.basic_consume_ok(tag))
-        q.add_consumer(consumer)
 
     def _ring_shards(self, name: str) -> list[Queue]:
         """issue 4: the local shards a consumer of pseudo-queue `name` joins under consistent-hash
@@ -862,24 +869,11 @@ class Channel:
         local shard; each shard delivers only to the member its consumer ring picks (PIP-392 over the
         consumers' names, keyed by the shard's name), so each consumer receives from the shards it
         owns. Members share the tag and the prefetch; a demoted member keeps its unacked messages."""
-        args: FieldTable = a["arguments"]
         for q in shards:
-            check_consume_arguments(args, q.name, self.vhost.name)
-            if q.consumers and (a["exclusive"] or any(c.exclusive for c in q.consumers)):
-                raise AmqpError(403, f"{self.vhost.rs('queue', q.name)} in exclusive use")
-        prio = args.get("x-priority")
+            self._check_consumable(q, a)
         group: list[Consumer] = []
         for q in shards:
-            member = Consumer(
-                self,
-                tag,
-                q,
-                a["no_ack"],
-                a["exclusive"],
-                self.prefetch,
-                args,
-                int(prio.value) if prio is not None else 0,
-            )
+            member = self._new_consumer(tag, q, a)
             member.group = group
             group.append(member)
         self.consumers[tag] = group[0]
