@@ -9,6 +9,11 @@ brokers for `--rounds` rounds and reports each one's median. Without --hashbroke
 to listen (the port accepts) and to serve (Connection.Start answers the protocol header) and the
 idle RSS of `--starts` fresh `hashbroker serve` processes; the workloads then run against one more
 on a free port. Prints a table; asserts nothing (numbers depend on the machine).
+
+Next to each rate the table gives the CPU time per message of the client (this process, all its
+threads) and of each broker process (hashbroker's, when this script started it; the reference's
+when it is a local `beam.smp`). A ratio near 1.0 with the client's CPU per message close to the
+wall time per message means the client library, not the broker, set the pace of that workload.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -275,12 +281,62 @@ def bench_raw_pipelined(url: str, n: int) -> float:
     return n / elapsed
 
 
-def measure(label: str, fn: Callable[[], float]) -> float | None:
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds a process has used so far (Linux /proc), or None if unknown."""
+    if pid is None:
+        return None
     try:
-        return fn()
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def local_beam_pid(url: str) -> int | None:
+    """The pid of a local RabbitMQ (the Erlang VM `beam.smp`) when `url` points at this machine."""
+    if urlparse(url).hostname not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if b"beam.smp" in (entry / "cmdline").read_bytes().split(b"\0", 1)[0]:
+                    return int(entry.name)
+            except OSError:
+                continue
+    return None
+
+
+class Round:
+    """One workload run against one broker: its rate and the CPU microseconds per message spent by
+    this client process and by the broker process."""
+
+    def __init__(self, rate: float, client_us: float, broker_us: float | None) -> None:
+        self.rate, self.client_us, self.broker_us = rate, client_us, broker_us
+
+
+def measure(label: str, fn: Callable[[], float], messages: int, broker_pid: int | None) -> Round | None:
+    broker0 = process_cpu_seconds(broker_pid)
+    client0 = time.process_time()
+    try:
+        rate = fn()
     except Exception as exc:
         print(f"  {label}: failed: {exc!r}", file=sys.stderr)
         return None
+    client_us = (time.process_time() - client0) / messages * 1e6
+    broker1 = process_cpu_seconds(broker_pid)
+    broker_us = None if broker0 is None or broker1 is None else (broker1 - broker0) / messages * 1e6
+    return Round(rate, client_us, broker_us)
+
+
+def median_of(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def cpu_cell(hb: list[float | None], ref: list[float | None]) -> str:
+    """Median CPU microseconds per message as "hashbroker/reference", "-" where unknown."""
+    return "/".join("-" if v is None else f"{v:.0f}" for v in (median_of(hb), median_of(ref)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,37 +366,46 @@ def main(argv: list[str] | None = None) -> int:
         proc, _, _ = start_serve(port, data_dir.name)
         hb_url = f"amqp://guest:guest@127.0.0.1:{port}/%2F"
     try:
-        rows = [
-            ("(a) pika publish, no confirms", lambda u: bench_pika_publish(u, args.messages)),
+        hb_pid = proc.pid if proc is not None else None
+        ref_pid = local_beam_pid(args.reference)
+        rows: list[tuple[str, int, Callable[[str], float]]] = [
+            ("(a) pika publish, no confirms", args.messages, lambda u: bench_pika_publish(u, args.messages)),
             (
                 f"(b) aio-pika confirms, {args.window} in flight",
+                args.confirm_messages,
                 lambda u: bench_aio_pika_confirms(u, args.confirm_messages, args.window),
             ),
             (
                 f"(c) end to end, prefetch {args.prefetch}",
+                args.e2e_messages,
                 lambda u: bench_end_to_end(u, args.e2e_messages, args.prefetch),
             ),
-            ("(d) raw pipelined publisher", lambda u: bench_raw_pipelined(u, args.messages)),
+            ("(d) raw pipelined publisher", args.messages, lambda u: bench_raw_pipelined(u, args.messages)),
         ]
         print(
             f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} {platform.machine()} "
             f"{os.cpu_count()} cpus, Python {platform.python_version()}"
         )
-        print(f"{'workload':<40} {'hashbroker msg/s':>17} {'reference msg/s':>16} {'ratio':>7}")
-        for label, fn in rows:
+        print(
+            f"{'workload':<40} {'hashbroker msg/s':>17} {'reference msg/s':>16} {'ratio':>7}"
+            f"  {'client us/msg':>14} {'broker us/msg':>14}  (hashbroker/reference CPU)"
+        )
+        for label, messages, fn in rows:
             # Alternate the brokers round by round so drifting load on the machine hits both alike;
             # report each broker's median round.
-            hb_runs: list[float] = []
-            ref_runs: list[float] = []
+            hb_runs: list[Round] = []
+            ref_runs: list[Round] = []
             for _ in range(args.rounds):
-                hb_rate = measure(f"hashbroker {label}", lambda fn=fn: fn(hb_url))
-                ref_rate = measure(f"reference {label}", lambda fn=fn: fn(args.reference))
-                hb_runs += [hb_rate] if hb_rate else []
-                ref_runs += [ref_rate] if ref_rate else []
-            hb = statistics.median(hb_runs) if hb_runs else None
-            ref = statistics.median(ref_runs) if ref_runs else None
+                hb_round = measure(f"hashbroker {label}", partial(fn, hb_url), messages, hb_pid)
+                ref_round = measure(f"reference {label}", partial(fn, args.reference), messages, ref_pid)
+                hb_runs += [hb_round] if hb_round else []
+                ref_runs += [ref_round] if ref_round else []
+            hb = median_of([r.rate for r in hb_runs])
+            ref = median_of([r.rate for r in ref_runs])
             ratio = f"{hb / ref:.2f}" if hb and ref else "-"
-            print(f"{label:<40} {hb or 0:>17,.0f} {ref or 0:>16,.0f} {ratio:>7}")
+            client = cpu_cell([r.client_us for r in hb_runs], [r.client_us for r in ref_runs])
+            broker = cpu_cell([r.broker_us for r in hb_runs], [r.broker_us for r in ref_runs])
+            print(f"{label:<40} {hb or 0:>17,.0f} {ref or 0:>16,.0f} {ratio:>7}  {client:>14} {broker:>14}")
         if starts is not None:
             listen, serve, rss = starts
             for name, seconds in (("time-to-listen", listen), ("time-to-serve", serve)):
