@@ -20,6 +20,7 @@ from broker.message import StoredMessage
 from broker.store import BindingRecord, ExchangeRecord, QueueRecord, Snapshot, Store, VHostRecord
 from exchanges.base import Binding, Destination
 from exchanges.errors import AmqpError
+from exchanges.route_order import route_table_order
 
 if TYPE_CHECKING:
     from broker.entities.exchange import Exchange
@@ -73,8 +74,10 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
     """Recreate everything in `snap` before clients can act; then attach `store` to the entities.
 
     Nothing here writes to the store (it is not started yet): every vhost's `store` is attached
-    only at the end. Bindings are replayed in the order they were made, so x-consistent-hash rings
-    come back bucket for bucket; bindings whose source or destination is missing are skipped.
+    only at the end. Bindings are replayed in the order they were made, except those of
+    x-consistent-hash exchanges: RabbitMQ rebuilds their rings on boot in route-table order, so a
+    ring bound out of that order comes back different, as it does on RabbitMQ. Bindings whose
+    source or destination is missing are skipped.
     """
     from broker.entities.queue import Entry, Queue
     from broker.entities.vhost import VHost
@@ -116,6 +119,8 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
             )
         )
     restored = skipped = 0
+    replay: list[tuple[VHost, Exchange, Binding]] = []
+    rings: list[tuple[VHost, Exchange, Binding]] = []
     for brec in snap.bindings:
         bv = vhosts.get(brec.vhost)
         src = bv.exchanges.get(brec.source) if bv is not None else None
@@ -127,12 +132,18 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
         if not present:
             skipped += 1
             continue
+        target = rings if src.impl.type_name == "x-consistent-hash" else replay
+        target.append((bv, src, Binding(dest, brec.key, brec.arguments)))
+    # The plugin's boot-time recovery rebuilds each ring from lists:usort of the exchange's bindings,
+    # so after a restart RabbitMQ's ring follows route-table order, not the order of binding.
+    rings.sort(key=lambda item: (item[0].name, item[1].name, route_table_order(item[2])))
+    for bv, src, binding in replay + rings:
         try:
-            bv.add_binding(src, Binding(dest, brec.key, brec.arguments))
+            bv.add_binding(src, binding)
             restored += 1
         except AmqpError as exc:
             skipped += 1
-            log.warning("stored binding %s -> %s not restored: %s", brec.source, brec.destination, exc)
+            log.warning("stored binding %s -> %s not restored: %s", src.name, binding.destination.name, exc)
     messages = 0
     now = time.monotonic()
     for (vname, qname), recs in snap.messages.items():

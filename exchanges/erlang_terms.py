@@ -198,3 +198,30 @@ def phash2(term: Any, range_: int | None = None) -> int:
     if not 1 <= range_ <= 1 << 32:
         raise ValueError("range must be in 1..2^32")
     return h % range_
+
+
+# Erlang's standard term order: number < atom < reference < fun < port < pid < tuple < map < nil
+# < list < bitstring. Only the classes RabbitMQ's binding records hold are needed here.
+_NUMBER, _ATOM, _TUPLE, _LIST, _BINARY = 0, 1, 6, 9, 10
+
+
+def term_order_key(term: Any) -> tuple[Any, ...]:
+    """A sort key under which Python orders terms as Erlang's `<` does (what `lists:usort` uses).
+
+    Numbers compare by value across int and float; atoms by their text; tuples by size, then element
+    by element; lists element by element with a proper prefix first (so `[]`, the nil class just
+    below lists, sorts before every non-empty list); binaries byte by byte, a proper prefix first.
+    """
+    if isinstance(term, bool):
+        raise TypeError("Python bools are not Erlang terms; use TRUE/FALSE atoms")
+    if isinstance(term, int | float):
+        return (_NUMBER, term)
+    if isinstance(term, Atom):
+        return (_ATOM, term.name)
+    if isinstance(term, tuple):
+        return (_TUPLE, len(term), tuple(term_order_key(item) for item in term))
+    if isinstance(term, list):
+        return (_LIST, tuple(term_order_key(item) for item in term))
+    if isinstance(term, bytes | bytearray):
+        return (_BINARY, bytes(term))
+    raise TypeError(f"no Erlang term order for {type(term).__name__}")

@@ -2,8 +2,7 @@
 
 The plugin lists the exchange's bindings from RabbitMQ's ordered route table, one entry per binding
 (binding keys are otherwise ignored, so a destination bound twice gets twice the share), and picks
-entry `phash2([RK | CC ++ BCC], 2^27) rem N`. The route table is ordered by binding key bytes, then
-destination (`exchange` before `queue`, then name bytes), then binding arguments; that order, not
+entry `phash2([RK | CC ++ BCC], 2^27) rem N`. The route table's order (`exchanges.route_order`), not
 the order of binding, decides which destination gets which residue. RabbitMQ 4.3 (type in core)
 orders destinations by (kind, name) instead: `Compat.modulus_order = "sorted"`.
 """
@@ -19,16 +18,12 @@ from exchanges.hash_terms import key_bytes
 from exchanges.hashing import phash2_single_key_list
 from exchanges.jump_table import KEY_CACHE_LIMIT
 from exchanges.registry import register
+from exchanges.route_order import route_table_order
 
 
 def routing_keys_hash(keys: Sequence[str]) -> int:
     """`erlang:phash2([K1, K2, ...], 2^27)` for a list of binaries."""
     return make_hash2([key_bytes(k) for k in keys]) % PHASH2_MAX
-
-
-def _table_order(binding: Binding) -> tuple[bytes, str, bytes, bytes]:
-    return (key_bytes(binding.key), binding.destination.kind, key_bytes(binding.destination.name),
-            binding.arguments.encode())
 
 
 @register
@@ -52,7 +47,7 @@ class ModulusHashExchange(ExchangeType):
         if self.compat.modulus_order == "sorted":
             self._destinations = sorted(b.destination for b in self.bindings)
         else:
-            self._destinations = [b.destination for b in sorted(self.bindings, key=_table_order)]
+            self._destinations = [b.destination for b in sorted(self.bindings, key=route_table_order)]
         self._hash_of_key = {}
 
     def route(self, message: Message) -> list[Destination]:
