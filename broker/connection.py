@@ -65,8 +65,18 @@ class Transport(Protocol):
     def get_extra_info(self, name: str, default: Any = None) -> Any: ...
 
 
-def server_properties() -> dict[str, Any]:
+def server_properties(cluster_name: str) -> dict[str, Any]:
+    """connection.start's server-properties: RabbitMQ 3.10.8's capabilities and keys, our identity.
+
+    ``cluster_name`` is there because rabbit_reader always sends it (``rabbit_nodes:cluster_name()``,
+    by default the node name) and clients hand it to users: Node's amqplib exposes
+    ``connection.serverProperties.cluster_name``, which was ``undefined`` against hashbroker only.
+    The value is the emulated cluster's local node, as ``/api/overview`` reports it. Product,
+    version, platform, copyright and information say hashbroker on purpose (as the management API's
+    ``product_name`` does); no client decides anything on them.
+    """
     return {
+        "cluster_name": cluster_name,
         "product": "hashbroker",
         "version": __version__,
         "platform": f"Python {platform.python_version()}",
@@ -393,7 +403,7 @@ class Connection:
         start = commands.Connection.Start(
             version_major=0,
             version_minor=9,
-            server_properties=server_properties(),
+            server_properties=server_properties(self.broker.cluster.local),
             mechanisms="PLAIN AMQPLAIN",
             locales="en_US",
         )
