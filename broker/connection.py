@@ -65,8 +65,16 @@ class Transport(Protocol):
     def get_extra_info(self, name: str, default: Any = None) -> Any: ...
 
 
-def server_properties() -> dict[str, Any]:
+def server_properties(cluster_name: str) -> dict[str, Any]:
+    """connection.start's server-properties.
+
+    The keys are RabbitMQ 3.10.8's: clients expose this table as it is (the Java client's
+    ``Connection.getServerProperties()``), so ``cluster_name`` is sent too. RabbitMQ's default cluster
+    name is its node name; here it is the local emulated node (``settings.nodes[0]``, the name the
+    management API reports as ``cluster_name``).
+    """
     return {
+        "cluster_name": cluster_name,
         "product": "hashbroker",
         "version": __version__,
         "platform": f"Python {platform.python_version()}",
@@ -211,9 +219,7 @@ class Connection:
             while end - pos >= 7:
                 ftype, channel, size = unpack(data, pos)
                 if limit and size > limit:
-                    raise frame_error(
-                        ftype, b"", f"{{frame_too_large,{size},{limit - EMPTY_FRAME_SIZE}}}"
-                    )
+                    raise frame_error(ftype, b"", f"{{frame_too_large,{size},{limit - EMPTY_FRAME_SIZE}}}")
                 stop = pos + 7 + size
                 if stop >= end:
                     break
@@ -393,7 +399,7 @@ class Connection:
         start = commands.Connection.Start(
             version_major=0,
             version_minor=9,
-            server_properties=server_properties(),
+            server_properties=server_properties(self.broker.settings.nodes[0]),
             mechanisms="PLAIN AMQPLAIN",
             locales="en_US",
         )
