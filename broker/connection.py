@@ -221,9 +221,7 @@ class Connection:
             while end - pos >= 7:
                 ftype, channel, size = unpack(data, pos)
                 if limit and size > limit:
-                    raise frame_error(
-                        ftype, b"", f"{{frame_too_large,{size},{limit - EMPTY_FRAME_SIZE}}}"
-                    )
+                    raise frame_error(ftype, b"", f"{{frame_too_large,{size},{limit - EMPTY_FRAME_SIZE}}}")
                 stop = pos + 7 + size
                 if stop >= end:
                     break

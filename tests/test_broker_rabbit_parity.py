@@ -3,9 +3,12 @@ rabbit_basic, rabbit_binding), checked on hashbroker alone so they hold without 
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import time
+from pathlib import Path
+from typing import Any
 
 import pika
 import pytest
@@ -176,3 +179,55 @@ def test_trace_exchange_is_predeclared_and_internal(hashbroker: str) -> None:
         assert "inequivalent arg 'internal'" in info.value.reply_text
     finally:
         conn.close()
+
+
+_OBSERVATIONS = json.loads((Path(__file__).parent / "data" / "rabbitmq_observations.json").read_text())
+
+
+@pytest.mark.parametrize("observation", _OBSERVATIONS["redeclare"], ids=lambda o: o["case"])
+def test_consistent_hash_redeclare_matches_recorded_rabbitmq(
+    hashbroker: str, observation: dict[str, Any]
+) -> None:
+    """Redeclaring an x-consistent-hash exchange: RabbitMQ 3.10.8's recorded outcome and text.
+
+    'other type' pins the exchange type printed as an Erlang atom with '~tp' (''x-consistent-hash'');
+    the Java client differential (tests/test_clients_java.py) found it printed once quoted."""
+    name = "hashbroker.probe.chx.redeclare"
+    conn = pika.BlockingConnection(pika.URLParameters(hashbroker))
+    try:
+        ch = conn.channel()
+        ch.exchange_declare(name, "x-consistent-hash", arguments=observation["original_arguments"])
+        try:
+            ch.exchange_declare(
+                name,
+                observation["type"],
+                durable=observation["durable"],
+                arguments=observation["arguments"],
+            )
+            outcome: dict[str, Any] = {"outcome": "ok"}
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            outcome = {"outcome": "channel_close", "reply_code": exc.reply_code, "reply_text": exc.reply_text}
+        expected = {k: observation[k] for k in outcome if k in observation}
+        assert outcome == expected
+    finally:
+        conn.close()
+
+
+def test_server_properties_have_rabbitmq_keys(hashbroker: str) -> None:
+    """connection.start carries RabbitMQ 3.10.8's server-property keys (cluster_name included: the Java
+    client exposes the table as is); cluster_name is the local node, as the management API says."""
+    conn = pika.BlockingConnection(pika.URLParameters(hashbroker))
+    try:
+        props = conn._impl.server_properties
+    finally:
+        conn.close()
+    assert sorted(props) == [
+        "capabilities",
+        "cluster_name",
+        "copyright",
+        "information",
+        "platform",
+        "product",
+        "version",
+    ]
+    assert props["cluster_name"] == "rabbit@localhost"
