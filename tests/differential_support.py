@@ -245,31 +245,49 @@ class Ctx:
                     conn.close()
         for raw in self.raws:
             raw.close()
-        if not (self.queues or self.exchanges):
-            return
-        try:
-            conn = pika.BlockingConnection(url_params(self.url))
-        except Exception:
-            return
-        try:
-            ch = conn.channel()
-            for kind, names in (("q", self.queues), ("x", self.exchanges)):
-                for name in names:
-                    try:
-                        if kind == "q":
-                            ch.queue_delete(name)
-                        else:
-                            ch.exchange_delete(name)
-                    except pika.exceptions.ChannelClosed:
-                        ch = conn.channel()
-        except Exception:
-            pass
-        finally:
-            with contextlib.suppress(Exception):
-                conn.close()
+        delete_declared(self.url, self.queues, self.exchanges)
 
     def scrub(self, value: Any) -> Any:
         return scrub(jsonable(value), self.names)
+
+
+RABBITMQ_SERVER_PROPERTY_KEYS = [
+    "capabilities",
+    "cluster_name",
+    "copyright",
+    "information",
+    "platform",
+    "product",
+    "version",
+]
+"""The keys of RabbitMQ 3.10.8's connection.start server-properties (clients expose the table as is)."""
+
+
+def delete_declared(url: str, queues: list[str], exchanges: list[str]) -> None:
+    """Delete what a scenario declared on the broker at `url`, ignoring every error (a refused
+    delete closes the channel: go on with a new one)."""
+    if not (queues or exchanges):
+        return
+    try:
+        conn = pika.BlockingConnection(url_params(url))
+    except Exception:
+        return
+    try:
+        ch = conn.channel()
+        for kind, names in (("q", queues), ("x", exchanges)):
+            for name in names:
+                try:
+                    if kind == "q":
+                        ch.queue_delete(name)
+                    else:
+                        ch.exchange_delete(name)
+                except pika.exceptions.ChannelClosed:
+                    ch = conn.channel()
+    except Exception:
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
 
 
 def attempt(fn: Callable[[], Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 import pika
 import pytest
 
-from tests.differential_support import hashbroker_url, host_port, props_obs, url_params
+from tests.differential_support import delete_declared, hashbroker_url, host_port, props_obs, url_params
 
 pytestmark = [pytest.mark.slow]
 
@@ -110,22 +110,7 @@ class Tools:
         return conn, conn.channel()
 
     def cleanup(self) -> None:
-        try:
-            conn, ch = self.pika_channel()
-        except Exception:
-            return
-        try:
-            for kind, name in [("q", q) for q in self.queues] + [("x", x) for x in self.exchanges]:
-                try:
-                    if kind == "q":
-                        ch.queue_delete(name)
-                    else:
-                        ch.exchange_delete(name)
-                except pika.exceptions.ChannelClosedByBroker:
-                    ch = conn.channel()
-        finally:
-            if conn.is_open:
-                conn.close()
+        delete_declared(self.url, self.queues, self.exchanges)
 
 
 def _wait_for_consumer(t: Tools, queue: str, deadline: float = 10.0) -> int:

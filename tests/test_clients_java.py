@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from tests.differential_support import (
+    RABBITMQ_SERVER_PROPERTY_KEYS,
     README_EXAMPLES,
     check_readme_counts,
     hashbroker_url,
@@ -153,15 +154,7 @@ def test_java_client_on_hashbroker_alone(java_classpath: str, request: pytest.Fi
     """The differential's key facts, pinned without a live RabbitMQ (values observed on 3.10.8)."""
     obs = java_observation(java_classpath, hashbroker_url(request))
     server = _step(obs, "server_properties")
-    assert server["keys"] == [
-        "capabilities",
-        "cluster_name",
-        "copyright",
-        "information",
-        "platform",
-        "product",
-        "version",
-    ]
+    assert server["keys"] == RABBITMQ_SERVER_PROPERTY_KEYS
     assert [server["channel_max"], server["frame_max"], server["heartbeat"]] == [2047, 131072, 60]
     returns = [e for e in _step(obs, "mandatory")["events"] if isinstance(e, dict)]
     assert [(r["reply_code"], r["reply_text"], r["exchange"]) for r in returns] == [

@@ -41,11 +41,15 @@ def random_term(rng: random.Random, depth: int = 0) -> Any:
     kinds = ["int", "float", "atom", "binary"] + (["tuple", "list"] if depth < 3 else [])
     kind = rng.choice(kinds)
     if kind == "int":
-        return rng.choice([0, 1, -1, 2, 255, 256, 1 << 27, -(1 << 27), 1 << 64, -(1 << 70), rng.randint(-9, 9)])
+        return rng.choice(
+            [0, 1, -1, 2, 255, 256, 1 << 27, -(1 << 27), 1 << 64, -(1 << 70), rng.randint(-9, 9)]
+        )
     if kind == "float":
         return rng.choice([0.0, 1.0, -1.0, 0.5, 2.0, 1e16, -3.25, 255.0])
     if kind == "atom":
-        return Atom(rng.choice(["a", "b", "ab", "undefined", "true", "false", "queue", "exchange", "longstr"]))
+        return Atom(
+            rng.choice(["a", "b", "ab", "undefined", "true", "false", "queue", "exchange", "longstr"])
+        )
     if kind == "binary":
         return bytes(rng.choice([0, 1, 97, 98, 200, 255]) for _ in range(rng.randint(0, 3)))
     items = [random_term(rng, depth + 1) for _ in range(rng.randint(0, 3))]
