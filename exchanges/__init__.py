@@ -39,8 +39,9 @@ __all__ = [
     "type_names",
 ]
 
+
 def hash_implementation() -> str:
-    """"mypyc" when the compiled hash module routes, "python" when hashcore.py runs interpreted."""
+    """ "mypyc" when the compiled hash module routes, "python" when hashcore.py runs interpreted."""
     from exchanges.hashing import hash_implementation as implementation
 
     return implementation()

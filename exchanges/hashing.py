@@ -48,9 +48,13 @@ def _choose() -> tuple[ModuleType, str, str]:
         return _pure, "python", f"cannot read {_pure.__file__} to check the compiled module ({exc})"
     built_from = getattr(native, "SOURCE_DIGEST", None)
     if built_from != current:
-        return _pure, "python", (
-            f"the compiled hash module was built from another hashcore.py (sha256 {built_from}, "
-            f"now {current}): reinstall (pip install -e .) to rebuild it"
+        return (
+            _pure,
+            "python",
+            (
+                f"the compiled hash module was built from another hashcore.py (sha256 {built_from}, "
+                f"now {current}): reinstall (pip install -e .) to rebuild it"
+            ),
         )
     return native, "mypyc", f"compiled module {native.__file__}"
 
@@ -62,7 +66,7 @@ if IMPLEMENTATION == "python":
 
 
 def hash_implementation() -> str:
-    """"mypyc" when the compiled hash module routes, "python" when hashcore.py runs interpreted."""
+    """ "mypyc" when the compiled hash module routes, "python" when hashcore.py runs interpreted."""
     return IMPLEMENTATION
 
 

@@ -171,4 +171,3 @@ KEY_CACHE_LIMIT = 16_384
 device...), and a dict lookup (~0.05 us) replaces encoding and hashing the key (~0.4 us compiled,
 2-5 us interpreted). Cleared when full or when the ring changes, so memory stays bounded (~2 MB)
 and answers never go stale. The exchanges' route methods fill it inline."""
-

@@ -26,6 +26,7 @@ def _load(type_name: str) -> None:
     if module is not None and type_name not in _TYPES:
         importlib.import_module(module)  # its @register fills _TYPES
 
+
 T = TypeVar("T", bound="type[ExchangeType]")
 
 

@@ -78,8 +78,12 @@ def test_binary_vectors(core: Any) -> None:
         assert core.phash2_binary(data) == case["phash2"], case["name"]
         assert core.make_hash2_binary(data) % (1 << 32) == case["phash2_2_32"], case["name"]
     single_key_lists = [
-        c for c in PHASH_CASES if "list" in c["term"] and len(c["term"]["list"]) == 1
-        and "bin" in c["term"]["list"][0] and "tail" not in c["term"]
+        c
+        for c in PHASH_CASES
+        if "list" in c["term"]
+        and len(c["term"]["list"]) == 1
+        and "bin" in c["term"]["list"][0]
+        and "tail" not in c["term"]
     ]
     for case in single_key_lists:
         data = decode_term(case["term"])[0]
