@@ -903,7 +903,7 @@ class Channel:
         self.conn.check_access("read", "queue", qname)
         q = self.vhost.queue_or_404(qname)
         self.conn.check_exclusive(q)
-        entry = q.get()
+        entry = q.get(a["no_ack"])
         if entry is None:
             self.reply(replies.basic_get_empty())
             return
@@ -959,6 +959,12 @@ class Channel:
             touched.add(u.queue)
         return touched
 
+    @staticmethod
+    def _count_acks(items: list[tuple[int, Unacked]]) -> None:
+        """The queues' `ack` message_stats (rejects and nacks are not acks)."""
+        for _t, u in items:
+            u.queue.stat_ack += 1
+
     def on_basic_ack(self, a: dict[str, Any]) -> None:
         items = self._collect(a["delivery_tag"], a["multiple"])
         if self.tx is not None:
@@ -966,6 +972,7 @@ class Channel:
             return
         if self.vhost.store is not None:
             self._store_settled(items)
+        self._count_acks(items)
         for q in self._release(items):
             q.try_deliver()
 
@@ -1042,6 +1049,7 @@ class Channel:
             action()
         if self.vhost.store is not None:
             self._store_settled(acks)
+        self._count_acks(acks)
         for q in self._release(acks):
             q.try_deliver()
         store = self.vhost.store

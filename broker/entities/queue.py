@@ -170,6 +170,12 @@ class Queue:
         self.seq = 0
         self.consumers: deque[Consumer] = deque()
         self.unacked = 0
+        # management message_stats, RabbitMQ's per-queue counters (`seq` is the publish count); bumped
+        # where messages leave. `stat_touched`: a get or delivery happened, so the deliver-side keys
+        # are reported (RabbitMQ shows them, zeros included, from the first basic.get on).
+        self.stat_deliver = self.stat_deliver_no_ack = self.stat_get = self.stat_get_no_ack = 0
+        self.stat_redeliver = self.stat_ack = 0
+        self.stat_touched = False
         self.deleted = False
         self.had_consumers = False
         self._ttl_timer: asyncio.TimerHandle | None = None
@@ -389,18 +395,57 @@ class Queue:
                 if entry.expires and entry.expires <= time.monotonic():
                     self.dead_letter([entry], "expired")
                     continue
-                if not c.no_ack:
+                if c.no_ack:
+                    self.stat_deliver_no_ack += 1
+                else:
                     self.unacked += 1
+                    self.stat_deliver += 1
+                if entry.redelivered:
+                    self.stat_redeliver += 1
+                self.stat_touched = True
                 c.channel.deliver(c, self, entry)
         finally:
             self._delivering = False
 
-    def get(self) -> Entry | None:
+    def get(self, no_ack: bool) -> Entry | None:
         """basic.get: take the head message (the caller records it as unacked if needed)."""
         if self.uses_ttl:
             self.drop_expired()
         self.reset_expiry()
-        return self._pop_head()
+        self.stat_touched = True
+        entry = self._pop_head()
+        if entry is not None:
+            if no_ack:
+                self.stat_get_no_ack += 1
+            else:
+                self.stat_get += 1
+            if entry.redelivered:
+                self.stat_redeliver += 1
+        return entry
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """The queue's message_stats counters as RabbitMQ 3.10.8 reports them (observed live).
+
+        `publish` appears once a message entered the queue; the deliver-side keys once a basic.get
+        or a delivery happened, zeros included. `get_empty` stays 0: 3.10.8 counts empty gets per
+        channel, never per queue.
+        """
+        out: dict[str, int] = {}
+        if self.seq:
+            out["publish"] = self.seq
+        if self.stat_touched:
+            out["ack"] = self.stat_ack
+            out["deliver"] = self.stat_deliver
+            out["deliver_no_ack"] = self.stat_deliver_no_ack
+            out["get"] = self.stat_get
+            out["get_no_ack"] = self.stat_get_no_ack
+            out["get_empty"] = 0
+            out["deliver_get"] = (
+                self.stat_deliver + self.stat_deliver_no_ack + self.stat_get + self.stat_get_no_ack
+            )
+            out["redeliver"] = self.stat_redeliver
+        return out
 
     def requeue(self, entries: list[Entry]) -> None:
         """Put entries back at their original positions, marked redelivered."""

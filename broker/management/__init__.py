@@ -11,12 +11,13 @@ AMQP connection (`broker.management.amqp_ops`) so they obey exactly the AMQP sem
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
 from broker.management.api import Api
 from broker.management.http import HttpServer
-from broker.management.state import BrokerState
+from broker.management.state import SAMPLE_INTERVAL, BrokerState
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -34,6 +35,7 @@ class ManagementServer:
         self.api = Api(self.state)
         self._http = HttpServer(self.api.handle)
         self.host = ""
+        self._sampler: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -47,9 +49,19 @@ class ManagementServer:
         await self._http.start(host, port)
         self.host = host
         self.api.http_host, self.api.http_port = host, self.port
+        self.state.sample()
+        self._sampler = asyncio.get_running_loop().create_task(self._sample_forever())
         log.info("management API listening on http://%s:%d/api/", host, self.port)
 
+    async def _sample_forever(self) -> None:
+        """Sample counters for the message rates every SAMPLE_INTERVAL seconds, as RabbitMQ does."""
+        while True:
+            await asyncio.sleep(SAMPLE_INTERVAL)
+            self.state.sample()
+
     async def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
         await self._http.close()
 
 

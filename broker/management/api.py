@@ -2,7 +2,8 @@
 
 Field names, status codes and error bodies were taken from a live RabbitMQ 3.10.8 management
 plugin, so clients written against RabbitMQ (rabbitmqadmin, Prometheus exporters, test helpers
-that poll /api/queues) work unchanged. Rates are not sampled: every `*_details` is `{"rate": 0.0}`.
+that poll /api/queues) work unchanged. Queue message_stats and depths carry sampled rates (every
+5 s, as RabbitMQ); other `*_details` are `{"rate": 0.0}`.
 Erlang-internal fields (garbage_collection, reductions, backing_queue_status, ...) are omitted.
 """
 
@@ -34,7 +35,6 @@ from broker.management.state import (
     QueueInfo,
 )
 
-RATE = {"rate": 0.0}
 NOT_FOUND = {"error": "Object Not Found", "reason": "Not Found"}
 EXCHANGE_TYPE_DESCRIPTIONS = {
     "direct": "AMQP direct exchange, as per the AMQP specification",
@@ -67,9 +67,10 @@ def exchange_name(segment: str) -> str:
     return "" if segment == "amq.default" else segment
 
 
-def with_rates(d: dict[str, Any], *keys: str) -> dict[str, Any]:
+def with_rates(d: dict[str, Any], *keys: str, rates: dict[str, float] | None = None) -> dict[str, Any]:
+    """Add RabbitMQ's `<key>_details: {"rate": r}` next to each counter (0.0 when not sampled)."""
     for k in keys:
-        d[f"{k}_details"] = dict(RATE)
+        d[f"{k}_details"] = {"rate": (rates or {}).get(k, 0.0)}
     return d
 
 
@@ -240,9 +241,9 @@ class Api:
             "type": "classic",
             "vhost": q.vhost,
         }
-        with_rates(d, "messages", "messages_ready", "messages_unacknowledged")
+        with_rates(d, "messages", "messages_ready", "messages_unacknowledged", rates=q.rates)
         if q.stats:
-            d["message_stats"] = with_rates(dict(q.stats), *q.stats)
+            d["message_stats"] = with_rates(dict(q.stats), *q.stats, rates=q.rates)
         if q.owner is not None:
             d["owner_pid_details"] = {
                 "name": q.owner.name,
@@ -384,6 +385,7 @@ class Api:
                     "messages",
                     "messages_ready",
                     "messages_unacknowledged",
+                    rates=s.totals_rates(),
                 ),
                 "object_totals": {
                     "channels": s.channel_count(),

@@ -113,6 +113,8 @@ class QueueInfo:
     owner: ConnectionInfo | None
     # message_stats counters that are known exactly; absent keys are not reported at all.
     stats: dict[str, int] = field(default_factory=dict)
+    # change per second over the latest sampling interval, per stats key and depth; absent = 0.0
+    rates: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -155,11 +157,42 @@ class NodeInfo:
     mem_used: int
 
 
+SAMPLE_INTERVAL = 5.0
+"""Seconds between rate samples: RabbitMQ's default `collect_statistics_interval`."""
+
+DEPTHS = ("messages", "messages_ready", "messages_unacknowledged")
+TOTALS = ("", "")
+"""The sample key of the broker-wide queue totals (no queue has an empty vhost name)."""
+
+
+class RateSamples:
+    """The two latest samples of every counter, so a rate is the change per second between them.
+
+    RabbitMQ's management reports each `*_details.rate` over its latest sampling interval: it drops
+    to 0.0 one interval after activity stops, and is 0.0 before two samples exist.
+    """
+
+    def __init__(self) -> None:
+        self._previous: tuple[float, dict[tuple[str, str], dict[str, int]]] = (0.0, {})
+        self._latest: tuple[float, dict[tuple[str, str], dict[str, int]]] = (0.0, {})
+
+    def take(self, now: float, values: dict[tuple[str, str], dict[str, int]]) -> None:
+        self._previous, self._latest = self._latest, (now, values)
+
+    def of(self, key: tuple[str, str]) -> dict[str, float]:
+        (t0, before), (t1, after) = self._previous, self._latest
+        old, new = before.get(key), after.get(key)
+        if old is None or new is None or t1 <= t0:
+            return {}
+        return {k: round((v - old.get(k, 0)) / (t1 - t0), 1) for k, v in new.items()}
+
+
 class BrokerState:
     """A read-only view over one running `broker.server.Broker`."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.rates = RateSamples()
         self.started = time.monotonic()
         self.node_name = f"hashbroker@{socket.gethostname().split('.')[0] or 'localhost'}"
         cluster = getattr(broker, "cluster", None)  # issue 4: the emulated cluster's local node
@@ -290,24 +323,38 @@ class BrokerState:
             exclusive_consumer_tag=excl,
             owner=self._connection_info(owner) if owner is not None else None,
             stats=self._queue_stats(q),
+            rates=self.queue_rates(vhost, q.name),
         )
 
     @staticmethod
     def _queue_stats(q: Any) -> dict[str, int]:
-        """Exact message_stats counters for a queue.
+        """Exact message_stats counters for a queue (`Queue.stats`, RabbitMQ's per-queue counters)."""
+        return dict(q.stats)
 
-        `Queue.seq` is bumped once per message entering the queue (publish or dead-letter, never on
-        requeue), which is precisely RabbitMQ's per-queue `publish` stat. Delivery counters are
-        taken from a `stats` mapping if the broker grows one; until then they are left out rather
-        than reported as a misleading 0.
-        """
-        stats: dict[str, int] = {}
-        native = getattr(q, "stats", None)
-        if isinstance(native, dict):
-            stats.update({str(k): int(v) for k, v in native.items()})
-        if "publish" not in stats and isinstance(getattr(q, "seq", None), int) and q.seq:
-            stats["publish"] = q.seq
-        return stats
+    # -- rates ----------------------------------------------------------------------------------
+
+    def sample(self, now: float | None = None) -> None:
+        """Record every queue's counters and depths; rates are the change between two samples."""
+        values: dict[tuple[str, str], dict[str, int]] = {}
+        totals = dict.fromkeys(DEPTHS, 0)
+        for vname, vh in self.broker.vhosts.items():
+            for q in vh.queues.values():
+                depth = {
+                    "messages": q.count + q.unacked,
+                    "messages_ready": q.count,
+                    "messages_unacknowledged": q.unacked,
+                }
+                values[(vname, q.name)] = {**q.stats, **depth}
+                for k, v in depth.items():
+                    totals[k] += v
+        values[TOTALS] = totals
+        self.rates.take(time.monotonic() if now is None else now, values)
+
+    def queue_rates(self, vhost: str, name: str) -> dict[str, float]:
+        return self.rates.of((vhost, name))
+
+    def totals_rates(self) -> dict[str, float]:
+        return self.rates.of(TOTALS)
 
     def _consumer_info(self, vhost: str, q: Any, c: Any, index: int) -> ConsumerInfo:
         ch = c.channel
