@@ -170,12 +170,11 @@ class Queue:
         self.seq = 0
         self.consumers: deque[Consumer] = deque()
         self.unacked = 0
-        # management message_stats, RabbitMQ's per-queue counters (`seq` is the publish count); bumped
-        # where messages leave. `stat_touched`: a get or delivery happened, so the deliver-side keys
-        # are reported (RabbitMQ shows them, zeros included, from the first basic.get on).
+        # management message_stats, RabbitMQ's per-queue counters (`seq` is the publish count), bumped
+        # where messages leave; `stat_empty_get`: a basic.get found the queue empty (see `stats`)
         self.stat_deliver = self.stat_deliver_no_ack = self.stat_get = self.stat_get_no_ack = 0
         self.stat_redeliver = self.stat_ack = 0
-        self.stat_touched = False
+        self.stat_empty_get = False
         self.deleted = False
         self.had_consumers = False
         self._ttl_timer: asyncio.TimerHandle | None = None
@@ -402,7 +401,6 @@ class Queue:
                     self.stat_deliver += 1
                 if entry.redelivered:
                     self.stat_redeliver += 1
-                self.stat_touched = True
                 c.channel.deliver(c, self, entry)
         finally:
             self._delivering = False
@@ -412,15 +410,15 @@ class Queue:
         if self.uses_ttl:
             self.drop_expired()
         self.reset_expiry()
-        self.stat_touched = True
         entry = self._pop_head()
-        if entry is not None:
-            if no_ack:
-                self.stat_get_no_ack += 1
-            else:
-                self.stat_get += 1
-            if entry.redelivered:
-                self.stat_redeliver += 1
+        if entry is None:
+            self.stat_empty_get = True
+        elif no_ack:
+            self.stat_get_no_ack += 1
+        else:
+            self.stat_get += 1
+        if entry is not None and entry.redelivered:
+            self.stat_redeliver += 1
         return entry
 
     @property
@@ -434,16 +432,15 @@ class Queue:
         out: dict[str, int] = {}
         if self.seq:
             out["publish"] = self.seq
-        if self.stat_touched:
+        delivered = self.stat_deliver + self.stat_deliver_no_ack + self.stat_get + self.stat_get_no_ack
+        if delivered or self.stat_empty_get:
             out["ack"] = self.stat_ack
             out["deliver"] = self.stat_deliver
             out["deliver_no_ack"] = self.stat_deliver_no_ack
             out["get"] = self.stat_get
             out["get_no_ack"] = self.stat_get_no_ack
             out["get_empty"] = 0
-            out["deliver_get"] = (
-                self.stat_deliver + self.stat_deliver_no_ack + self.stat_get + self.stat_get_no_ack
-            )
+            out["deliver_get"] = delivered
             out["redeliver"] = self.stat_redeliver
         return out
 
