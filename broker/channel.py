@@ -720,7 +720,9 @@ class Channel:
                 406,
                 f"invalid type '{dlx.type}' for arg 'x-dead-letter-exchange' in {vhost.rs('queue', name)}",
             )
-        check_queue_arguments(args, name, vhost.name)
+        check_queue_arguments(
+            args, name, vhost.name, durable=a["durable"], exclusive=exclusive, auto_delete=auto_delete
+        )
         q = Queue(
             vhost,
             name,
