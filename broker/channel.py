@@ -117,6 +117,8 @@ class Channel:
         self._commit_wait: deque[list[Any]] = deque()
         self.tx: list[Callable[[], None]] | None = None
         self.tx_acks: list[tuple[int, Unacked]] = []
+        # deliveries rejected/nacked inside the open transaction (still owed by this channel)
+        self.tx_rejects: list[tuple[int, Unacked]] = []
         self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "channel.close": self.on_channel_close,
             "channel.close_ok": self.on_channel_close_ok,
@@ -989,19 +991,24 @@ class Channel:
     def on_basic_reject(self, a: dict[str, Any]) -> None:
         items = self._collect(a["delivery_tag"], False)
         if self.tx is not None:
-            requeue = a["requeue"]
-            self.tx.append(lambda: self._reject(items, requeue))
-            self.tx_acks.extend([])
+            self._tx_reject(items, a["requeue"])
             return
         self._reject(items, a["requeue"])
 
     def on_basic_nack(self, a: dict[str, Any]) -> None:
         items = self._collect(a["delivery_tag"], a["multiple"])
         if self.tx is not None:
-            requeue = a["requeue"]
-            self.tx.append(lambda: self._reject(items, requeue))
+            self._tx_reject(items, a["requeue"])
             return
         self._reject(items, a["requeue"])
+
+    def _tx_reject(self, items: list[tuple[int, Unacked]], requeue: bool) -> None:
+        """A reject/nack inside a transaction waits for tx.commit; tx.rollback (and a channel close)
+        must give the deliveries back as unacked, as RabbitMQ 3.10.8 does (a later reject of the same
+        tag after rollback is accepted there, not a 406 unknown delivery tag)."""
+        self.tx_rejects.extend(items)
+        assert self.tx is not None
+        self.tx.append(lambda: self._reject(items, requeue))
 
     def on_basic_recover_async(self, a: dict[str, Any]) -> None:
         if not a["requeue"]:
@@ -1039,7 +1046,7 @@ class Channel:
         if self.tx is None:
             raise AmqpError(406, "channel is not transactional")
         actions, acks = self.tx, self.tx_acks
-        self.tx, self.tx_acks = [], []
+        self.tx, self.tx_acks, self.tx_rejects = [], [], []
         for action in actions:
             action()
         if self.vhost.store is not None:
@@ -1063,12 +1070,13 @@ class Channel:
     def on_tx_rollback(self, a: dict[str, Any]) -> None:
         if self.tx is None:
             raise AmqpError(406, "channel is not transactional")
-        # acknowledged-in-tx deliveries become unacked again, in tag order
-        for t, u in self.tx_acks:
+        # acknowledged- or rejected-in-tx deliveries become unacked again, in tag order
+        pending = self.tx_acks + self.tx_rejects
+        for t, u in pending:
             self.unacked[t] = u
-        if self.tx_acks:
-            self.unacked_order = deque(sorted(set(self.unacked_order) | {t for t, _ in self.tx_acks}))
-        self.tx, self.tx_acks = [], []
+        if pending:
+            self.unacked_order = deque(sorted(set(self.unacked_order) | {t for t, _ in pending}))
+        self.tx, self.tx_acks, self.tx_rejects = [], [], []
         self.reply(replies.tx_rollback_ok())
 
     # -- teardown ---------------------------------------------------------------------------------
@@ -1081,9 +1089,9 @@ class Channel:
             self.reply_consumer = None
         items = [(t, self.unacked.pop(t)) for t in self.unacked_order if t in self.unacked]
         self.unacked_order.clear()
-        if self.tx_acks:  # uncommitted acks: the messages go back too
-            items.extend(self.tx_acks)
-            self.tx_acks = []
+        if self.tx_acks or self.tx_rejects:  # uncommitted acks/rejects: the messages go back too
+            items.extend(self.tx_acks + self.tx_rejects)
+            self.tx_acks, self.tx_rejects = [], []
         if items:
             self._release(items)
             by_queue: dict[Queue, list[Entry]] = {}
