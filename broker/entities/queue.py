@@ -169,6 +169,7 @@ class Queue:
         self.bytes = 0
         self.seq = 0
         self.consumers: deque[Consumer] = deque()
+        self.prioritized = False  # some consumer has a non-zero x-priority
         self.unacked = 0
         self.deleted = False
         self.had_consumers = False
@@ -284,11 +285,41 @@ class Queue:
         if self.one_active:
             c = self.sac_active or consumers[0]
             return c if c.channel.can_deliver(c) else None
+        if self.prioritized:
+            return self._pick_prioritized()
         for _ in range(len(consumers)):
             c = consumers[0]
             consumers.rotate(-1)
             if c.channel.can_deliver(c):
                 return c
+        return None
+
+    def _pick_prioritized(self) -> Consumer | None:
+        """The consumer with credit in the highest x-priority band, round-robin within the band only.
+
+        RabbitMQ 3.10.8 keeps consumers in a priority queue: a higher-priority consumer gets every
+        message while it has prefetch credit (observed: x-priority 10 with prefetch 2 took m0, m1,
+        the priority-0 consumer the rest). Rotating the whole list, as for equal priorities, let a
+        lower-priority consumer take m1 in between.
+        """
+        consumers = self.consumers
+        items = list(consumers)
+        n = len(items)
+        start = 0
+        while start < n:
+            prio = items[start].priority
+            end = start
+            while end < n and items[end].priority == prio:
+                end += 1
+            for i in range(start, end):
+                c = items[i]
+                if c.channel.can_deliver(c):
+                    # as the plain rotation: skipped (blocked) ones and c move to the band's end
+                    items[start:end] = items[i + 1 : end] + items[start : i + 1]
+                    consumers.clear()
+                    consumers.extend(items)
+                    return c
+            start = end
         return None
 
     def _enforce_limits(self) -> None:
@@ -374,6 +405,11 @@ class Queue:
                     c = self.sac_active or consumers[0]
                     if not c.channel.can_deliver(c):
                         return
+                elif self.prioritized:
+                    picked = self._pick_prioritized()
+                    if picked is None:
+                        return
+                    c = picked
                 else:
                     for _ in range(len(consumers)):
                         c = consumers[0]
@@ -446,11 +482,12 @@ class Queue:
             self.ring_members += 1
             self.one_active = True
         if consumer.priority and not self.one_active:
+            self.prioritized = True
+        if self.prioritized and not self.one_active:
             # higher x-priority consumers go first; equal priorities keep arrival order
-            items = list(self.consumers)
+            items = self.consumers
             idx = next((i for i, c in enumerate(items) if c.priority < consumer.priority), len(items))
             items.insert(idx, consumer)
-            self.consumers = deque(items)
         else:
             self.consumers.append(consumer)
         if self.one_active:
@@ -465,6 +502,8 @@ class Queue:
             self.consumers.remove(consumer)
         except ValueError:
             return
+        if self.prioritized and consumer.priority:
+            self.prioritized = any(c.priority for c in self.consumers)
         if consumer.group is not None:
             self.ring_members -= 1
             self.one_active = self.single_active or self.ring_members > 0
