@@ -689,6 +689,9 @@ class Channel:
     def on_queue_declare(self, a: dict[str, Any]) -> None:
         vhost = self.vhost
         conn = self.conn
+        if a["queue"].startswith(REPLY_TO):
+            self._declare_reply_to(strip_cr_lf(a["queue"]), a["nowait"])
+            return
         name = self._sharded("queue.declare", strip_cr_lf(a["queue"]))
         if a["passive"]:
             found = vhost.queue_or_404(name)
@@ -737,6 +740,20 @@ class Channel:
         if exclusive:
             conn.exclusive_queues.append(q)
         self._declare_ok(q, a["nowait"])
+
+    def _declare_reply_to(self, name: str, nowait: bool) -> None:
+        """rabbit_channel's first queue.declare clause: any declare (passive or not, whatever the
+        flags and arguments) of amq.rabbitmq.reply-to answers declare-ok (0 messages, 1 consumer),
+        as does amq.rabbitmq.reply-to.<suffix> of a live reply consumer; any other name with that
+        prefix is 404. hashbroker refused them as reserved 'amq.*' names (403) or as missing (404)."""
+        if name != REPLY_TO and not (
+            name.startswith(REPLY_TO_PREFIX)
+            and self.conn.broker.reply_channel_exists(name[len(REPLY_TO_PREFIX) :])
+        ):
+            raise AmqpError(404, f"no queue '{name}' in vhost '{self.vhost.name}'")
+        self.last_queue = name
+        if not nowait:
+            self.reply(replies.queue_declare_ok(name, 0, 1))
 
     def _declare_ok(self, q: Queue, nowait: bool) -> None:
         self.last_queue = q.name
