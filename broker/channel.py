@@ -967,18 +967,24 @@ class Channel:
                 out.append((t, u))
         return out
 
-    def _release(self, items: list[tuple[int, Unacked]]) -> set[Queue]:
-        """Bookkeeping common to ack/reject: free prefetch credit, return touched queues."""
-        touched: set[Queue] = set()
+    def _release(self, items: list[tuple[int, Unacked]]) -> list[Queue]:
+        """Bookkeeping common to ack/reject: free prefetch credit, return touched queues (in order)."""
+        touched: dict[Queue, None] = {}
         for _t, u in items:
             if u.consumer is not None:
                 u.consumer.unacked -= 1
                 if u.consumer.group is not None:  # the shared prefetch freed: any member's shard may go
-                    touched.update(m.queue for m in u.consumer.group)
+                    touched.update(dict.fromkeys(m.queue for m in u.consumer.group))
             self.unacked_count -= 1
             u.queue.unacked -= 1
-            touched.add(u.queue)
-        return touched
+            touched[u.queue] = None
+        if self.global_prefetch and items:
+            # basic.qos global=true is one limit for the whole channel (RabbitMQ 3.10.8's limiter
+            # wakes every queue it blocked): credit freed by an ack on one queue lets the channel's
+            # consumers of other queues receive too, after the acked queue's own consumers.
+            for consumer in self.consumers.values():
+                touched.update(dict.fromkeys(m.queue for m in _members(consumer)))
+        return list(touched)
 
     def on_basic_ack(self, a: dict[str, Any]) -> None:
         items = self._collect(a["delivery_tag"], a["multiple"])
