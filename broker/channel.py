@@ -805,12 +805,16 @@ class Channel:
     # -- basic --------------------------------------------------------------------------------------
 
     def on_basic_qos(self, a: dict[str, Any]) -> None:
+        """basic.qos; global=false also lifts a channel-wide (global) limit set before, as RabbitMQ
+        3.10.8's rabbit_channel does (unlimit_prefetch): observed with global 3 then per-consumer 2,
+        two consumers get 2 each (4 unacked), not 3 in all."""
         if a["prefetch_size"]:
             raise AmqpError(540, f"prefetch_size!=0 ({a['prefetch_size']})", hard=True)
         if a["global_"]:
             self.global_prefetch = a["prefetch_count"]
         else:
             self.prefetch = a["prefetch_count"]
+            self.global_prefetch = 0
         self.reply(replies.basic_qos_ok())
         self._kick_queues()
 
