@@ -452,6 +452,11 @@ class Queue:
             self.bytes += len(entry.msg.body)
         if self.max_length is not None or self.max_length_bytes is not None:
             self._enforce_limits()
+        if self.uses_ttl:
+            # a message whose TTL ran out while it was unacked expires as soon as it is back (RabbitMQ
+            # 3.10.8 dead-letters it, reason expired); the TTL timer may have fired meanwhile for a
+            # later message, so nothing else would look at the requeued head
+            self.drop_expired()
         self.try_deliver()
 
     def settled(self, n: int = 1) -> None:
