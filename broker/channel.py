@@ -696,6 +696,7 @@ class Channel:
         if a["passive"]:
             found = vhost.queue_or_404(name)
             conn.check_exclusive(found)
+            found.reset_expiry()  # a passive declare is a use: RabbitMQ 3.10.8 restarts x-expires
             self._declare_ok(found, a["nowait"])
             return
         exclusive = a["exclusive"]
