@@ -434,7 +434,10 @@ class Connection:
         elif name == "connection.close_ok":
             self._shutdown("close-ok")
         elif name == "connection.update_secret" and state == "running":
-            raise AmqpError(530, "Secret update failed")
+            # RabbitMQ 3.10.8 with the internal auth backend: rabbit_access_control:update_state keeps
+            # the user as is and answers update-secret-ok, whatever the new secret (observed with the
+            # right and a wrong password); hashbroker used to close with 530 "Secret update failed".
+            self.send_method(0, M.simple_payload(10, 71))
         else:
             raise AmqpError(504, f"unexpected method in connection state {state}")
 
