@@ -371,7 +371,11 @@ class Connection:
             self._channel0(M.decode_method(payload))
             return
         if self.state != "running":
-            raise unexpected_frame_error(ftype, payload)
+            # RabbitMQ 3.10.8's reader rejects a channel frame before connection.open as a bare
+            # frame: 505 with class/method 0/0 even when it is a method frame (e.g. channel.open)
+            err = unexpected_frame_error(ftype, payload)
+            err.in_method = False
+            raise err
         if channel in self.closing_channels:
             # we sent channel.close: only close-ok (or a crossing close) matters now
             if ftype == FRAME_METHOD and payload[:4] in (b"\x00\x14\x00\x29", b"\x00\x14\x00\x28"):
