@@ -311,12 +311,31 @@ class Channel:
             self.publish_seq += 1
             seq = self.publish_seq
         if self.tx is not None:
-            self.tx.append(lambda: self._deliver_publish(x, msg, mandatory, 0))
+            routed = self._tx_route(x, msg)
+            self.tx.append(lambda: self._deliver_publish(x, msg, mandatory, 0, routed))
             return
         self._deliver_publish(x, msg, mandatory, seq)
 
-    def _deliver_publish(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
+    def _tx_route(self, x: Exchange, msg: StoredMessage) -> list[Queue] | None:
+        """A publish inside a transaction is routed when it is published, delivered at tx.commit.
+
+        RabbitMQ 3.10.8: publish in tx to a fanout bound to q1, then unbind q1 and bind q2, then
+        commit: q1 gets the message, q2 does not. hashbroker routed at commit (q2 got it). Direct
+        reply-to and delayed messages keep their own paths (None: decided at commit).
+        """
+        if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
+            return None
+        if x.type_name == "x-delayed-message":
+            return None
+        return self.vhost.route(x, msg)
+
+    def _deliver_publish(
+        self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int, routed: list[Queue] | None = None
+    ) -> None:
         vhost = self.vhost
+        if routed is not None:
+            self._deliver_routed(msg, [q for q in routed if not q.deleted], mandatory, seq)
+            return
         if x.impl is None:  # the default exchange (type direct: never delayed)
             rk = msg.routing_key
             if rk.startswith(REPLY_TO_PREFIX):
@@ -342,7 +361,10 @@ class Channel:
                 if seq:
                     self._confirm(seq, True)
                 return
-        queues = vhost.route(x, msg)
+        self._deliver_routed(msg, vhost.route(x, msg), mandatory, seq)
+
+    def _deliver_routed(self, msg: StoredMessage, queues: list[Queue], mandatory: bool, seq: int) -> None:
+        vhost = self.vhost
         if not queues:
             if mandatory:
                 self._send_return(msg)
