@@ -117,6 +117,8 @@ class Channel:
         self._commit_wait: deque[list[Any]] = deque()
         self.tx: list[Callable[[], None]] | None = None
         self.tx_acks: list[tuple[int, Unacked]] = []
+        # deliveries rejected/nacked inside the open transaction (still owed by this channel)
+        self.tx_rejects: list[tuple[int, Unacked]] = []
         self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "channel.close": self.on_channel_close,
             "channel.close_ok": self.on_channel_close_ok,
@@ -309,12 +311,31 @@ class Channel:
             self.publish_seq += 1
             seq = self.publish_seq
         if self.tx is not None:
-            self.tx.append(lambda: self._deliver_publish(x, msg, mandatory, 0))
+            routed = self._tx_route(x, msg)
+            self.tx.append(lambda: self._deliver_publish(x, msg, mandatory, 0, routed))
             return
         self._deliver_publish(x, msg, mandatory, seq)
 
-    def _deliver_publish(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
+    def _tx_route(self, x: Exchange, msg: StoredMessage) -> list[Queue] | None:
+        """A publish inside a transaction is routed when it is published, delivered at tx.commit.
+
+        RabbitMQ 3.10.8: publish in tx to a fanout bound to q1, then unbind q1 and bind q2, then
+        commit: q1 gets the message, q2 does not. hashbroker routed at commit (q2 got it). Direct
+        reply-to and delayed messages keep their own paths (None: decided at commit).
+        """
+        if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
+            return None
+        if x.type_name == "x-delayed-message":
+            return None
+        return self.vhost.route(x, msg)
+
+    def _deliver_publish(
+        self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int, routed: list[Queue] | None = None
+    ) -> None:
         vhost = self.vhost
+        if routed is not None:
+            self._deliver_routed(msg, [q for q in routed if not q.deleted], mandatory, seq)
+            return
         if x.impl is None:  # the default exchange (type direct: never delayed)
             rk = msg.routing_key
             if rk.startswith(REPLY_TO_PREFIX):
@@ -340,7 +361,10 @@ class Channel:
                 if seq:
                     self._confirm(seq, True)
                 return
-        queues = vhost.route(x, msg)
+        self._deliver_routed(msg, vhost.route(x, msg), mandatory, seq)
+
+    def _deliver_routed(self, msg: StoredMessage, queues: list[Queue], mandatory: bool, seq: int) -> None:
+        vhost = self.vhost
         if not queues:
             if mandatory:
                 self._send_return(msg)
@@ -687,10 +711,14 @@ class Channel:
     def on_queue_declare(self, a: dict[str, Any]) -> None:
         vhost = self.vhost
         conn = self.conn
+        if a["queue"].startswith(REPLY_TO):
+            self._declare_reply_to(strip_cr_lf(a["queue"]), a["nowait"])
+            return
         name = self._sharded("queue.declare", strip_cr_lf(a["queue"]))
         if a["passive"]:
             found = vhost.queue_or_404(name)
             conn.check_exclusive(found)
+            found.reset_expiry()  # a passive declare is a use: RabbitMQ 3.10.8 restarts x-expires
             self._declare_ok(found, a["nowait"])
             return
         exclusive = a["exclusive"]
@@ -720,7 +748,9 @@ class Channel:
                 406,
                 f"invalid type '{dlx.type}' for arg 'x-dead-letter-exchange' in {vhost.rs('queue', name)}",
             )
-        check_queue_arguments(args, name, vhost.name)
+        check_queue_arguments(
+            args, name, vhost.name, durable=a["durable"], exclusive=exclusive, auto_delete=auto_delete
+        )
         q = Queue(
             vhost,
             name,
@@ -733,6 +763,20 @@ class Channel:
         if exclusive:
             conn.exclusive_queues.append(q)
         self._declare_ok(q, a["nowait"])
+
+    def _declare_reply_to(self, name: str, nowait: bool) -> None:
+        """rabbit_channel's first queue.declare clause: any declare (passive or not, whatever the
+        flags and arguments) of amq.rabbitmq.reply-to answers declare-ok (0 messages, 1 consumer),
+        as does amq.rabbitmq.reply-to.<suffix> of a live reply consumer; any other name with that
+        prefix is 404. hashbroker refused them as reserved 'amq.*' names (403) or as missing (404)."""
+        if name != REPLY_TO and not (
+            name.startswith(REPLY_TO_PREFIX)
+            and self.conn.broker.reply_channel_exists(name[len(REPLY_TO_PREFIX) :])
+        ):
+            raise AmqpError(404, f"no queue '{name}' in vhost '{self.vhost.name}'")
+        self.last_queue = name
+        if not nowait:
+            self.reply(replies.queue_declare_ok(name, 0, 1))
 
     def _declare_ok(self, q: Queue, nowait: bool) -> None:
         self.last_queue = q.name
@@ -784,12 +828,16 @@ class Channel:
     # -- basic --------------------------------------------------------------------------------------
 
     def on_basic_qos(self, a: dict[str, Any]) -> None:
+        """basic.qos; global=false also lifts a channel-wide (global) limit set before, as RabbitMQ
+        3.10.8's rabbit_channel does (unlimit_prefetch): observed with global 3 then per-consumer 2,
+        two consumers get 2 each (4 unacked), not 3 in all."""
         if a["prefetch_size"]:
             raise AmqpError(540, f"prefetch_size!=0 ({a['prefetch_size']})", hard=True)
         if a["global_"]:
             self.global_prefetch = a["prefetch_count"]
         else:
             self.prefetch = a["prefetch_count"]
+            self.global_prefetch = 0
         self.reply(replies.basic_qos_ok())
         self._kick_queues()
 
@@ -946,18 +994,24 @@ class Channel:
                 out.append((t, u))
         return out
 
-    def _release(self, items: list[tuple[int, Unacked]]) -> set[Queue]:
-        """Bookkeeping common to ack/reject: free prefetch credit, return touched queues."""
-        touched: set[Queue] = set()
+    def _release(self, items: list[tuple[int, Unacked]]) -> list[Queue]:
+        """Bookkeeping common to ack/reject: free prefetch credit, return touched queues (in order)."""
+        touched: dict[Queue, None] = {}
         for _t, u in items:
             if u.consumer is not None:
                 u.consumer.unacked -= 1
                 if u.consumer.group is not None:  # the shared prefetch freed: any member's shard may go
-                    touched.update(m.queue for m in u.consumer.group)
+                    touched.update(dict.fromkeys(m.queue for m in u.consumer.group))
             self.unacked_count -= 1
             u.queue.unacked -= 1
-            touched.add(u.queue)
-        return touched
+            touched[u.queue] = None
+        if self.global_prefetch and items:
+            # basic.qos global=true is one limit for the whole channel (RabbitMQ 3.10.8's limiter
+            # wakes every queue it blocked): credit freed by an ack on one queue lets the channel's
+            # consumers of other queues receive too, after the acked queue's own consumers.
+            for consumer in self.consumers.values():
+                touched.update(dict.fromkeys(m.queue for m in _members(consumer)))
+        return list(touched)
 
     @staticmethod
     def _count_acks(items: list[tuple[int, Unacked]]) -> None:
@@ -994,19 +1048,24 @@ class Channel:
     def on_basic_reject(self, a: dict[str, Any]) -> None:
         items = self._collect(a["delivery_tag"], False)
         if self.tx is not None:
-            requeue = a["requeue"]
-            self.tx.append(lambda: self._reject(items, requeue))
-            self.tx_acks.extend([])
+            self._tx_reject(items, a["requeue"])
             return
         self._reject(items, a["requeue"])
 
     def on_basic_nack(self, a: dict[str, Any]) -> None:
         items = self._collect(a["delivery_tag"], a["multiple"])
         if self.tx is not None:
-            requeue = a["requeue"]
-            self.tx.append(lambda: self._reject(items, requeue))
+            self._tx_reject(items, a["requeue"])
             return
         self._reject(items, a["requeue"])
+
+    def _tx_reject(self, items: list[tuple[int, Unacked]], requeue: bool) -> None:
+        """A reject/nack inside a transaction waits for tx.commit; tx.rollback (and a channel close)
+        must give the deliveries back as unacked, as RabbitMQ 3.10.8 does (a later reject of the same
+        tag after rollback is accepted there, not a 406 unknown delivery tag)."""
+        self.tx_rejects.extend(items)
+        assert self.tx is not None
+        self.tx.append(lambda: self._reject(items, requeue))
 
     def on_basic_recover_async(self, a: dict[str, Any]) -> None:
         if not a["requeue"]:
@@ -1044,7 +1103,7 @@ class Channel:
         if self.tx is None:
             raise AmqpError(406, "channel is not transactional")
         actions, acks = self.tx, self.tx_acks
-        self.tx, self.tx_acks = [], []
+        self.tx, self.tx_acks, self.tx_rejects = [], [], []
         for action in actions:
             action()
         if self.vhost.store is not None:
@@ -1069,12 +1128,13 @@ class Channel:
     def on_tx_rollback(self, a: dict[str, Any]) -> None:
         if self.tx is None:
             raise AmqpError(406, "channel is not transactional")
-        # acknowledged-in-tx deliveries become unacked again, in tag order
-        for t, u in self.tx_acks:
+        # acknowledged- or rejected-in-tx deliveries become unacked again, in tag order
+        pending = self.tx_acks + self.tx_rejects
+        for t, u in pending:
             self.unacked[t] = u
-        if self.tx_acks:
-            self.unacked_order = deque(sorted(set(self.unacked_order) | {t for t, _ in self.tx_acks}))
-        self.tx, self.tx_acks = [], []
+        if pending:
+            self.unacked_order = deque(sorted(set(self.unacked_order) | {t for t, _ in pending}))
+        self.tx, self.tx_acks, self.tx_rejects = [], [], []
         self.reply(replies.tx_rollback_ok())
 
     # -- teardown ---------------------------------------------------------------------------------
@@ -1087,9 +1147,9 @@ class Channel:
             self.reply_consumer = None
         items = [(t, self.unacked.pop(t)) for t in self.unacked_order if t in self.unacked]
         self.unacked_order.clear()
-        if self.tx_acks:  # uncommitted acks: the messages go back too
-            items.extend(self.tx_acks)
-            self.tx_acks = []
+        if self.tx_acks or self.tx_rejects:  # uncommitted acks/rejects: the messages go back too
+            items.extend(self.tx_acks + self.tx_rejects)
+            self.tx_acks, self.tx_rejects = [], []
         if items:
             self._release(items)
             by_queue: dict[Queue, list[Entry]] = {}

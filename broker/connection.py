@@ -371,7 +371,11 @@ class Connection:
             self._channel0(M.decode_method(payload))
             return
         if self.state != "running":
-            raise unexpected_frame_error(ftype, payload)
+            # RabbitMQ 3.10.8's reader rejects a channel frame before connection.open as a bare
+            # frame: 505 with class/method 0/0 even when it is a method frame (e.g. channel.open)
+            err = unexpected_frame_error(ftype, payload)
+            err.in_method = False
+            raise err
         if channel in self.closing_channels:
             # we sent channel.close: only close-ok (or a crossing close) matters now
             if ftype == FRAME_METHOD and payload[:4] in (b"\x00\x14\x00\x29", b"\x00\x14\x00\x28"):
@@ -434,7 +438,10 @@ class Connection:
         elif name == "connection.close_ok":
             self._shutdown("close-ok")
         elif name == "connection.update_secret" and state == "running":
-            raise AmqpError(530, "Secret update failed")
+            # RabbitMQ 3.10.8 with the internal auth backend: rabbit_access_control:update_state keeps
+            # the user as is and answers update-secret-ok, whatever the new secret (observed with the
+            # right and a wrong password); hashbroker used to close with 530 "Secret update failed".
+            self.send_method(0, M.simple_payload(10, 71))
         else:
             raise AmqpError(504, f"unexpected method in connection state {state}")
 

@@ -267,6 +267,11 @@ class Broker:
     def unregister_reply_channel(self, suffix: str) -> None:
         self._reply_channels.pop(suffix, None)
 
+    def reply_channel_exists(self, suffix: str) -> bool:
+        """Whether amq.rabbitmq.reply-to.<suffix> names a live direct reply-to consumer."""
+        ch = self._reply_channels.get(suffix)
+        return ch is not None and ch.open
+
     def deliver_reply(self, msg: StoredMessage) -> bool:
         suffix = msg.routing_key[len("amq.rabbitmq.reply-to.") :]
         ch = self._reply_channels.get(suffix)

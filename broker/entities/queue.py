@@ -169,6 +169,7 @@ class Queue:
         self.bytes = 0
         self.seq = 0
         self.consumers: deque[Consumer] = deque()
+        self.prioritized = False  # some consumer has a non-zero x-priority
         self.unacked = 0
         # management message_stats, RabbitMQ's per-queue counters (`seq` is the publish count), bumped
         # where messages leave; `stat_empty_get`: a basic.get found the queue empty (see `stats`)
@@ -289,11 +290,41 @@ class Queue:
         if self.one_active:
             c = self.sac_active or consumers[0]
             return c if c.channel.can_deliver(c) else None
+        if self.prioritized:
+            return self._pick_prioritized()
         for _ in range(len(consumers)):
             c = consumers[0]
             consumers.rotate(-1)
             if c.channel.can_deliver(c):
                 return c
+        return None
+
+    def _pick_prioritized(self) -> Consumer | None:
+        """The consumer with credit in the highest x-priority band, round-robin within the band only.
+
+        RabbitMQ 3.10.8 keeps consumers in a priority queue: a higher-priority consumer gets every
+        message while it has prefetch credit (observed: x-priority 10 with prefetch 2 took m0, m1,
+        the priority-0 consumer the rest). Rotating the whole list, as for equal priorities, let a
+        lower-priority consumer take m1 in between.
+        """
+        consumers = self.consumers
+        items = list(consumers)
+        n = len(items)
+        start = 0
+        while start < n:
+            prio = items[start].priority
+            end = start
+            while end < n and items[end].priority == prio:
+                end += 1
+            for i in range(start, end):
+                c = items[i]
+                if c.channel.can_deliver(c):
+                    # as the plain rotation: skipped (blocked) ones and c move to the band's end
+                    items[start:end] = items[i + 1 : end] + items[start : i + 1]
+                    consumers.clear()
+                    consumers.extend(items)
+                    return c
+            start = end
         return None
 
     def _enforce_limits(self) -> None:
@@ -379,6 +410,11 @@ class Queue:
                     c = self.sac_active or consumers[0]
                     if not c.channel.can_deliver(c):
                         return
+                elif self.prioritized:
+                    picked = self._pick_prioritized()
+                    if picked is None:
+                        return
+                    c = picked
                 else:
                     for _ in range(len(consumers)):
                         c = consumers[0]
@@ -458,6 +494,11 @@ class Queue:
             self.bytes += len(entry.msg.body)
         if self.max_length is not None or self.max_length_bytes is not None:
             self._enforce_limits()
+        if self.uses_ttl:
+            # a message whose TTL ran out while it was unacked expires as soon as it is back (RabbitMQ
+            # 3.10.8 dead-letters it, reason expired); the TTL timer may have fired meanwhile for a
+            # later message, so nothing else would look at the requeued head
+            self.drop_expired()
         self.try_deliver()
 
     def settled(self, n: int = 1) -> None:
@@ -488,11 +529,12 @@ class Queue:
             self.ring_members += 1
             self.one_active = True
         if consumer.priority and not self.one_active:
+            self.prioritized = True
+        if self.prioritized and not self.one_active:
             # higher x-priority consumers go first; equal priorities keep arrival order
-            items = list(self.consumers)
+            items = self.consumers
             idx = next((i for i, c in enumerate(items) if c.priority < consumer.priority), len(items))
             items.insert(idx, consumer)
-            self.consumers = deque(items)
         else:
             self.consumers.append(consumer)
         if self.one_active:
@@ -507,6 +549,8 @@ class Queue:
             self.consumers.remove(consumer)
         except ValueError:
             return
+        if self.prioritized and consumer.priority:
+            self.prioritized = any(c.priority for c in self.consumers)
         if consumer.group is not None:
             self.ring_members -= 1
             self.one_active = self.single_active or self.ring_members > 0
