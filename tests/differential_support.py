@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -305,6 +305,35 @@ def attempt(fn: Callable[[], Any]) -> dict[str, Any]:
         return {"channel_close": [exc.reply_code, exc.reply_text]}
     except pika.exceptions.ConnectionClosedByBroker as exc:
         return {"connection_close": [exc.reply_code, exc.reply_text]}
+
+
+def attempt_each(
+    ctx: Ctx,
+    cases: Mapping[str, Callable[[Any], Any]],
+    conn: pika.BlockingConnection | None = None,
+    observe: Callable[[Any], Any] = lambda result: result and "ok",
+) -> dict[str, Any]:
+    """Run each case on a fresh channel of `conn` (default: a new connection; a new one again after a
+    case closed it), recording `observe(case(channel))` or the error, as `attempt` does."""
+    conn = conn or ctx.connect()
+    out: dict[str, Any] = {}
+    for label, case in cases.items():
+        ch = conn.channel()
+        out[label] = attempt(lambda case=case, ch=ch: observe(case(ch)))
+        if conn.is_closed:
+            conn = ctx.connect()
+    return out
+
+
+def declare_each(ctx: Ctx, arguments: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """queue.declare of a fresh queue per case with that case's x-arguments (see `attempt_each`)."""
+    return attempt_each(
+        ctx,
+        {
+            label: (lambda c, label=label, args=args: c.queue_declare(ctx.queue(label), arguments=args))
+            for label, args in arguments.items()
+        },
+    )
 
 
 def method_obs(method_frame: Any) -> Any:

@@ -19,6 +19,7 @@ from tests.differential_support import (
     Registry,
     attempt,
     bodies,
+    declare_each,
     get_all,
     method_obs,
     props_obs,
@@ -751,7 +752,6 @@ def scenario_consumer_tag_reuse(ctx: Ctx) -> Any:
 @scenario
 def scenario_invalid_queue_arguments(ctx: Ctx) -> Any:
     """Queue arguments of the wrong type or range are refused with 406 'invalid arg' texts."""
-    conn = ctx.connect()
     cases: dict[str, dict[str, Any]] = {
         "max_length_str": {"x-max-length": "ten"},
         "max_length_neg": {"x-max-length": -1},
@@ -766,14 +766,7 @@ def scenario_invalid_queue_arguments(ctx: Ctx) -> Any:
         "unknown_x_arg": {"x-whatever": 1},
         "max_length_bytes_float": {"x-max-length-bytes": Decimal("1.5")},
     }
-    out: dict[str, Any] = {}
-    for label, args in cases.items():
-        q = ctx.queue(label)
-        ch = conn.channel()
-        out[label] = attempt(lambda ch=ch, q=q, args=args: ch.queue_declare(q, arguments=args) and "ok")
-        if conn.is_closed:
-            conn = ctx.connect()
-    return out
+    return declare_each(ctx, cases)
 
 
 @scenario

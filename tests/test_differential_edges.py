@@ -20,7 +20,9 @@ from tests.differential_support import (
     RawAmqp,
     Registry,
     attempt,
+    attempt_each,
     bodies,
+    declare_each,
     frame_obs,
     get_all,
     jsonable,
@@ -47,18 +49,6 @@ def _converse(raw: RawAmqp, quiet: float = 0.6) -> list[Any]:
     return out
 
 
-def _cases(ctx: Ctx, cases: dict[str, Any]) -> dict[str, Any]:
-    """Run each op on a fresh channel (a fresh connection after a connection error)."""
-    conn = ctx.connect()
-    out: dict[str, Any] = {}
-    for label, op in cases.items():
-        ch = conn.channel()
-        out[label] = attempt(lambda op=op, ch=ch: op(ch) and "ok")
-        if conn.is_closed:
-            conn = ctx.connect()
-    return out
-
-
 @scenario
 def scenario_exchange_unbind_errors(ctx: Ctx) -> Any:
     """exchange.unbind: missing source/destination are 404; a binding that does not exist is ok."""
@@ -67,7 +57,7 @@ def scenario_exchange_unbind_errors(ctx: Ctx) -> Any:
     setup = ctx.channel()
     setup.exchange_declare(x1, "direct")
     setup.exchange_declare(x2, "direct")
-    return _cases(
+    return attempt_each(
         ctx,
         {
             "unbind_not_bound": lambda c: c.exchange_unbind(x1, x2, "k"),
@@ -90,7 +80,7 @@ def scenario_queue_unbind_errors(ctx: Ctx) -> Any:
     setup = ctx.channel()
     setup.exchange_declare(x, "direct")
     setup.queue_declare(q)
-    return _cases(
+    return attempt_each(
         ctx,
         {
             "not_bound": lambda c: c.queue_unbind(q, x, "nope"),
@@ -154,15 +144,7 @@ def scenario_queue_argument_corners(ctx: Ctx) -> Any:
         "queue_type_int": {"x-queue-type": 1},
         "master_locator_bad": {"x-queue-master-locator": "nowhere"},
     }
-    conn = ctx.connect()
-    out: dict[str, Any] = {}
-    for label, args in cases.items():
-        q = ctx.queue(label)
-        ch = conn.channel()
-        out[label] = attempt(lambda ch=ch, q=q, args=args: ch.queue_declare(q, arguments=args) and "ok")
-        if conn.is_closed:
-            conn = ctx.connect()
-    return out
+    return declare_each(ctx, cases)
 
 
 @scenario
@@ -213,7 +195,7 @@ def scenario_quorum_and_stream_declare_rules(ctx: Ctx) -> Any:
             "stream_ttl": lambda c: c.queue_declare(ctx.queue("sq4"), arguments={**sq, "x-message-ttl": 5}),
         }
     )
-    return _cases(ctx, cases)
+    return attempt_each(ctx, cases)
 
 
 @scenario
@@ -225,7 +207,7 @@ def scenario_master_locator_crash(ctx: Ctx) -> Any:
     raw.open_channel(1)
     raw.send(1, commands.Queue.Declare(queue=q, arguments={"x-queue-master-locator": "nowhere"}))
     crash = _converse(raw)
-    out = _cases(
+    out = attempt_each(
         ctx,
         {
             "after_crash": lambda c: c.queue_declare(q, passive=True),
@@ -272,18 +254,14 @@ def scenario_server_named_queue_other_connection(ctx: Ctx) -> Any:
     shared = och.queue_declare("", exclusive=False).method.queue
     ctx.register(shared, "gen_shared")
     ctx.queues.append(shared)
-    other = ctx.connect()
-    out = {}
-    for label, op in {
+    cases = {
         "passive": lambda c: c.queue_declare(name, passive=True),
         "redeclare": lambda c: c.queue_declare(name, exclusive=True),
         "shared_passive": lambda c: c.queue_declare(shared, passive=True),
         "shared_redeclare": lambda c: c.queue_declare(shared),
         "shared_redeclare_exclusive": lambda c: c.queue_declare(shared, exclusive=True),
-    }.items():
-        ch = other.channel()
-        out[label] = attempt(lambda op=op, ch=ch: method_obs(op(ch)))
-    return out
+    }
+    return attempt_each(ctx, cases, ctx.connect(), observe=method_obs)
 
 
 @scenario
@@ -293,16 +271,14 @@ def scenario_last_declared_queue_shorthand(ctx: Ctx) -> Any:
     fresh = conn.channel()
     x = ctx.exchange()
     fresh.exchange_declare(x, "fanout")
-    out: dict[str, Any] = {}
-    for label, op in {
+    cases = {
         "bind_none": lambda c: c.queue_bind("", x),
         "get_none": lambda c: c.basic_get(""),
         "purge_none": lambda c: c.queue_purge(""),
         "delete_none": lambda c: c.queue_delete(""),
         "consume_none": lambda c: c.basic_consume("", lambda *a: None),
-    }.items():
-        ch = conn.channel()
-        out[label] = attempt(lambda op=op, ch=ch: op(ch) and "ok")
+    }
+    out = attempt_each(ctx, cases, conn)
     ch = ctx.confirm_channel(conn)
     q = ctx.queue()
     ch.queue_declare(q)
@@ -767,7 +743,7 @@ def scenario_amq_default_name(ctx: Ctx) -> Any:
     ch = ch if ch.is_open else conn.channel()
     out["count"] = wait_for_count(ch, q, 1, timeout=1)
     out.update(
-        _cases(
+        attempt_each(
             ctx,
             {
                 "passive": lambda c: c.exchange_declare("amq.default", passive=True),
@@ -785,7 +761,7 @@ def scenario_direct_reply_to_misuse(ctx: Ctx) -> Any:
     """amq.rabbitmq.reply-to misuse: publish with it but no reply consumer, consume with acks,
     basic.get, passive declare, a second reply consumer."""
     q = ctx.queue()
-    return _cases(
+    return attempt_each(
         ctx,
         {
             "publish_no_consumer": lambda c: (
@@ -875,16 +851,13 @@ def scenario_exclusive_durable_redeclare(ctx: Ctx) -> Any:
     ch = conn.channel()
     ch.queue_declare(q, durable=True, exclusive=True)
     ch.queue_declare(q2, exclusive=True)
-    out: dict[str, Any] = {}
-    for label, op in {
+    cases = {
         "same": lambda c: c.queue_declare(q, durable=True, exclusive=True),
         "not_durable": lambda c: c.queue_declare(q, exclusive=True),
         "q2_durable": lambda c: c.queue_declare(q2, durable=True, exclusive=True),
         "q2_not_exclusive": lambda c: c.queue_declare(q2),
-    }.items():
-        c = conn.channel()
-        out[label] = attempt(lambda op=op, c=c: method_obs(op(c)))
-    return out
+    }
+    return attempt_each(ctx, cases, conn, observe=method_obs)
 
 
 @scenario
@@ -997,7 +970,7 @@ def scenario_exchange_declare_type_corners(ctx: Ctx) -> Any:
     x = ctx.exchange()
     setup = ctx.channel()
     setup.exchange_declare(x, "topic")
-    return _cases(
+    return attempt_each(
         ctx,
         {
             "empty_type": lambda c: c.exchange_declare(ctx.exchange("e"), ""),
@@ -1906,7 +1879,7 @@ def scenario_expiration_zero_per_message(ctx: Ctx) -> Any:
 def scenario_amq_exchange_redeclare_flags(ctx: Ctx) -> Any:
     """Redeclaring a pre-declared amq.* exchange with other flags: internal, auto-delete, non-durable,
     arguments; binding an amq.* exchange as an e2e destination."""
-    return _cases(
+    return attempt_each(
         ctx,
         {
             "internal": lambda c: c.exchange_declare("amq.direct", "direct", durable=True, internal=True),
