@@ -92,8 +92,7 @@ def object_name(topology: str, short: str) -> str:
 
 def queues_of(topology: str) -> list[str]:
     """Short names of the queues to read back (the fanout's queue is "via")."""
-    shorts = sorted({d if kind == "queue" else "via" for kind, d, _k, _a in TOPOLOGIES[topology]})
-    return shorts
+    return sorted({d if kind == "queue" else "via" for kind, d, _k, _a in TOPOLOGIES[topology]})
 
 
 def destinations_of(topology: str) -> list[str]:

@@ -322,14 +322,9 @@ class BrokerState:
             single_active_consumer_tag=sac,
             exclusive_consumer_tag=excl,
             owner=self._connection_info(owner) if owner is not None else None,
-            stats=self._queue_stats(q),
+            stats=q.stats,  # RabbitMQ's per-queue message_stats counters (a fresh dict)
             rates=self.queue_rates(vhost, q.name),
         )
-
-    @staticmethod
-    def _queue_stats(q: Any) -> dict[str, int]:
-        """Exact message_stats counters for a queue (`Queue.stats`, RabbitMQ's per-queue counters)."""
-        return dict(q.stats)
 
     # -- rates ----------------------------------------------------------------------------------
 
