@@ -244,13 +244,8 @@ def check_queue_arguments(
         if qtype.value != b"classic":
             _check_other_type(qtype.value, args, rs, durable, exclusive, auto_delete)
             raise AmqpError(540, f"queue type '{qtype.value.decode()}' is not supported by hashbroker")
-    for key, check in DECLARE_CHECKS:
-        f = args.get(key)
-        if f is not None:
-            _raise_if(f, check(f, args), key, rs)
-    for key, _f in args:
-        if key in OTHER_TYPE_ARGS:
-            raise AmqpError(406, f"invalid arg '{key}' for {rs} of queue type rabbit_classic_queue")
+    _check_values(args, rs)
+    _refuse_unsupported(args, rs, OTHER_TYPE_ARGS, "rabbit_classic_queue")
     locator = args.get("x-queue-master-locator")
     if (
         locator is not None
@@ -263,6 +258,21 @@ def check_queue_arguments(
         raise internal_error()
 
 
+def _check_values(args: FieldTable, rs: str) -> None:
+    """The argument value checks every queue type runs, in RabbitMQ's order (DECLARE_CHECKS)."""
+    for key, check in DECLARE_CHECKS:
+        f = args.get(key)
+        if f is not None:
+            _raise_if(f, check(f, args), key, rs)
+
+
+def _refuse_unsupported(args: FieldTable, rs: str, unsupported: frozenset[str], module: str) -> None:
+    """406 for the first argument, in table order, that the queue type (`module`) does not take."""
+    for key, _f in args:
+        if key in unsupported:
+            raise AmqpError(406, f"invalid arg '{key}' for {rs} of queue type {module}")
+
+
 def _check_other_type(
     qtype: bytes, args: FieldTable, rs: str, durable: bool, exclusive: bool, auto_delete: bool
 ) -> None:
@@ -270,13 +280,8 @@ def _check_other_type(
     (first in table order), then the classic value checks, then the properties auto-delete,
     exclusive-owner, non-durable (406 "invalid property '...' for queue 'q' in vhost '/'")."""
     module, unsupported = _TYPE_UNSUPPORTED[qtype]
-    for key, _f in args:
-        if key in unsupported:
-            raise AmqpError(406, f"invalid arg '{key}' for {rs} of queue type {module}")
-    for key, check in DECLARE_CHECKS:
-        f = args.get(key)
-        if f is not None:
-            _raise_if(f, check(f, args), key, rs)
+    _refuse_unsupported(args, rs, unsupported, module)
+    _check_values(args, rs)
     for bad, prop in (
         (auto_delete, "auto-delete"),
         (exclusive, "exclusive-owner"),
