@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from exchanges.errors import AmqpError
+from amqpwire.errors import AmqpError
 
 if TYPE_CHECKING:
     from broker.store import Store

@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from amqpwire.errors import AmqpError
+from amqpwire.fields import FieldTable
 from broker import replies
 from broker.entities.arguments import (
     CLASSIC_QUEUE_ARGS,
@@ -30,8 +32,6 @@ from broker.protocol import methods as M
 from broker.protocol import properties as P
 from broker.protocol.framing import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, build_body_frames, frame_error
 from exchanges.base import Binding, Destination
-from exchanges.errors import AmqpError
-from exchanges.fields import FieldTable
 
 if TYPE_CHECKING:
     import asyncio

@@ -18,6 +18,8 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from amqpwire.errors import AmqpError
+from amqpwire.fields import FieldDecodeError, FieldTable
 from broker import __version__
 from broker.channel import Channel
 from broker.protocol import methods as M
@@ -37,8 +39,6 @@ from broker.protocol.framing import (
     frame_error,
     unexpected_frame_error,
 )
-from exchanges.errors import AmqpError
-from exchanges.fields import FieldDecodeError, FieldTable
 
 if TYPE_CHECKING:
     from broker.entities.queue import Queue

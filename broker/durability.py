@@ -16,10 +16,10 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from amqpwire.errors import AmqpError
 from broker.message import StoredMessage
 from broker.store import BindingRecord, ExchangeRecord, QueueRecord, Snapshot, Store, VHostRecord
 from exchanges.base import Binding, Destination
-from exchanges.errors import AmqpError
 from exchanges.route_order import route_table_order
 
 if TYPE_CHECKING:

@@ -10,9 +10,9 @@ import importlib
 import pkgutil
 from typing import Any
 
+from amqpwire.errors import AmqpError
 from exchanges.base import ExchangeType
 from exchanges.compat import Compat
-from exchanges.errors import AmqpError
 
 _loaded = False
 

@@ -12,11 +12,11 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from amqpwire.errors import AmqpError
+from amqpwire.fields import FieldTable
 from broker.protocol import properties as P
 from exchanges.base import Message
 from exchanges.erlang_format import ESCAPES, printable_latin1
-from exchanges.errors import AmqpError
-from exchanges.fields import FieldTable
 
 HEADERS_FLAG = 1 << 13
 EXPIRATION_FLAG = 1 << 8

@@ -17,13 +17,13 @@ import builtins
 import logging
 from typing import TYPE_CHECKING, Any
 
+from amqpwire.errors import AmqpError
+from amqpwire.fields import FieldTable
 from broker import sharding
 from broker.cluster import Cluster
 from broker.delayed import DelayScheduler
 from broker.policy import Policy, PolicyError, PolicyNotFound, PolicyStore, alternate_exchange
 from exchanges.base import Binding, Destination
-from exchanges.errors import AmqpError
-from exchanges.fields import FieldTable
 
 if TYPE_CHECKING:
     from broker.entities.exchange import Exchange

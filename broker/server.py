@@ -238,7 +238,7 @@ class Broker:
         vhost = self.vhosts.get(name)
         if vhost is None:
             return False
-        from exchanges.errors import AmqpError
+        from amqpwire.errors import AmqpError
 
         for conn in list(self.connections):
             if conn.vhost_obj is vhost and not conn.closed:

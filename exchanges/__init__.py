@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from amqpwire.errors import AmqpError
+from amqpwire.fields import Field, FieldTable
 from exchanges import (  # noqa: F401 - importing a type module registers it (the x-*hash types load lazily)
     delayed,
     direct,
@@ -18,8 +20,6 @@ from exchanges import (  # noqa: F401 - importing a type module registers it (th
 from exchanges import headers as headers_exchange  # noqa: F401 - `headers` is predict's argument
 from exchanges.base import Binding, Destination, ExchangeType, Message, SimpleMessage
 from exchanges.compat import DEFAULT_COMPAT, Compat
-from exchanges.errors import AmqpError
-from exchanges.fields import Field, FieldTable
 from exchanges.registry import get_type, type_names
 
 __all__ = [

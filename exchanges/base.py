@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
+from amqpwire.fields import FieldTable
 from exchanges.compat import DEFAULT_COMPAT, Compat
-from exchanges.fields import FieldTable
 
 DestinationKind = Literal["exchange", "queue"]
 

@@ -21,12 +21,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from amqpwire.errors import internal_error, precondition_failed
+from amqpwire.fields import FieldTable
 from exchanges.base import Binding, Destination, ExchangeType, Message
 from exchanges.compat import WEIGHT_CAP
 from exchanges.erlang_format import format_term
 from exchanges.erlang_terms import UNDEFINED, phash2, phash2_binary
-from exchanges.errors import internal_error, precondition_failed
-from exchanges.fields import FieldTable
 from exchanges.hash_terms import field_value_term, key_bytes, property_term, typed_field_term
 from exchanges.jump_table import KEY_CACHE_LIMIT, RingLookup
 from exchanges.registry import register

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from amqpwire.errors import precondition_failed
+from amqpwire.fields import FieldTable
 from exchanges.base import Binding, Destination, ExchangeType, Message
-from exchanges.errors import precondition_failed
-from exchanges.fields import FieldTable
 from exchanges.registry import find_type, register
 
 MAX_DELAY_MS = 4_294_967_295

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from amqpwire.fields import Field, FieldTable
 from exchanges.erlang_terms import FALSE, TRUE, UNDEFINED, Atom
-from exchanges.fields import Field, FieldTable
 
 
 def key_bytes(text: str) -> bytes:

@@ -25,10 +25,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from amqpwire.errors import precondition_failed
+from amqpwire.fields import Field, FieldTable
 from exchanges.base import Binding, Destination, ExchangeType, Message
 from exchanges.erlang_format import erlang_float, format_binary_p, printable_latin1
-from exchanges.errors import precondition_failed
-from exchanges.fields import Field, FieldTable
 from exchanges.registry import register
 
 X_MATCH: Final = "x-match"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, TypeVar
 
-from exchanges.errors import AmqpError
+from amqpwire.errors import AmqpError
 
 if TYPE_CHECKING:
     from exchanges.base import ExchangeType

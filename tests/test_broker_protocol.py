@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pika
 import pytest
 
-from exchanges.fields import FieldTable
+from amqpwire.fields import FieldTable
 
 
 def _frame(ftype: int, ch: int, payload: bytes) -> bytes:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
+from amqpwire.fields import FieldTable
 from broker.delayed import DelayScheduler
 from exchanges import Field, SimpleMessage
-from exchanges.fields import FieldTable
 
 
 def _message(delay: object) -> SimpleMessage:

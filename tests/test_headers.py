@@ -28,9 +28,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from amqpwire.errors import AmqpError
+from amqpwire.fields import Field, FieldTable
 from exchanges.base import Binding, Destination, SimpleMessage
-from exchanges.errors import AmqpError
-from exchanges.fields import Field, FieldTable
 from exchanges.headers import HeadersExchange, erlang_float, erlang_pretty, erlang_term
 from exchanges.registry import get_type
 

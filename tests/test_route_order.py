@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from amqpwire.fields import FieldTable
 from exchanges.base import Binding, Destination
 from exchanges.erlang_terms import Atom, term_order_key
-from exchanges.fields import FieldTable
 from exchanges.route_order import route_table_order
 
 

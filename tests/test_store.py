@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import exchanges
+from amqpwire.fields import Field, FieldTable
 from broker.store import (
     BindingRecord,
     ExchangeRecord,
@@ -33,7 +34,6 @@ from broker.store import (
     open_store,
 )
 from broker.store.sqlite import SCHEMA_VERSION, STORE_FILE, SqliteStore
-from exchanges.fields import Field, FieldTable
 
 REPO = Path(__file__).resolve().parent.parent
 PROPS = bytes.fromhex("9000") + b"\x0atext/plain" + b"\x02"  # content_type + delivery_mode 2, as sent

@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from amqpwire.fields import FieldTable
 from exchanges import topic
 from exchanges.base import Binding, Destination, SimpleMessage
-from exchanges.fields import FieldTable
 from exchanges.registry import get_type
 from exchanges.topic import TopicExchange, split_topic_key
 

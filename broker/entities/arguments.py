@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from exchanges.errors import AmqpError, internal_error
-from exchanges.fields import Field, FieldTable
+from amqpwire.errors import AmqpError, internal_error
+from amqpwire.fields import Field, FieldTable
 
 INTEGER_TYPES = frozenset(
     {"byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort", "unsignedint"}

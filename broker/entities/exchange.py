@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from amqpwire.fields import FieldTable
 from exchanges.base import Binding, ExchangeType
-from exchanges.fields import FieldTable
 
 
 class Exchange:

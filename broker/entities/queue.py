@@ -12,8 +12,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
+from amqpwire.fields import Field, FieldTable
 from broker.message import EXPIRATION_FLAG, PRIORITY_FLAG, StoredMessage, parse_expiration
-from exchanges.fields import Field, FieldTable
 
 if TYPE_CHECKING:
     import asyncio

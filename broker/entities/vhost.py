@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from amqpwire.errors import AmqpError
+from amqpwire.fields import Field, FieldTable
 from broker.entities.exchange import Exchange
 from broker.entities.queue import Queue
 from broker.message import RoutingView, StoredMessage
 from broker.protocol import properties as P
 from exchanges.base import Binding, Destination
 from exchanges.compat import Compat
-from exchanges.errors import AmqpError
-from exchanges.fields import Field, FieldTable
 
 if TYPE_CHECKING:
     from broker.store import Store

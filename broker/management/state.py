@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote_plus
 
+from amqpwire.fields import Field, FieldTable, field_to_python
 from exchanges.erlang_terms import Atom, phash2
-from exchanges.fields import Field, FieldTable, field_to_python
 
 if TYPE_CHECKING:
     from broker.server import Broker

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from exchanges.errors import AmqpError
+from amqpwire.errors import AmqpError
 
 FRAME_METHOD = 1
 FRAME_HEADER = 2

@@ -12,9 +12,9 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
+from amqpwire.errors import AmqpError
+from amqpwire.fields import FieldDecodeError, FieldTable
 from broker.protocol.framing import FRAME_END_BYTE, FRAME_METHOD, ReaderCrash, erl_binary, frame_error
-from exchanges.errors import AmqpError
-from exchanges.fields import FieldDecodeError, FieldTable
 
 # Field kinds: s shortstr, S longstr, o octet, h short, l long, L longlong, b bit, t table
 _SPECS: dict[tuple[int, int], tuple[str, str, tuple[str, ...]]] = {

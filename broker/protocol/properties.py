@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from exchanges.fields import FieldTable
+from amqpwire.fields import FieldTable
 
 # (bit, name, kind) in wire order; kind: s shortstr, t table, o octet, L longlong
 PROPERTIES: tuple[tuple[int, str, str], ...] = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exchanges.fields import FieldTable
+from amqpwire.fields import FieldTable
 
 
 @dataclass(frozen=True, slots=True)

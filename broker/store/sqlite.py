@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from amqpwire.fields import FieldDecodeError, FieldTable
 from broker.store.base import Store, StoreError, StoreStats
 from broker.store.records import (
     BindingRecord,
@@ -52,7 +53,6 @@ from broker.store.records import (
     UserRecord,
     VHostRecord,
 )
-from exchanges.fields import FieldDecodeError, FieldTable
 
 log = logging.getLogger("hashbroker.store")
 

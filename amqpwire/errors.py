@@ -1,0 +1,121 @@
+"""The one place for AMQP reply codes and the error that carries them, code and text as RabbitMQ sends.
+
+Neither the routing library nor the protocol core does I/O, so they cannot close channels themselves:
+they raise `AmqpError` and the session layer turns it into `channel.close` (soft) or `connection.close`
+(hard) with exactly this text. The named constructors below keep the code and its name together at the
+call site (`not_found("no queue 'q' in vhost '/'")` instead of a bare 404).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ReplyCode(IntEnum):
+    """AMQP 0-9-1 reply codes, named as RabbitMQ prints them in reply texts."""
+
+    CONTENT_TOO_LARGE = 311
+    NO_ROUTE = 312
+    NO_CONSUMERS = 313
+    CONNECTION_FORCED = 320
+    INVALID_PATH = 402
+    ACCESS_REFUSED = 403
+    NOT_FOUND = 404
+    RESOURCE_LOCKED = 405
+    PRECONDITION_FAILED = 406
+    FRAME_ERROR = 501
+    SYNTAX_ERROR = 502
+    COMMAND_INVALID = 503
+    CHANNEL_ERROR = 504
+    UNEXPECTED_FRAME = 505
+    RESOURCE_ERROR = 506
+    NOT_ALLOWED = 530
+    NOT_IMPLEMENTED = 540
+    INTERNAL_ERROR = 541
+
+
+REPLY_NAMES: dict[int, str] = {code.value: code.name for code in ReplyCode}
+
+HARD_ERROR_CODES = frozenset({320, 402, 501, 502, 503, 504, 505, 506, 530, 540, 541})
+
+
+class AmqpError(Exception):
+    """An error with an AMQP reply code; `reply_text` is the full text as RabbitMQ puts it on the wire.
+
+    RabbitMQ prefixes the explanation with the code's name: "PRECONDITION_FAILED - ...". Whether the
+    error closes the channel or the connection is RabbitMQ's choice per error, not purely per code
+    (503 COMMAND_INVALID is a connection error, 406 a channel error), so `hard` can be overridden.
+    """
+
+    def __init__(
+        self, reply_code: int, explanation: str, *, hard: bool | None = None, in_method: bool = True
+    ) -> None:
+        self.reply_code = reply_code
+        self.explanation = explanation
+        name = REPLY_NAMES.get(reply_code, "ERROR")
+        self.reply_text = truncate_reply_text(f"{name} - {explanation}" if explanation else name)
+        self.hard = reply_code in HARD_ERROR_CODES if hard is None else hard
+        self.in_method = in_method
+        """False when RabbitMQ reports class/method 0/0 (a crash, not a method's refusal)."""
+        super().__init__(self.reply_text)
+
+
+def truncate_reply_text(text: str) -> str:
+    """A reply text is a shortstr: past 255 bytes RabbitMQ keeps 252 bytes and appends "..."."""
+    raw = text.encode("utf-8", "surrogateescape")
+    if len(raw) <= 255:
+        return text
+    return (raw[:252] + b"...").decode("utf-8", "surrogateescape")
+
+
+def internal_error() -> AmqpError:
+    """What a crashing RabbitMQ process produces: connection close 541 "INTERNAL_ERROR", 0/0."""
+    return AmqpError(ReplyCode.INTERNAL_ERROR, "", hard=True, in_method=False)
+
+
+def precondition_failed(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.PRECONDITION_FAILED, explanation)
+
+
+def not_found(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.NOT_FOUND, explanation)
+
+
+def access_refused(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.ACCESS_REFUSED, explanation)
+
+
+def resource_locked(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.RESOURCE_LOCKED, explanation)
+
+
+def not_implemented(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.NOT_IMPLEMENTED, explanation)
+
+
+def not_allowed(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.NOT_ALLOWED, explanation)
+
+
+def command_invalid(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.COMMAND_INVALID, explanation)
+
+
+def channel_error(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.CHANNEL_ERROR, explanation)
+
+
+def frame_error(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.FRAME_ERROR, explanation)
+
+
+def syntax_error(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.SYNTAX_ERROR, explanation)
+
+
+def unexpected_frame(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.UNEXPECTED_FRAME, explanation)
+
+
+def connection_forced(explanation: str) -> AmqpError:
+    return AmqpError(ReplyCode.CONNECTION_FORCED, explanation)
