@@ -1,15 +1,20 @@
-"""Shared fixtures: the reference RabbitMQ (live oracle) and the recorded reference data."""
+"""Shared fixtures and markers: the reference RabbitMQ (live oracle) and the recorded reference data.
+
+Every test that talks to the reference RabbitMQ is marked ``live`` here; it skips with a reason when
+no RabbitMQ answers or when the RabbitMQ lacks a plugin the test needs (see ``rabbitmq_probe``).
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import socket
+from collections.abc import Generator
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.rabbitmq_probe import CONSISTENT_HASH, MANAGEMENT, PLUGINS, SHARDING, Target, session_probe
 
 try:  # the Spark fixtures load only where PySpark is installed (the `spark` extra)
     import pyspark  # noqa: F401
@@ -19,27 +24,113 @@ else:
     pytest_plugins = ["tests.spark_support"]
 
 REPO = Path(__file__).resolve().parent.parent
-REFERENCE_DIR = Path(os.environ.get("HASHBROKER_REFERENCE_DIR", REPO.parent / "shared" / "reference"))
+REFERENCE_DIR = Path(__file__).resolve().parent / "data" / "reference"
 REFERENCE_FILE = REFERENCE_DIR / "rabbitmq-3.10.8-routing.json"
-RABBITMQ_HOST = os.environ.get("HASHBROKER_RABBITMQ_HOST", "127.0.0.1")
-RABBITMQ_PORT = int(os.environ.get("HASHBROKER_RABBITMQ_PORT", "5672"))
-RABBITMQ_URL = f"amqp://guest:guest@{RABBITMQ_HOST}:{RABBITMQ_PORT}/%2F"
+_TARGET = Target.from_env()
+RABBITMQ_HOST, RABBITMQ_PORT = _TARGET.amqp or ("127.0.0.1", 5672)
+RABBITMQ_URL = _TARGET.url
+
+#: Test modules whose live tests declare a plugin's exchange type or use the management API of the
+#: reference RabbitMQ. Their live tests skip (naming the plugin) where it is not enabled.
+PLUGINS_BY_MODULE: dict[str, tuple[str, ...]] = {
+    "test_differential_hash": (CONSISTENT_HASH, SHARDING),
+    "test_live_hash_routing": (CONSISTENT_HASH, SHARDING),
+    "test_sharding_live": (CONSISTENT_HASH, SHARDING),
+    "test_fuzz_frames": (CONSISTENT_HASH, SHARDING),
+    "test_ctl": (CONSISTENT_HASH,),
+    "test_spark_publish": (CONSISTENT_HASH,),
+    "test_spark_failures": (CONSISTENT_HASH,),
+    "test_management_api": (MANAGEMENT,),
+    "test_management_rates": (MANAGEMENT,),
+    "test_management_definitions": (MANAGEMENT, CONSISTENT_HASH),
+    "test_management_policies": (MANAGEMENT, SHARDING),
+    "test_rabbitmqadmin": (MANAGEMENT, CONSISTENT_HASH),
+}
+
+#: Module name prefixes that get a marker without saying so themselves.
+MARKERS_BY_PREFIX = {"test_spark_": "spark", "test_clients_": "slow"}
 
 
-@cache
 def rabbitmq_reachable() -> bool:
-    try:
-        with socket.create_connection((RABBITMQ_HOST, RABBITMQ_PORT), timeout=2):
-            return True
-    except OSError:
-        return False
+    """Whether the reference RabbitMQ answers AMQP (probed once per session)."""
+    return session_probe().reachable
 
 
-@pytest.fixture(scope="session")
-def rabbitmq_url() -> str:
-    """URL of the live reference RabbitMQ; skips (with the reason) when none answers."""
-    if not rabbitmq_reachable():
-        pytest.skip(f"no reference RabbitMQ reachable on {RABBITMQ_HOST}:{RABBITMQ_PORT}")
+def plugins_needed(item: pytest.Item) -> tuple[str, ...]:
+    """The plugins an item needs: the ``rabbitmq_plugins`` markers (set from PLUGINS_BY_MODULE)."""
+    needed: list[str] = []
+    for mark in item.iter_markers("rabbitmq_plugins"):
+        needed.extend(p for p in mark.args if p not in needed)
+    return tuple(needed)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
+        for prefix, marker in MARKERS_BY_PREFIX.items():
+            if module.startswith(prefix):
+                item.add_marker(marker)
+        if "rabbitmq_url" in getattr(item, "fixturenames", ()):
+            item.add_marker("live")
+        if module in PLUGINS_BY_MODULE and item.get_closest_marker("live") is not None:
+            item.add_marker(pytest.mark.rabbitmq_plugins(*PLUGINS_BY_MODULE[module]))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A live test skips here, before its fixtures touch RabbitMQ, when RabbitMQ cannot serve it."""
+    if item.get_closest_marker("live") is None:
+        return
+    reason = session_probe().skip_reason(*plugins_needed(item))
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def _missing_plugin_behind(item: pytest.Item, text: str) -> str | None:
+    """The reason to skip when a failure is RabbitMQ lacking a plugin that the probe found missing.
+
+    This catches the live tests that PLUGINS_BY_MODULE does not list: the failure is not hashbroker's,
+    it is the machine's, and it says so. RabbitMQ is probed only when the text names a plugin's
+    exchange type (or, for a live test, the management port).
+    """
+    live = item.get_closest_marker("live") is not None
+    suspects = [
+        plugin
+        for plugin, exchange_type in PLUGINS.items()
+        if (exchange_type is not None and f"unknown exchange type '{exchange_type}'" in text)
+        or (
+            exchange_type is None
+            and live
+            and _TARGET.management is not None
+            and f":{_TARGET.management[1]}" in text
+        )
+    ]
+    if not suspects:
+        return None
+    probe = session_probe()
+    for plugin in suspects:
+        if probe.reachable and plugin not in probe.enabled:
+            return probe.skip_reason(plugin)
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    reason = _missing_plugin_behind(item, str(report.longrepr))
+    if reason is not None:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {reason}")
+
+
+@pytest.fixture
+def rabbitmq_url(request: pytest.FixtureRequest) -> str:
+    """URL of the live reference RabbitMQ; skips (with the reason) when it cannot serve this test."""
+    reason = session_probe().skip_reason(*plugins_needed(request.node))
+    if reason is not None:
+        pytest.skip(reason)
     return RABBITMQ_URL
 
 
@@ -52,7 +143,5 @@ def load_reference() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def reference() -> dict[str, Any]:
-    """The routing recorded from RabbitMQ 3.10.8 (../shared/reference, never copied into the repo)."""
-    if not REFERENCE_FILE.exists():
-        pytest.fail(f"reference data missing: {REFERENCE_FILE} (the repo must sit beside shared/)")
+    """The routing recorded from RabbitMQ 3.10.8 (tests/data/reference, see NOTES.md there)."""
     return load_reference()

@@ -37,6 +37,8 @@ import pytest
 from pamqp import commands, frame, header, heartbeat
 from pamqp.body import ContentBody
 
+from tests.rabbitmq_probe import CONSISTENT_HASH, session_probe
+
 Observation = Any
 """A JSON-able value (dicts with str keys, lists, str, int, float, bool, None)."""
 
@@ -758,6 +760,8 @@ def expected_readme_counts(
         return _TRUTH_CACHE[key]
     if rabbitmq_url is None:
         pytest.skip(f"no reference RabbitMQ to measure example {example!r} with {n} messages")
+    if (reason := session_probe().skip_reason(CONSISTENT_HASH)) is not None:
+        pytest.skip(reason)
     suffix = uuid.uuid4().hex[:10]
     exchange = f"hb.truth.{example}.{suffix}"
     queues = [f"hb.truth.{q}.{suffix}" for q in README_QUEUES]

@@ -1,0 +1,189 @@
+"""What the reference RabbitMQ of this machine can do, probed once per test session.
+
+The live tests compare hashbroker with a real RabbitMQ 3.10.8. A machine may have none, or one
+without the plugins whose exchange types the tests declare; those tests must then skip with a reason
+that says what is missing and how to enable it, never fail with ``503 unknown exchange type``.
+
+Environment overrides (also how to simulate the other machines):
+
+* ``HASHBROKER_TEST_RABBITMQ=host:port`` probes another broker; ``none`` (or a port where nothing
+  listens, e.g. ``127.0.0.1:1``) means "no RabbitMQ".
+* ``HASHBROKER_TEST_RABBITMQ_MANAGEMENT=host:port`` is where the management API is looked for
+  (default: the AMQP host, port 15672).
+* ``HASHBROKER_TEST_RABBITMQ_PLUGINS_MISSING=plugin,...`` (or ``all``) treats those plugins as not
+  enabled, whatever the probe found.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from functools import cache
+
+#: The plugins the live tests depend on, with the exchange type each one adds (None: no type).
+PLUGINS: dict[str, str | None] = {
+    "rabbitmq_consistent_hash_exchange": "x-consistent-hash",
+    "rabbitmq_sharding": "x-modulus-hash",
+    "rabbitmq_management": None,
+}
+CONSISTENT_HASH = "rabbitmq_consistent_hash_exchange"
+SHARDING = "rabbitmq_sharding"
+MANAGEMENT = "rabbitmq_management"
+
+PROBE_TIMEOUT = 3.0
+
+
+def _address(value: str, default_port: int) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host:
+        return value, default_port
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the reference RabbitMQ is expected (AMQP and management addresses)."""
+
+    amqp: tuple[str, int] | None
+    management: tuple[str, int] | None
+    assumed_missing: frozenset[str] = frozenset()
+
+    @property
+    def url(self) -> str:
+        host, port = self.amqp or ("127.0.0.1", 5672)
+        return f"amqp://guest:guest@{host}:{port}/%2F"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Target:
+        env = dict(os.environ) if env is None else env
+        raw = env.get("HASHBROKER_TEST_RABBITMQ")
+        if raw is None:  # the older pair of variables, still honoured
+            host = env.get("HASHBROKER_RABBITMQ_HOST", "127.0.0.1")
+            raw = f"{host}:{env.get('HASHBROKER_RABBITMQ_PORT', '5672')}"
+        amqp = None if raw.strip().lower() in ("", "none", "off") else _address(raw.strip(), 5672)
+        mgmt_raw = env.get("HASHBROKER_TEST_RABBITMQ_MANAGEMENT")
+        if mgmt_raw is not None:
+            management = (
+                None if mgmt_raw.strip().lower() in ("", "none", "off") else _address(mgmt_raw, 15672)
+            )
+        else:
+            management = None if amqp is None else (amqp[0], 15672)
+        missing_raw = env.get("HASHBROKER_TEST_RABBITMQ_PLUGINS_MISSING", "")
+        if missing_raw.strip().lower() == "all":
+            missing = frozenset(PLUGINS)
+        else:
+            missing = frozenset(p.strip() for p in missing_raw.split(",") if p.strip())
+        return cls(amqp, management, missing)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The outcome: whether RabbitMQ answered, and which of :data:`PLUGINS` are usable."""
+
+    target: Target
+    reachable: bool
+    unreachable_reason: str = ""
+    enabled: frozenset[str] = field(default_factory=frozenset)
+
+    def skip_reason(self, *plugins: str) -> str | None:
+        """Why a test needing RabbitMQ (and ``plugins``) cannot run here; None when it can."""
+        if not self.reachable:
+            return self.unreachable_reason
+        for plugin in plugins:
+            if plugin not in self.enabled:
+                return missing_plugin_reason(self.target, plugin)
+        return None
+
+
+def missing_plugin_reason(target: Target, plugin: str) -> str:
+    host, port = target.amqp or ("?", 0)
+    provides = PLUGINS.get(plugin)
+    what = (
+        f"exchange type '{provides}'"
+        if provides
+        else f"HTTP API on {':'.join(map(str, target.management or ('?', 0)))}"
+    )
+    return (
+        f"the reference RabbitMQ on {host}:{port} lacks the {plugin} plugin ({what}); "
+        f"enable it with: rabbitmq-plugins enable {plugin}"
+    )
+
+
+def _declare_works(url: str, exchange_type: str) -> bool:
+    """Declare (and delete) a throwaway exchange of ``exchange_type``; False when RabbitMQ refuses it.
+
+    An unknown type closes the connection (503), so each type gets a connection of its own.
+    """
+    import pika
+    import pika.exceptions
+
+    params = pika.URLParameters(url)
+    params.socket_timeout = PROBE_TIMEOUT
+    params.blocked_connection_timeout = PROBE_TIMEOUT
+    params.connection_attempts = 1
+    conn = pika.BlockingConnection(params)
+    try:
+        ch = conn.channel()
+        name = f"hb.probe.{uuid.uuid4().hex[:10]}"
+        ch.exchange_declare(name, exchange_type, auto_delete=True)
+        ch.exchange_delete(name)
+        return True
+    except pika.exceptions.AMQPError:
+        return False
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def _management_works(address: tuple[str, int]) -> bool:
+    host, port = address
+    req = urllib.request.Request(f"http://{host}:{port}/api/overview")
+    req.add_header("authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+    try:
+        with urllib.request.urlopen(req, timeout=PROBE_TIMEOUT) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def probe(target: Target) -> Probe:
+    """Connect; declare one exchange of each plugin's type; ask the management API for /overview."""
+    import pika
+    import pika.exceptions
+
+    if target.amqp is None:
+        return Probe(target, False, "no reference RabbitMQ configured (HASHBROKER_TEST_RABBITMQ=none)")
+    host, port = target.amqp
+    try:
+        params = pika.URLParameters(target.url)
+        params.socket_timeout = PROBE_TIMEOUT
+        params.connection_attempts = 1
+        pika.BlockingConnection(params).close()
+    except (pika.exceptions.AMQPError, OSError) as exc:
+        return Probe(
+            target,
+            False,
+            f"no reference RabbitMQ reachable on {host}:{port} ({type(exc).__name__}); "
+            "set HASHBROKER_TEST_RABBITMQ=host:port to use another one",
+        )
+    enabled = set()
+    for plugin, exchange_type in PLUGINS.items():
+        if plugin in target.assumed_missing:
+            continue
+        if exchange_type is not None:
+            ok = _declare_works(target.url, exchange_type)
+        else:
+            ok = target.management is not None and _management_works(target.management)
+        if ok:
+            enabled.add(plugin)
+    return Probe(target, True, "", frozenset(enabled))
+
+
+@cache
+def session_probe() -> Probe:
+    """The probe of this session's target (run at most once per process)."""
+    return probe(Target.from_env())
