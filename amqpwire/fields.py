@@ -16,9 +16,13 @@ from __future__ import annotations
 import calendar
 import datetime as _dt
 import decimal as _decimal
+import math
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
+
+#: Largest table body decoded (bytes): far above any frame_max, it bounds what one value can cost.
+MAX_SIZE = 1 << 27
 
 
 class Field(NamedTuple):
@@ -51,15 +55,25 @@ class FieldTable:
         return bool(self._entries)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, FieldTable) and self._entries == other._entries
+        if not isinstance(other, FieldTable):
+            return False
+        if self is other:
+            return True
+        try:
+            return self._entries == other._entries
+        except RecursionError:  # nested deeper than the interpreter's stack: compare flat
+            return _flatten(self) == _flatten(other)
 
     def __hash__(self) -> int:
         if self._hash is None:
-            self._hash = hash(self._entries)
+            self._hash = hash(_flatten(self))
         return self._hash
 
     def __repr__(self) -> str:
-        return f"FieldTable({list(self._entries)!r})"
+        try:
+            return f"FieldTable({list(self._entries)!r})"
+        except RecursionError:
+            return f"FieldTable(<{len(self._entries)} entries, nested too deep to show>)"
 
     def get(self, name: str) -> Field | None:
         """First entry with this name, as `rabbit_misc:table_lookup` returns it."""
@@ -70,7 +84,8 @@ class FieldTable:
 
     def to_python(self) -> dict[str, Any]:
         """Plain values, for display and for clients' APIs (the last duplicate wins)."""
-        return {key: field_to_python(value) for key, value in self._entries}
+        result: dict[str, Any] = field_to_python(Field("table", self))
+        return result
 
     @classmethod
     def from_python(cls, mapping: Mapping[str, Any] | FieldTable | None) -> FieldTable:
@@ -88,34 +103,39 @@ class FieldTable:
     def encode(self) -> bytes:
         """Wire form without the leading 32-bit length."""
         out = bytearray()
-        for name, value in self._entries:
-            raw = name.encode("utf-8")
-            out.append(len(raw))
-            out += raw
-            _encode_field(value, out)
+        _encode_container(self, out)
         return bytes(out)
 
     @classmethod
-    def decode(cls, data: bytes | memoryview) -> FieldTable:
-        """Decode a table body (without the 32-bit length). Raises `FieldDecodeError` on bad input."""
-        view = memoryview(data)
-        entries: list[tuple[str, Field]] = []
-        pos = 0
-        end = len(view)
-        while pos < end:
-            name_len = view[pos]
-            pos += 1
-            if pos + name_len > end:
-                raise FieldDecodeError("field name runs past the table")
-            name = bytes(view[pos : pos + name_len]).decode("utf-8", errors="surrogateescape")
-            pos += name_len
-            value, pos = _decode_field(view, pos, end)
-            entries.append((name, value))
-        return cls(entries)
+    def decode(
+        cls, data: bytes | bytearray | memoryview, *, allow_non_finite: bool = False, limit: int = MAX_SIZE
+    ) -> FieldTable:
+        """Decode a table body (without the 32-bit length). Raises `FieldDecodeError` on bad input.
+
+        A NaN or infinite double/float raises `NonFiniteDouble` as RabbitMQ 3.10.8's parser fails on
+        them, unless `allow_non_finite`.
+        """
+        table = _decode_container(data, True, allow_non_finite, limit)
+        assert isinstance(table, FieldTable)
+        return table
+
+
+def decode_array(
+    data: bytes | bytearray | memoryview, *, allow_non_finite: bool = False, limit: int = MAX_SIZE
+) -> tuple[Field, ...]:
+    """Decode an array body (without the 32-bit length) into its items."""
+    items = _decode_container(data, False, allow_non_finite, limit)
+    assert isinstance(items, tuple)
+    return items
 
 
 class FieldDecodeError(ValueError):
     """The table bytes are malformed (the broker answers 502 SYNTAX_ERROR / 501 FRAME_ERROR)."""
+
+
+class NonFiniteDouble(FieldDecodeError):
+    """A NaN or infinite float/double: Erlang has no such floats, so RabbitMQ 3.10.8's parser fails and
+    the connection closes with 541 INTERNAL_ERROR."""
 
 
 _INT_TYPES = {
@@ -131,83 +151,154 @@ _INT_TYPES = {
 _FIXED_BY_TAG: dict[int, tuple[str, struct.Struct]] = {
     ord(tag): (atom, struct.Struct(fmt)) for atom, (tag, fmt) in _INT_TYPES.items()
 }
-_FIXED_BY_TAG[ord("f")] = ("float", struct.Struct(">f"))
-_FIXED_BY_TAG[ord("d")] = ("double", struct.Struct(">d"))
 _U32 = struct.Struct(">I")
 
 
-def _decode_field(view: memoryview, pos: int, end: int) -> tuple[Field, int]:
-    if pos >= end:
-        raise FieldDecodeError("missing field type")
-    tag = view[pos]
-    pos += 1
-    fixed = _FIXED_BY_TAG.get(tag)
-    if fixed is not None:
-        atom, st = fixed
-        if pos + st.size > end:
-            raise FieldDecodeError(f"truncated {atom}")
-        return Field(atom, st.unpack_from(view, pos)[0]), pos + st.size
-    if tag in (0x53, 0x78, 0x46, 0x41):  # S x F A: 32-bit length prefixed
-        if pos + 4 > end:
-            raise FieldDecodeError("truncated length")
-        (length,) = _U32.unpack_from(view, pos)
-        pos += 4
-        if pos + length > end:
-            raise FieldDecodeError("value runs past the table")
-        chunk = view[pos : pos + length]
-        pos += length
-        if tag == 0x53:
-            return Field("longstr", bytes(chunk)), pos
-        if tag == 0x78:
-            return Field("binary", bytes(chunk)), pos
-        if tag == 0x46:
-            return Field("table", FieldTable.decode(chunk)), pos
-        items: list[Field] = []
-        apos = 0
-        while apos < length:
-            item, apos = _decode_field(chunk, apos, length)
-            items.append(item)
-        return Field("array", tuple(items)), pos
-    if tag == 0x74:  # t
-        if pos + 1 > end:
-            raise FieldDecodeError("truncated bool")
-        return Field("bool", view[pos] != 0), pos + 1
-    if tag == 0x44:  # D
-        if pos + 5 > end:
-            raise FieldDecodeError("truncated decimal")
-        scale = view[pos]
-        (value,) = _U32.unpack_from(view, pos + 1)
-        return Field("decimal", (scale, value)), pos + 5
-    if tag == 0x56:  # V
-        return Field("void", None), pos
-    raise FieldDecodeError(f"unknown field type {chr(tag)!r}")
+_TAG_S, _TAG_X, _TAG_F, _TAG_A, _TAG_T, _TAG_D, _TAG_V = b"SxFAtDV"
+_FLOAT_BY_TAG: dict[int, tuple[str, struct.Struct]] = {
+    ord("f"): ("float", struct.Struct(">f")),
+    ord("d"): ("double", struct.Struct(">d")),
+}
+_FIXED_BY_TAG.update(_FLOAT_BY_TAG)
 
 
-def _encode_field(value: Field, out: bytearray) -> None:
-    atom, raw = value
+def _decode_container(
+    data: bytes | bytearray | memoryview, is_table: bool, allow_non_finite: bool, limit: int
+) -> FieldTable | tuple[Field, ...]:
+    """Decode a table or array body with an explicit stack instead of recursion.
+
+    RabbitMQ accepts nesting 10,000 deep, deeper than Python's recursion limit. Each nested table or
+    array pushes its parent's state (entries so far, end offset, kind, entry name) and pops it back
+    when its own end is reached; every length is checked against the enclosing container's end.
+    """
+    if len(data) > limit:
+        raise FieldDecodeError(f"field table of {len(data)} bytes exceeds the limit of {limit} bytes")
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    fixed_by_tag = _FIXED_BY_TAG
+    u32 = _U32.unpack_from
+    stack: list[tuple[list[Any], int, bool, str]] = []
+    entries: list[Any] = []
+    end = len(data)
+    pos = 0
+    table = is_table
+    name = ""
+    while True:
+        if pos >= end:
+            if not stack:
+                break
+            done = Field("table", FieldTable(entries)) if table else Field("array", tuple(entries))
+            entries, end, table, name = stack.pop()
+            entries.append((name, done) if table else done)
+            continue
+        if table:
+            size = data[pos]
+            pos += 1 + size
+            if pos > end:
+                raise FieldDecodeError("field name runs past the table")
+            name = data[pos - size : pos].decode("utf-8", "surrogateescape")
+            if pos >= end:
+                raise FieldDecodeError("missing field type")
+        tag = data[pos]
+        pos += 1
+        if tag in (_TAG_S, _TAG_X, _TAG_F, _TAG_A):
+            if pos + 4 > end:
+                raise FieldDecodeError("truncated length")
+            (size,) = u32(data, pos)
+            pos += 4
+            if pos + size > end:
+                raise FieldDecodeError("value runs past the table")
+            if tag in (_TAG_F, _TAG_A):
+                stack.append((entries, end, table, name))
+                entries = []
+                end = pos + size
+                table = tag == _TAG_F
+                continue
+            value = Field("longstr" if tag == _TAG_S else "binary", data[pos : pos + size])
+            pos += size
+        elif (fixed := fixed_by_tag.get(tag)) is not None:
+            atom, st = fixed
+            if pos + st.size > end:
+                raise FieldDecodeError(f"truncated {atom}")
+            number = st.unpack_from(data, pos)[0]
+            pos += st.size
+            if tag in _FLOAT_BY_TAG and not allow_non_finite and not math.isfinite(number):
+                raise NonFiniteDouble(f"{atom} {number} in a field table (Erlang has no such float)")
+            value = Field(atom, number)
+        elif tag == _TAG_T:
+            if pos + 1 > end:
+                raise FieldDecodeError("truncated bool")
+            value = Field("bool", data[pos] != 0)
+            pos += 1
+        elif tag == _TAG_D:
+            if pos + 5 > end:
+                raise FieldDecodeError("truncated decimal")
+            value = Field("decimal", (data[pos], u32(data, pos + 1)[0]))
+            pos += 5
+        elif tag == _TAG_V:
+            value = Field("void", None)
+        else:
+            raise FieldDecodeError(f"unknown field type {chr(tag)!r}")
+        entries.append((name, value) if table else value)
+    return FieldTable(entries) if is_table else tuple(entries)
+
+
+def _encode_container(root: FieldTable, out: bytearray) -> None:
+    """Append a table body to `out`, iteratively (dead-lettering re-encodes tables of any depth).
+
+    A nested table or array gets a 4-byte length placeholder that is filled in once its last item
+    has been written.
+    """
+    u32 = _U32.pack
+    stack: list[tuple[Iterator[Any], bool, int]] = [(iter(root._entries), True, -1)]
+    while stack:
+        items, table, length_at = stack[-1]
+        for item in items:
+            if table:
+                name, (atom, inner) = item
+                try:
+                    raw = name.encode()
+                except UnicodeEncodeError:  # a non-UTF-8 name received from a client goes back as it came
+                    raw = name.encode("utf-8", "surrogateescape")
+                if len(raw) > 255:
+                    raise ValueError(f"field name of {len(raw)} bytes (at most 255)")
+                out.append(len(raw))
+                out += raw
+            else:
+                atom, inner = item
+            if atom == "longstr":
+                out.append(_TAG_S)
+                out += u32(len(inner))
+                out += inner
+            elif atom == "table" or atom == "array":
+                out.append(_TAG_F if atom == "table" else _TAG_A)
+                children = inner._entries if atom == "table" else inner
+                stack.append((iter(children), atom == "table", len(out)))
+                out += b"\0\0\0\0"
+                break
+            else:
+                _encode_scalar(atom, inner, out)
+        else:
+            stack.pop()
+            if length_at >= 0:
+                size = len(out) - length_at - 4
+                if size > 0xFFFFFFFF:
+                    raise ValueError(f"field table of {size} bytes does not fit its 32-bit length")
+                _U32.pack_into(out, length_at, size)
+
+
+def _encode_scalar(atom: str, raw: Any, out: bytearray) -> None:
     fixed = _INT_TYPES.get(atom)
     if fixed is not None:
         tag, fmt = fixed
         out.append(ord(tag))
         out += struct.pack(fmt, raw)
     elif atom in ("longstr", "binary"):
-        out.append(ord("S") if atom == "longstr" else ord("x"))
+        out.append(_TAG_S if atom == "longstr" else _TAG_X)
         out += _U32.pack(len(raw))
         out += raw
-    elif atom == "table":
-        body = raw.encode()
-        out.append(ord("F"))
-        out += _U32.pack(len(body))
-        out += body
-    elif atom == "array":
-        body_buf = bytearray()
-        for item in raw:
-            _encode_field(item, body_buf)
-        out.append(ord("A"))
-        out += _U32.pack(len(body_buf))
-        out += body_buf
     elif atom == "bool":
-        out.append(ord("t"))
+        out.append(_TAG_T)
         out.append(1 if raw else 0)
     elif atom == "float":
         out.append(ord("f"))
@@ -217,13 +308,34 @@ def _encode_field(value: Field, out: bytearray) -> None:
         out += struct.pack(">d", raw)
     elif atom == "decimal":
         scale, digits = raw
-        out.append(ord("D"))
+        out.append(_TAG_D)
         out.append(scale)
         out += _U32.pack(digits)
     elif atom == "void":
-        out.append(ord("V"))
+        out.append(_TAG_V)
     else:
         raise ValueError(f"cannot encode field type {atom!r}")
+
+
+def _flatten(root: FieldTable) -> tuple[Any, ...]:
+    """The table as one flat token sequence (container sizes mark nesting): equal tables, and only
+    they, give equal sequences, so equality and hashing need no recursion."""
+    tokens: list[Any] = [len(root._entries)]
+    stack: list[tuple[Iterator[Any], bool]] = [(iter(root._entries), True)]
+    while stack:
+        items, table = stack[-1]
+        for item in items:
+            name, value = item if table else (None, item)
+            atom, inner = value
+            if atom == "table" or atom == "array":
+                children = inner._entries if atom == "table" else inner
+                tokens.append((name, atom, len(children)))
+                stack.append((iter(children), atom == "table"))
+                break
+            tokens.append((name, atom, inner))
+        else:
+            stack.pop()
+    return tuple(tokens)
 
 
 def infer_field(value: Any) -> Field:
@@ -263,11 +375,33 @@ def infer_field(value: Any) -> Field:
 
 
 def field_to_python(value: Field) -> Any:
+    """The plain Python value (tables -> dict, arrays -> list), built without recursion."""
     atom, raw = value
-    if atom == "table":
-        return raw.to_python()
-    if atom == "array":
-        return [field_to_python(item) for item in raw]
+    if atom != "table" and atom != "array":
+        return _scalar_to_python(atom, raw)
+    root: Any = {} if atom == "table" else []
+    stack: list[tuple[Iterator[Any], Any]] = [(iter(raw._entries if atom == "table" else raw), root)]
+    while stack:
+        items, target = stack[-1]
+        for item in items:
+            name, (inner_atom, inner) = item if isinstance(target, dict) else (None, item)
+            if inner_atom == "table" or inner_atom == "array":
+                child: Any = {} if inner_atom == "table" else []
+                stack.append((iter(inner._entries if inner_atom == "table" else inner), child))
+            else:
+                child = _scalar_to_python(inner_atom, inner)
+            if isinstance(target, dict):
+                target[name] = child
+            else:
+                target.append(child)
+            if inner_atom == "table" or inner_atom == "array":
+                break
+        else:
+            stack.pop()
+    return root
+
+
+def _scalar_to_python(atom: str, raw: Any) -> Any:
     if atom == "longstr":
         try:
             return raw.decode("utf-8")
