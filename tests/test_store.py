@@ -309,25 +309,25 @@ async def test_futures_wait_for_a_blocked_commit(store: SqliteStore) -> None:
     def hold() -> None:
         gate.wait(10)
 
-    store._commit_hook = hold
+    store.writer.commit_hook = hold
     store.put_queue(QueueRecord("/", "q"))
     futs = [store.persist("/", [("q", i)], PROPS, b"x", "", "q") for i in range(1, 101)]
     await asyncio.sleep(0.2)
     assert not any(f.done() for f in futs)  # writes are applied but not committed: no confirm yet
     gate.set()
     await asyncio.wait_for(asyncio.gather(*futs), 10)
-    store._commit_hook = None
+    store.writer.commit_hook = None
 
 
 async def test_failed_commit_fails_futures_and_later_writes(store: SqliteStore) -> None:
     def boom() -> None:
         raise OSError("disk full (simulated)")
 
-    store._commit_hook = boom
+    store.writer.commit_hook = boom
     fut = store.persist("/", [("q", 1)], PROPS, b"x", "", "q")
     with pytest.raises(StoreError, match=r"write failed.*disk full"):
         await fut
-    store._commit_hook = None
+    store.writer.commit_hook = None
     assert store.failure is not None
     later = store.persist("/", [("q", 2)], PROPS, b"x", "", "q")
     assert later.done()
