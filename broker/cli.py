@@ -1,6 +1,6 @@
 """`hashbroker` command line: `serve` runs the broker, `demo` shows consistent-hash routing.
 
-argparse subcommands so other tools (e.g. `ctl`) can register more later via `build_parser()`.
+argparse subcommands; `ctl` registers its verbs through `broker.ctl.add_parser`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-CTL_HELP = "rabbitmqctl-style commands against a running broker's management API"
+from broker.ctl_http import CTL_HELP
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
