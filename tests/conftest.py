@@ -72,7 +72,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(marker)
         if "rabbitmq_url" in getattr(item, "fixturenames", ()):
             item.add_marker("live")
-        if module in PLUGINS_BY_MODULE and item.get_closest_marker("live") is not None:
+        if module in PLUGINS_BY_MODULE:  # also for tests that ask for RabbitMQ only at run time
             item.add_marker(pytest.mark.rabbitmq_plugins(*PLUGINS_BY_MODULE[module]))
 
 
@@ -128,6 +128,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture
 def rabbitmq_url(request: pytest.FixtureRequest) -> str:
     """URL of the live reference RabbitMQ; skips (with the reason) when it cannot serve this test."""
+    request.node.add_marker("live")  # also when asked for at run time (getfixturevalue)
     reason = session_probe().skip_reason(*plugins_needed(request.node))
     if reason is not None:
         pytest.skip(reason)

@@ -783,11 +783,17 @@ def expected_readme_counts(
 
 
 def optional_rabbitmq_url(request: pytest.FixtureRequest) -> str | None:
-    """The live RabbitMQ URL, or None when unreachable (callers skip only if they really need it)."""
+    """The live RabbitMQ URL, or None when unreachable (callers skip only if they really need it).
+
+    A test whose module needs a plugin (conftest's PLUGINS_BY_MODULE) that the reachable RabbitMQ
+    lacks skips here, with the reason naming the plugin.
+    """
     try:
         url: str = request.getfixturevalue("rabbitmq_url")
         return url
     except pytest.skip.Exception:
+        if session_probe().reachable and request.node.get_closest_marker("rabbitmq_plugins") is not None:
+            raise
         return None
 
 
