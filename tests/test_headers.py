@@ -31,7 +31,10 @@ from hypothesis import strategies as st
 from amqpwire.errors import AmqpError
 from amqpwire.fields import Field, FieldTable
 from exchanges.base import Binding, Destination, SimpleMessage
-from exchanges.headers import HeadersExchange, erlang_float, erlang_pretty, erlang_term
+from exchanges.erlang_format import erlang_float
+from exchanges.erlang_pretty import erlang_pretty
+from exchanges.header_terms import erlang_term
+from exchanges.headers import HeadersExchange
 from exchanges.registry import get_type
 
 INT_TYPES = {
@@ -568,3 +571,24 @@ def test_invalid_x_match_errors_like_live_rabbitmq(rabbitmq_url: str) -> None:
             assert shortstr(ours.value.reply_text) == wire_text(caught.value.reply_text), value
         for mode in MODES:  # and the accepted values really are accepted
             channel.queue_bind(queue, exchange, "", arguments={"x-match": mode})
+
+
+def test_headers_nested_10000_deep_route_without_recursion() -> None:
+    """RabbitMQ accepts a header table nested 10,000 deep; matching on it must not crash."""
+    deep = FieldTable([("leaf", Field("longstr", b"x"))])
+    for _ in range(10_000):
+        deep = FieldTable([("k", Field("table", deep))])
+    same = FieldTable.decode(deep.encode())
+    ex = HeadersExchange()
+    ex.add_binding(Binding(Destination.queue("q-deep"), "", table(("d", Field("table", deep)))))
+    ex.add_binding(
+        Binding(Destination.queue("q-any"), "", table(("x-match", S("any")), ("d", Field("void", None))))
+    )
+    ex.add_binding(Binding(Destination.queue("q-other"), "", table(("d", S("x")))))
+    routed = ex.route(SimpleMessage([""], FieldTable([("d", Field("table", same))])))
+    assert sorted(d.name for d in routed) == ["q-any", "q-deep"]
+    term = erlang_term(Field("table", same))
+    for _ in range(10_000):
+        assert isinstance(term, list) and len(term) == 1
+        term = term[0][2]
+    assert isinstance(term, list) and term[0][0] == b"leaf" and term[0][2] == b"x"
