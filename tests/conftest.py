@@ -48,7 +48,7 @@ PLUGINS_BY_MODULE: dict[str, tuple[str, ...]] = {
 }
 
 #: Module name prefixes that get a marker without saying so themselves.
-MARKERS_BY_PREFIX = {"test_spark_": "spark", "test_clients_": "slow"}
+MARKERS_BY_PREFIX = {"test_spark_": "spark", "test_clients_": "slow", "test_differential_": "live"}
 
 
 def rabbitmq_reachable() -> bool:
