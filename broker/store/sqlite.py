@@ -31,7 +31,7 @@ import json
 import logging
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -85,6 +85,15 @@ class SqliteStore(Store):
     def writer(self) -> GroupCommitWriter:
         """The group-commit writer (tests hold a batch open through its `commit_hook`)."""
         return self._writer
+
+    @property
+    def _commit_hook(self) -> Callable[[], None] | None:
+        """Test seam, the writer's `commit_hook` (called before each COMMIT, on the writer thread)."""
+        return self._writer.commit_hook
+
+    @_commit_hook.setter
+    def _commit_hook(self, hook: Callable[[], None] | None) -> None:
+        self._writer.commit_hook = hook
 
     # -- opening ------------------------------------------------------------------------------------
 
