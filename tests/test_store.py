@@ -561,3 +561,21 @@ def test_bad_options_are_store_errors(tmp_path: Path) -> None:
     (tmp_path / "file").write_bytes(b"")
     with pytest.raises(StoreError, match="data directory"):
         open_store(tmp_path / "file")
+
+
+def test_stored_arguments_with_a_nan_double_still_load(tmp_path: Path) -> None:
+    """Arguments stored before NaN/Inf were refused at the wire must not stop the broker starting."""
+    store = SqliteStore.open(tmp_path)
+    nan_args = FieldTable([("x-note", Field("double", float("nan")))])
+    store._conn.execute(
+        "INSERT INTO queues (vhost, name, durable, exclusive, auto_delete, arguments) "
+        "VALUES (?, ?, 1, 0, 0, ?)",
+        (b"/", b"q-nan", nan_args.encode()),
+    )
+    snap = store.load()
+    (queue,) = snap.queues
+    value = queue.arguments.get("x-note")
+    assert (
+        queue.name == "q-nan" and value is not None and value.type == "double" and value.value != value.value
+    )
+    asyncio.run(store.close())

@@ -106,7 +106,9 @@ def load_snapshot(c: sqlite3.Connection, path: Path) -> Snapshot:
 
 
 def _table(raw: bytes, where: str) -> FieldTable:
+    """Stored arguments; a NaN/Inf a store written before such values were refused stays loadable,
+    because refusing to start over a value the broker once accepted would strand the whole store."""
     try:
-        return FieldTable.decode(raw)
+        return FieldTable.decode(raw, allow_non_finite=True)
     except FieldDecodeError as exc:
         raise StoreError(f"{where}: stored arguments cannot be decoded ({exc})") from None
