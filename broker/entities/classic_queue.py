@@ -165,24 +165,27 @@ class ClassicQueue(Queue):
         return self.max_length_bytes is not None and self.bytes + size > self.max_length_bytes
 
     def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
+        """deliver_or_enqueue: with nothing ready, a consumer with credit takes the message at once
+        (attempt_delivery, before any length limit or TTL applies); otherwise it joins the queue,
+        and a message that expires on arrival (TTL 0) is dead-lettered instead."""
         if not seq:
             seq = self.seq = self.seq + 1
         expires = 0.0
+        now = 0.0
         if self.uses_ttl or msg.flags & EXPIRATION_FLAG:  # only an expiring message reads the clock
             now = self.clock.now()
             expires = self._expiry_for(msg, now)
-            if expires and expires <= now:
-                # Zero TTL: rabbit_amqqueue_process:deliver_or_enqueue first offers the message to
-                # a consumer with credit (attempt_delivery) and only expires it if none takes it.
-                entry = Entry(seq, msg, expires)
-                consumer = self.selection.next() if not self.count else None
-                if consumer is None:
-                    self.dead_letter([entry], "expired")
-                else:
-                    self._hand_over(consumer, entry)
+        entry = Entry(seq, msg, expires)
+        if not self.count and self.consumers and not self._delivering and not self.deleted:
+            c = self.selection.next()
+            if c is not None:
+                self._deliver(c, entry)
                 return
+        if expires and expires <= now:
+            self.dead_letter([entry], "expired")
+            return
         # the priority lookup only where priorities exist: this is every publish's path
-        (self._level(msg) if self.max_priority else self.levels[0]).append(Entry(seq, msg, expires))
+        (self._level(msg) if self.max_priority else self.levels[0]).append(entry)
         self.count += 1
         self.bytes += len(msg.body)
         if self.max_length is not None or self.max_length_bytes is not None:
@@ -267,8 +270,8 @@ class ClassicQueue(Queue):
         if not self.deleted:
             self.drop_expired()
 
-    def _hand_over(self, c: Consumer, entry: Entry) -> None:
-        """Count a delivery in the queue's message_stats and give it to the consumer's channel."""
+    def _deliver(self, c: Consumer, entry: Entry) -> None:
+        """Give a message to a consumer: the one place a delivery is counted in message_stats."""
         if c.no_ack:
             self.stat_deliver_no_ack += 1
         else:
@@ -279,6 +282,7 @@ class ClassicQueue(Queue):
         c.channel.deliver(c, self, entry)
 
     def try_deliver(self) -> None:
+        """Hand the ready messages to consumers with credit, in the order `selection` picks them."""
         if self._delivering or not self.consumers or not self.count or self.deleted:
             return
         self._delivering = True
@@ -296,7 +300,7 @@ class ClassicQueue(Queue):
                 if entry.expires and entry.expires <= self.clock.now():
                     self.dead_letter([entry], "expired")
                     continue
-                self._hand_over(c, entry)
+                self._deliver(c, entry)
         finally:
             self._delivering = False
 
