@@ -21,6 +21,7 @@ from broker.message import EXPIRATION_FLAG, PRIORITY_FLAG, StoredMessage, parse_
 if TYPE_CHECKING:
     from broker.entities.clock import Timer
     from broker.entities.vhost import VHost
+    from broker.policy import Policy
 
 
 def _int_arg(args: FieldTable, key: str) -> int | None:
@@ -420,7 +421,7 @@ class ClassicQueue(Queue):
         """Re-choose the single active consumer (after the vhost's selection mode changed)."""
         self.selection.reselect(self.name, self.vhost.active_consumer_selection)
 
-    def apply_policy(self, policy: Any) -> None:
+    def apply_policy(self, policy: Policy | None) -> None:
         """Apply an effective policy (or None) combined with the x-arguments (broker.policy rules)."""
         from broker.policy import queue_settings
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from amqpwire.fields import FieldTable
 from broker.entities.info import ExchangeView
 from exchanges.base import Binding, ExchangeType
+
+if TYPE_CHECKING:
+    from broker.policy import Policy
 
 
 class Exchange:
@@ -47,7 +50,7 @@ class Exchange:
         self.internal = internal
         self.arguments = arguments
         self.binding_set: set[Binding] = set()
-        self.policy: Any = None  # the effective broker.policy.Policy, set by BrokerPolicies
+        self.policy: Policy | None = None  # the effective policy, set by BrokerPolicies
         ae = arguments.get("alternate-exchange")
         self.alternate = (
             ae.value.decode("utf-8", errors="surrogateescape") if ae and ae.type == "longstr" else None
@@ -56,7 +59,7 @@ class Exchange:
     @property
     def policy_name(self) -> str | None:
         """Name of the effective policy, None when none applies."""
-        return getattr(self.policy, "name", None) if self.policy is not None else None
+        return self.policy.name if self.policy is not None else None
 
     def bindings_in_order(self) -> list[Binding]:
         """The bindings in the order they were made where the type keeps one (binding order is

@@ -10,7 +10,7 @@ leaves any of `INTERFACE` unimplemented.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from amqpwire.errors import AmqpError, ReplyCode
 from amqpwire.fields import Field, FieldTable
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from broker.entities.consumers import Consumer
     from broker.entities.vhost import VHost
     from broker.message import StoredMessage
+    from broker.policy import Policy
     from broker.store import Store
 
 
@@ -59,7 +60,7 @@ class Queue:
     seq: int  # last position handed out (= messages published into the queue)
     deleted: bool
     store: Store | None  # set by the vhost's persistence when the queue is kept
-    policy: Any  # the effective broker.policy.Policy, or None
+    policy: Policy | None  # the effective policy
     single_active: bool
     overflow: str
     dlx: str | None
@@ -92,7 +93,7 @@ class Queue:
         """The queue was used (declared, consumed, fetched): restart its x-expires countdown."""
         raise NotImplementedError
 
-    def apply_policy(self, policy: Any) -> None:
+    def apply_policy(self, policy: Policy | None) -> None:
         """Apply an effective policy (or None) on top of the x-arguments."""
         raise NotImplementedError
 
@@ -172,7 +173,7 @@ class Queue:
 
     @property
     def policy_name(self) -> str | None:
-        return getattr(self.policy, "name", None) if self.policy is not None else None
+        return self.policy.name if self.policy is not None else None
 
     def details(self) -> dict[str, object]:
         """Type-specific read-model fields (none for classic queues)."""
