@@ -103,6 +103,12 @@ class ClassicQueue(Queue):
     ) -> None:
         A.check_classic_arguments(args, A.resource("queue", qname, vhost), exclusive=exclusive)
 
+    def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
+        rs = A.resource("queue", self.name, self.vhost.name)
+        A.assert_field_equivalence(self.durable, durable, rs, "durable")
+        A.assert_field_equivalence(self.auto_delete, auto_delete, rs, "auto_delete")
+        A.assert_args_equivalence(self.arguments, arguments, rs, A.CLASSIC_QUEUE_ARGS)
+
     # -- bookkeeping -------------------------------------------------------------------------
 
     @property

@@ -89,6 +89,10 @@ class Queue:
         """Refuse declare arguments or properties this type does not take (RabbitMQ's replies)."""
         raise NotImplementedError
 
+    def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
+        """A redeclare must match this queue (406 "inequivalent arg ..." as RabbitMQ words it)."""
+        raise NotImplementedError
+
     def reset_expiry(self) -> None:
         """The queue was used (declared, consumed, fetched): restart its x-expires countdown."""
         raise NotImplementedError
@@ -221,6 +225,7 @@ class Queue:
 
 INTERFACE: tuple[str, ...] = (
     "validate_arguments",
+    "check_equivalent",
     "reset_expiry",
     "apply_policy",
     "would_overflow",

@@ -181,3 +181,18 @@ def test_delete_cancels_consumers_and_timers() -> None:
     assert ch.cancelled == ["c1", "c2"] and gone == ["d"] and q.consumers == type(q.consumers)()
     assert q.count == 0 and clock.pending == 0
     assert v.delete_queue(q) == 0
+
+
+def test_redeclare_must_be_equivalent() -> None:
+    v = vhost()
+    q = declare(v, "eq", x_max_length=5)
+    q.check_equivalent(False, False, args(x_max_length=5))
+    with pytest.raises(AmqpError) as err:
+        q.check_equivalent(True, False, args(x_max_length=5))
+    assert err.value.reply_text == (
+        "PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'eq' in vhost '/': "
+        "received 'true' but current is 'false'"
+    )
+    with pytest.raises(AmqpError) as err:
+        q.check_equivalent(False, False, args(x_max_length=6))
+    assert err.value.reply_code == ReplyCode.PRECONDITION_FAILED and "x-max-length" in err.value.reply_text
