@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from amqpwire.errors import AmqpError, ReplyCode, precondition_failed
 from amqpwire.fields import Field, FieldTable
 from broker.entities import arguments as A
 from broker.entities.consumers import Consumer, QueueConsumers
@@ -108,6 +110,18 @@ class ClassicQueue(Queue):
         A.assert_field_equivalence(self.durable, durable, rs, "durable")
         A.assert_field_equivalence(self.auto_delete, auto_delete, rs, "auto_delete")
         A.assert_args_equivalence(self.arguments, arguments, rs, A.CLASSIC_QUEUE_ARGS)
+
+    def check_consume(self, arguments: FieldTable, *, exclusive: bool, no_ack: bool, prefetch: int) -> None:
+        """The consume arguments, then exclusive use, as RabbitMQ orders them."""
+        A.check_consume_arguments(arguments, self.name, self.vhost.name)
+        if self.consumers and (exclusive or any(c.exclusive for c in self.consumers)):
+            raise AmqpError(ReplyCode.ACCESS_REFUSED, f"{self.vhost.rs('queue', self.name)} in exclusive use")
+
+    def check_delete(self, *, if_unused: bool, if_empty: bool) -> None:
+        if if_unused and self.consumers:
+            raise precondition_failed(f"{self.vhost.rs('queue', self.name)} in use")
+        if if_empty and self.message_count:
+            raise precondition_failed(f"{self.vhost.rs('queue', self.name)} not empty")
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -377,6 +391,10 @@ class ClassicQueue(Queue):
 
     def settled(self, n: int = 1) -> None:
         self.unacked -= n
+
+    def ack(self, entries: Sequence[Entry]) -> None:
+        self.unacked -= len(entries)
+        self.stat_ack += len(entries)
 
     def purge(self) -> int:
         n = self.count

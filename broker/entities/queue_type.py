@@ -10,6 +10,7 @@ leaves any of `INTERFACE` unimplemented.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from amqpwire.errors import AmqpError, ReplyCode
@@ -93,6 +94,14 @@ class Queue:
         """A redeclare must match this queue (406 "inequivalent arg ..." as RabbitMQ words it)."""
         raise NotImplementedError
 
+    def check_consume(self, arguments: FieldTable, *, exclusive: bool, no_ack: bool, prefetch: int) -> None:
+        """basic.consume's checks for this type (consume arguments, exclusive use, ...)."""
+        raise NotImplementedError
+
+    def check_delete(self, *, if_unused: bool, if_empty: bool) -> None:
+        """queue.delete's if-unused / if-empty refusals for this type."""
+        raise NotImplementedError
+
     def reset_expiry(self) -> None:
         """The queue was used (declared, consumed, fetched): restart its x-expires countdown."""
         raise NotImplementedError
@@ -127,6 +136,10 @@ class Queue:
 
     def settled(self, n: int = 1) -> None:
         """`n` unacked messages were acked, rejected or requeued."""
+        raise NotImplementedError
+
+    def ack(self, entries: Sequence[Entry]) -> None:
+        """Consumers acked these deliveries: they leave the queue for good (and count as acks)."""
         raise NotImplementedError
 
     def requeue(self, entries: list[Entry]) -> None:
@@ -226,6 +239,8 @@ class Queue:
 INTERFACE: tuple[str, ...] = (
     "validate_arguments",
     "check_equivalent",
+    "check_consume",
+    "check_delete",
     "reset_expiry",
     "apply_policy",
     "would_overflow",
@@ -234,6 +249,7 @@ INTERFACE: tuple[str, ...] = (
     "try_deliver",
     "get",
     "settled",
+    "ack",
     "requeue",
     "dead_letter",
     "purge",

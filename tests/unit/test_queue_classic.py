@@ -196,3 +196,34 @@ def test_redeclare_must_be_equivalent() -> None:
     with pytest.raises(AmqpError) as err:
         q.check_equivalent(False, False, args(x_max_length=6))
     assert err.value.reply_code == ReplyCode.PRECONDITION_FAILED and "x-max-length" in err.value.reply_text
+
+
+def test_consume_and_delete_checks_belong_to_the_type() -> None:
+    v = vhost()
+    q = declare(v, "busy")
+    ch = RecordingChannel()
+    q.check_consume(FieldTable(), exclusive=True, no_ack=False, prefetch=0)  # nobody there yet
+    q.add_consumer(consumer(ch, q, "c"))
+    with pytest.raises(AmqpError) as err:
+        q.check_consume(FieldTable(), exclusive=True, no_ack=False, prefetch=0)
+    assert err.value.reply_text == "ACCESS_REFUSED - queue 'busy' in vhost '/' in exclusive use"
+    with pytest.raises(AmqpError) as err:
+        q.check_consume(args(x_stream_offset="first"), exclusive=False, no_ack=False, prefetch=0)
+    assert err.value.reply_code == ReplyCode.PRECONDITION_FAILED
+    q.enqueue(message(b"m"))
+    with pytest.raises(AmqpError) as err:
+        q.check_delete(if_unused=True, if_empty=False)
+    assert err.value.reply_text == "PRECONDITION_FAILED - queue 'busy' in vhost '/' in use"
+    q.check_delete(if_unused=False, if_empty=True)  # the message went to the consumer
+    (_c, _q, entry), *_ = ch.entries
+    q.ack([entry])
+    assert q.unacked == 0 and q.stats["ack"] == 1
+
+
+def test_if_empty_counts_ready_messages() -> None:
+    v = vhost()
+    q = declare(v, "full")
+    q.enqueue(message(b"m"))
+    with pytest.raises(AmqpError) as err:
+        q.check_delete(if_unused=True, if_empty=True)
+    assert err.value.reply_text == "PRECONDITION_FAILED - queue 'full' in vhost '/' not empty"
