@@ -245,7 +245,8 @@ def check_queue_arguments(
         _raise_if(qtype, _QUEUE_TYPE(qtype, args), "x-queue-type", rs)
     cls = find_queue_type(type_name_of(args))
     if cls is None:
-        assert qtype is not None
+        if qtype is None:  # the types register when broker.entities.queue is imported
+            raise RuntimeError("no classic queue type registered: import broker.entities.queue first")
         _check_other_type(qtype.value, args, rs, durable, exclusive, auto_delete)
         raise AmqpError(
             ReplyCode.NOT_IMPLEMENTED, f"queue type '{qtype.value.decode()}' is not supported by hashbroker"
