@@ -1,7 +1,9 @@
-"""Glue between the broker's entities and `broker.store` (issue 5): records, rebuild, message hooks.
+"""The entities' persistence over `broker.store`: records, the rebuild at boot, message writes.
 
-The entities call these helpers only when their vhost has a persistent store (`vhost.store` is
-not None), so the default in-memory mode pays one attribute test per event and nothing else.
+`StorePersistence` implements broker.entities.persistence.Persistence; the server gives one to
+every vhost of a broker with a persistent store (`attach`). A vhost without one keeps nothing and
+pays one attribute test per event. The session layer calls `persist_publish`, `stored_seqs` and
+`is_persistent` for publishes, deliveries and acks.
 
 What is kept (as RabbitMQ): durable exchanges, durable non-exclusive queues, bindings whose source
 and destination are both durable (amq.* exchanges are durable), and persistent messages
@@ -12,8 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError
@@ -67,6 +68,66 @@ def destination_durable(vhost: VHost, dest: Destination) -> bool:
     return x is not None and x.durable
 
 
+# -- the entities' persistence -------------------------------------------------------------------------
+
+
+class StorePersistence:
+    """broker.entities.persistence.Persistence over one `Store` (shared by every vhost)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def exchange_declared(self, vhost: VHost, x: Exchange) -> None:
+        self.store.put_exchange(exchange_record(vhost, x))
+
+    def exchange_deleted(self, vhost: VHost, x: Exchange) -> None:
+        self.store.delete_exchange(vhost.name, x.name)
+
+    def binding_added(self, vhost: VHost, source: Exchange, binding: Binding) -> None:
+        if destination_durable(vhost, binding.destination):
+            self.store.add_binding(binding_record(vhost, source.name, binding))
+
+    def binding_removed(self, vhost: VHost, source: Exchange, binding: Binding) -> None:
+        self.store.remove_binding(binding_record(vhost, source.name, binding))
+
+    def queue_added(self, vhost: VHost, q: Queue) -> None:
+        if q.durable and q.exclusive_owner is None:
+            q.store = self.store
+            self.store.put_queue(queue_record(vhost, q))
+
+    def queue_deleted(self, vhost: VHost, q: Queue) -> None:
+        self.store.delete_queue(vhost.name, q.name)
+
+    def messages_removed(self, q: Queue, entries: Sequence[Entry]) -> None:
+        self.store.remove_messages(q.vhost.name, q.name, stored_seqs(entries))
+
+    def queue_purged(self, q: Queue, ready: Sequence[Entry]) -> None:
+        if q.unacked:  # the unacked messages stay stored
+            self.store.remove_messages(q.vhost.name, q.name, stored_seqs(ready))
+        else:
+            self.store.purge_queue(q.vhost.name, q.name)
+
+    def publish(
+        self, vhost: VHost, msg: StoredMessage, queues: Sequence[Queue]
+    ) -> tuple[asyncio.Future[None] | None, list[int]]:
+        return persist_publish(vhost, msg, list(queues))
+
+
+def attach(vhost: VHost, store: Store | None) -> None:
+    """Give `vhost` (and its queues) the store's persistence, or take it away with None."""
+    if store is None:
+        vhost.persistence = None
+        vhost.store = None
+        for q in vhost.queues.values():
+            q.store = None
+        return
+    persistence = StorePersistence(store)
+    vhost.persistence = persistence
+    vhost.store = store
+    for q in vhost.queues.values():
+        q.store = store if q.durable and q.exclusive_owner is None else None
+
+
 # -- rebuild -----------------------------------------------------------------------------------------
 
 
@@ -79,16 +140,14 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
     ring bound out of that order comes back different, as it does on RabbitMQ. Bindings whose
     source or destination is missing are skipped.
     """
-    from broker.entities.queue import Entry, Queue
-    from broker.entities.vhost import VHost
+    from broker.entities.queue import Queue
 
-    loop = next(iter(broker.vhosts.values())).loop if broker.vhosts else None
     for vrec in snap.vhosts:
         if vrec.name not in broker.vhosts:
-            broker.vhosts[vrec.name] = VHost(vrec.name, broker.compat, loop)
+            broker.vhosts[vrec.name] = broker.new_vhost(vrec.name)
     vhosts = broker.vhosts
     for v in vhosts.values():
-        v.store = None
+        attach(v, None)
     for xrec in snap.exchanges:
         xv = vhosts.get(xrec.vhost)
         if xv is None or xrec.name in xv.exchanges:
@@ -145,7 +204,6 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
             skipped += 1
             log.warning("stored binding %s -> %s not restored: %s", src.name, binding.destination.name, exc)
     messages = 0
-    now = time.monotonic()
     for (vname, qname), recs in snap.messages.items():
         mv = vhosts.get(vname)
         q = mv.queues.get(qname) if mv is not None else None
@@ -155,22 +213,11 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
             msg = StoredMessage(m.exchange, m.routing_key, m.properties, m.body)
             if msg.flags:
                 msg.compute_routing_keys()
-            expires = q._expiry_for(msg, now) if (q.uses_ttl or msg.flags & (1 << 8)) else 0.0
-            entry = Entry(m.seq, msg, expires)
-            entry.redelivered = m.redelivered
-            q._level(msg).append(entry)
-            q.count += 1
-            q.bytes += len(msg.body)
-            if m.seq > q.seq:
-                q.seq = m.seq
+            q.restore(m.seq, msg, m.redelivered)
             messages += 1
-        if q.count and q.uses_ttl:
-            q._arm_ttl()
     # Attach the store: from now on changes are written.
     for v in vhosts.values():
-        v.store = store
-        for q in v.queues.values():
-            q.store = store if q.durable and q.exclusive_owner is None else None
+        attach(v, store)
     if snap.vhosts or snap.exchanges or snap.queues or messages:
         log.info(
             "restored from %s: %d exchanges, %d queues, %d bindings (%d skipped), %d messages",

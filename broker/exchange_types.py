@@ -1,37 +1,19 @@
-"""Access to the exchanges library's type registry.
+"""The broker's view of the exchanges library's type registry, with RabbitMQ's refusal texts.
 
-`exchanges/__init__.py` is expected to import every type module; until it does (or if it imports
-only some), we import the package's modules ourselves so `direct`, `fanout`... are registered.
+`exchanges.registry` registers the built-in types when the package loads and imports a plugin
+type's module (x-consistent-hash, x-modulus-hash and the hash code under them) on its first
+declare, so a broker that never declares one never loads it.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
 from amqpwire.errors import AmqpError
 from exchanges.base import ExchangeType
 from exchanges.compat import Compat
-
-_loaded = False
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    import exchanges
-
-    for info in pkgutil.iter_modules(exchanges.__path__):
-        if info.name.startswith("_") or info.name in {"predict", "cli", "__main__"}:
-            continue
-        try:
-            importlib.import_module(f"exchanges.{info.name}")
-        except Exception:  # a half-written module must not take the broker down
-            continue
-    _loaded = True
-
+from exchanges.registry import get_type as _registry_get_type
+from exchanges.registry import type_names as _registry_type_names
 
 #: Type names that are atoms of a running RabbitMQ 3.10.8 node without being exchange types, each
 #: observed answering "invalid exchange type '<name>'" there (a sample: the full atom table is the
@@ -114,13 +96,10 @@ def get_type(name: str, compat: Compat) -> type[ExchangeType]:
 
     A name that is not even an existing Erlang atom is "unknown exchange type"; one that is an atom
     but no registered type (the empty name, 'queue', 'ok', ...) is "invalid exchange type" (same
-    code). hashbroker used to say "unknown" for both.
+    code).
     """
-    _load()
-    from exchanges.registry import get_type as _get
-
     try:
-        cls: Any = _get(name, unknown_code=compat.unknown_type_code)
+        cls: Any = _registry_get_type(name, unknown_code=compat.unknown_type_code)
     except AmqpError as exc:
         if name in EXISTING_ATOMS:
             raise AmqpError(exc.reply_code, f"invalid exchange type '{name}'", hard=exc.hard) from None
@@ -129,7 +108,5 @@ def get_type(name: str, compat: Compat) -> type[ExchangeType]:
 
 
 def type_names() -> list[str]:
-    _load()
-    from exchanges.registry import type_names as _names
-
-    return _names()
+    """Every type name (this loads the plugin types)."""
+    return _registry_type_names()

@@ -10,6 +10,8 @@ import asyncio
 import base64
 import logging
 import os
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -26,6 +28,24 @@ if TYPE_CHECKING:
     from exchanges.compat import Compat
 
 log = logging.getLogger("hashbroker.server")
+
+
+class LoopClock:
+    """broker.entities.clock.Clock on an asyncio loop: the entities' TTL and x-expires timers."""
+
+    __slots__ = ("loop",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def now(self) -> float:
+        return self.loop.time()
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> asyncio.TimerHandle:
+        return self.loop.call_later(delay, fn)
+
+    def wall(self) -> float:
+        return time.time()
 
 
 class Broker:
@@ -45,15 +65,16 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._reply_channels: dict[str, Channel] = {}
         self.management: Any = None
-        self.store: Store | None = None  # issue 5: opened by start(), closed by stop()
+        self.store: Store | None = None  # opened by start(), closed by stop()
         self._policies: BrokerPolicies | None = None
+        self._clock: LoopClock | None = None
         from broker.auth import Registry
 
         self.auth = Registry()
 
     @property
     def policies(self) -> BrokerPolicies:
-        """Policy engine and emulated cluster (issue 4; the management API finds it here).
+        """Policy engine and emulated cluster (the management API finds it here).
 
         Built on first use, after the socket listens: it pulls in the exchanges library."""
         if self._policies is None:
@@ -75,6 +96,19 @@ class Broker:
             self._compat = Compat.for_version(self.settings.rabbitmq_compat_version)
         return self._compat
 
+    def new_vhost(self, name: str) -> VHost:
+        """A vhost on this broker's clock, with its persistence when the store keeps state."""
+        from broker.entities.vhost import VHost
+
+        if self._clock is None:
+            self._clock = LoopClock(asyncio.get_running_loop())
+        vhost = VHost(name, self.compat, self._clock)
+        if self.store is not None and self.store.persistent:
+            from broker import durability
+
+            durability.attach(vhost, self.store)
+        return vhost
+
     # -- lifecycle ----------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -85,7 +119,7 @@ class Broker:
         self._server = await loop.create_server(
             self._protocol_factory, self.settings.host, self.settings.port, reuse_address=True
         )
-        # -- store (issue 5): a refused data dir closes the listener before any client is served
+        # -- store: a refused data dir closes the listener before any client is served
         from broker.store import NULL_DATA_DIR, open_store
 
         data_dir = self.settings.data_dir or NULL_DATA_DIR
@@ -102,10 +136,10 @@ class Broker:
             self._server = None
             await store.close()
             raise
-        from broker.entities.vhost import VHost
-
-        self.vhosts = {self.settings.default_vhost: VHost(self.settings.default_vhost, self.compat, loop)}
-        # -- store (issue 5): rebuild before any client can act (no await until the store runs)
+        self._clock = LoopClock(loop)
+        self.vhosts = {}
+        self.vhosts[self.settings.default_vhost] = self.new_vhost(self.settings.default_vhost)
+        # -- store: rebuild before any client can act (no await until the store runs)
         if store.persistent:
             from broker import durability
 
@@ -153,7 +187,7 @@ class Broker:
             conn.connection_lost()
         await self._server.wait_closed()
         self._server = None
-        if self.store is not None:  # issue 5: commit what is pending, release the data dir
+        if self.store is not None:  # commit what is pending, release the data dir
             await self.store.close()
         log.info("hashbroker stopped")
 
@@ -220,13 +254,10 @@ class Broker:
         """Create a vhost at run time (False when it exists); policies attach to it at once."""
         if name in self.vhosts:
             return False
-        from broker.entities.vhost import VHost
-
-        vhost = VHost(name, self.compat, asyncio.get_running_loop())
+        vhost = self.new_vhost(name)
         if self.store is not None and self.store.persistent:
             from broker.store import VHostRecord
 
-            vhost.store = self.store
             self.store.put_vhost(VHostRecord(name, description, tags))
         self.vhosts[name] = vhost
         self.policies.attach(vhost)
@@ -247,9 +278,10 @@ class Broker:
         for p in list(self.policies.list(name)):
             self.policies.delete(name, p.name)
         store = vhost.store
-        vhost.store = None
+        from broker import durability
+
+        durability.attach(vhost, None)
         for q in list(vhost.queues.values()):
-            q.store = None
             if not q.deleted:
                 vhost.delete_queue(q, reason="vhost deleted")
         self.auth.forget_vhost(name)

@@ -121,3 +121,30 @@ def test_join_moves_only_to_newcomer_and_leave_moves_only_from_leaver() -> None:
     assert all(joined[q] in (base[q], "worker-new") for q in queues)
     left = sel.assign(queues, [n for n in names if n != "worker-3"])
     assert all(left[q] == base[q] for q in queues if base[q] != "worker-3")
+
+
+def test_broker_queue_names_the_ring_chosen_active_consumer() -> None:
+    """Over real sockets: with consistent-hash selection `Queue.active_consumer` (what management
+    reports as single_active_consumer_tag) is the ring owner, not the first registered consumer."""
+    import pika
+
+    from broker.embedded import BrokerThread
+
+    names = ["alpha", "beta", "gamma", "delta"]
+    qname = next(f"sac-{i}" for i in range(100) if HashRing(names).owner(f"sac-{i}") != names[0])
+    with BrokerThread(port=0, active_consumer_selection="consistent-hash") as bt:
+        conn = pika.BlockingConnection(pika.URLParameters(bt.url))
+        ch = conn.channel()
+        ch.queue_declare(qname, arguments={"x-single-active-consumer": True})
+        tags = {n: ch.basic_consume(qname, lambda *_a: None, arguments={"x-consumer-name": n}) for n in names}
+
+        def read() -> tuple[str | None, str | None]:
+            q = bt.broker.vhosts["/"].queues[qname]
+            active = q.active_consumer
+            return (active.tag if active is not None else None), q.info().single_active_consumer_tag
+
+        active_tag, reported = bt.call(read)
+        conn.close()
+    owner = HashRing(names).owner(qname)
+    assert active_tag == reported == tags[owner]
+    assert active_tag != tags[names[0]]

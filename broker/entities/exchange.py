@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from amqpwire.fields import FieldTable
+from broker.entities.info import ExchangeView
 from exchanges.base import Binding, ExchangeType
+
+if TYPE_CHECKING:
+    from broker.policy import Policy
 
 
 class Exchange:
@@ -46,8 +50,42 @@ class Exchange:
         self.internal = internal
         self.arguments = arguments
         self.binding_set: set[Binding] = set()
-        self.policy: Any = None  # effective broker.policy.Policy (issue 4), set by BrokerPolicies
+        self.policy: Policy | None = None  # the effective policy, set by BrokerPolicies
         ae = arguments.get("alternate-exchange")
         self.alternate = (
             ae.value.decode("utf-8", errors="surrogateescape") if ae and ae.type == "longstr" else None
+        )
+
+    @property
+    def policy_name(self) -> str | None:
+        """Name of the effective policy, None when none applies."""
+        return self.policy.name if self.policy is not None else None
+
+    def bindings_in_order(self) -> list[Binding]:
+        """The bindings in the order they were made where the type keeps one (binding order is
+        routing state for x-consistent-hash), then any others sorted by destination and key."""
+        live = self.binding_set
+        ordered = self.impl.bindings if self.impl is not None else []
+        seq = [b for b in ordered if b in live]
+        seen = set(seq)
+        seq += sorted((b for b in live if b not in seen), key=lambda b: (b.destination, b.key))
+        return seq
+
+    @property
+    def routing_state(self) -> dict[str, object]:
+        """The exchange type's state_summary (e.g. the consistent-hash ring), {} for none."""
+        return dict(self.impl.state_summary) if self.impl is not None else {}
+
+    def info(self, vhost: str) -> ExchangeView:
+        return ExchangeView(
+            vhost=vhost,
+            name=self.name,
+            type=self.type_name,
+            durable=self.durable,
+            auto_delete=self.auto_delete,
+            internal=self.internal,
+            arguments=self.arguments,
+            policy=self.policy_name,
+            bindings=tuple(self.bindings_in_order()),
+            routing_state=self.routing_state,
         )

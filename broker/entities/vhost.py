@@ -6,22 +6,22 @@ each exchange type only maps a message to its direct destinations.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amqpwire.errors import AmqpError
-from amqpwire.fields import Field, FieldTable
+from amqpwire.errors import AmqpError, not_found
+from amqpwire.fields import FieldTable
+from broker.entities.clock import Clock, UnscheduledClock
+from broker.entities.dead_letter import is_cycle, make_dead_letter
 from broker.entities.exchange import Exchange
 from broker.entities.queue import Queue
 from broker.message import RoutingView, StoredMessage
-from broker.protocol import properties as P
 from exchanges.base import Binding, Destination
 from exchanges.compat import Compat
 
 if TYPE_CHECKING:
+    from broker.entities.persistence import Persistence
     from broker.store import Store
     from exchanges.base import ExchangeType
 
@@ -46,19 +46,28 @@ def get_exchange_type(name: str, compat: Compat) -> type[ExchangeType]:
 
 
 class VHost:
-    def __init__(self, name: str, compat: Compat, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """`clock`: time and timers for TTL and x-expires (the server passes its event loop's);
+    `persistence`: what keeps durable state (None: nothing is kept), see broker.entities.persistence.
+    """
+
+    def __init__(
+        self, name: str, compat: Compat, clock: Clock | None = None, *, persistence: Persistence | None = None
+    ) -> None:
         self.name = name
         self.compat = compat
-        self.loop = loop
+        self.clock: Clock = clock if clock is not None else UnscheduledClock()
+        self.persistence = persistence
+        # the session layer's own handle on the store (delivery and ack writes), set with persistence
+        self.store: Store | None = None
+        # not used by the entities: runners above them read it and fall back to the running loop
+        self.loop: Any = None
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
         # destination -> {(source exchange name, binding)} so deleting a destination is cheap
         self.bindings_to: dict[Destination, set[tuple[str, Binding]]] = {}
         # queue-deleted listeners (channels cancel consumers, connections forget exclusive queues)
         self.on_queue_deleted: list[Callable[[Queue], None]] = []
-        # issue 5: the persistent store (None = keep nothing); see broker.durability
-        self.store: Store | None = None
-        # issue 4: policies/sharding/delayed hooks (broker.policy_runtime.BrokerPolicies) and the
+        # policies/sharding/delayed hooks (broker.policy_runtime.BrokerPolicies) and the
         # single-active-consumer selection mode ("first" | "consistent-hash")
         self.hooks: Any = None
         self.active_consumer_selection = "first"
@@ -89,13 +98,13 @@ class VHost:
     def exchange_or_404(self, name: str) -> Exchange:
         x = self.exchanges.get(name)
         if x is None:
-            raise AmqpError(404, f"no exchange '{name}' in vhost '{self.name}'")
+            raise not_found(f"no exchange '{name}' in vhost '{self.name}'")
         return x
 
     def queue_or_404(self, name: str) -> Queue:
         q = self.queues.get(name)
         if q is None:
-            raise AmqpError(404, f"no queue '{name}' in vhost '{self.name}'")
+            raise not_found(f"no queue '{name}' in vhost '{self.name}'")
         return q
 
     # -- exchanges --------------------------------------------------------------------------------
@@ -123,17 +132,15 @@ class VHost:
             arguments=arguments,
         )
         self.exchanges[name] = x
-        if self.store is not None and durable:  # store: durable exchange
-            from broker.durability import exchange_record
-
-            self.store.put_exchange(exchange_record(self, x))
+        if self.persistence is not None and durable:
+            self.persistence.exchange_declared(self, x)
         if self.hooks is not None:
             self.hooks.exchange_declared(self, x)
         return x
 
     def delete_exchange(self, x: Exchange) -> None:
-        if self.store is not None and x.durable:  # store: also drops its bindings
-            self.store.delete_exchange(self.name, x.name)
+        if self.persistence is not None and x.durable:  # also drops its bindings
+            self.persistence.exchange_deleted(self, x)
         self.exchanges.pop(x.name, None)
         if self.hooks is not None:
             self.hooks.exchange_deleted(self, x)
@@ -162,19 +169,14 @@ class VHost:
         src.impl.add_binding(binding)
         src.binding_set.add(binding)
         self.bindings_to.setdefault(binding.destination, set()).add((src.name, binding))
-        if self.store is not None and src.durable:  # store: durable source and destination
-            from broker.durability import binding_record, destination_durable
-
-            if destination_durable(self, binding.destination):
-                self.store.add_binding(binding_record(self, src.name, binding))
+        if self.persistence is not None and src.durable:
+            self.persistence.binding_added(self, src, binding)
 
     def remove_binding(self, src: Exchange, binding: Binding) -> bool:
         if binding not in src.binding_set:
             return False
-        if self.store is not None and src.durable:  # store: before a possible auto-delete of src
-            from broker.durability import binding_record
-
-            self.store.remove_binding(binding_record(self, src.name, binding))
+        if self.persistence is not None and src.durable:  # before a possible auto-delete of src
+            self.persistence.binding_removed(self, src, binding)
         self._forget_dest_index(src.name, binding)
         self._remove_binding_from(src, binding)
         return True
@@ -197,11 +199,8 @@ class VHost:
 
     def add_queue(self, q: Queue) -> None:
         self.queues[q.name] = q
-        if self.store is not None and q.durable and q.exclusive_owner is None:  # store: durable queue
-            from broker.durability import queue_record
-
-            q.store = self.store
-            self.store.put_queue(queue_record(self, q))
+        if self.persistence is not None:
+            self.persistence.queue_added(self, q)
         if self.hooks is not None:
             self.hooks.queue_added(self, q)
 
@@ -209,26 +208,19 @@ class VHost:
         """Remove a queue, its bindings and its consumers; returns the ready count it had."""
         if q.deleted:
             return 0
-        n = q.count
         q.deleted = True
-        if q.store is not None:  # store: also drops its messages and bindings
-            q.store.delete_queue(self.name, q.name)
-            q.store = None
+        if q.store is not None and self.persistence is not None:  # also drops its messages, bindings
+            self.persistence.queue_deleted(self, q)
+        q.store = None
         self.queues.pop(q.name, None)
         dest = Destination.queue(q.name)
         for source_name, b in list(self.bindings_to.pop(dest, ())):
             src = self.exchanges.get(source_name)
             if src is not None:
                 self._remove_binding_from(src, b)
-        for consumer in list(q.consumers):
-            consumer.channel.consumer_cancelled_by_server(consumer)
-        q.consumers.clear()
+        n = q.delete()
         for cb in list(self.on_queue_deleted):
             cb(q)
-        for timer in (q._ttl_timer, q._expiry_timer):
-            if timer is not None:
-                timer.cancel()
-        q.purge()
         log.debug("queue %r deleted (%s)", q.name, reason)
         return n
 
@@ -306,107 +298,18 @@ class VHost:
         x = self.exchanges.get(q.dlx)
         if x is None:
             return
+        wall = self.clock.wall()
         for msg in msgs:
-            dl = make_dead_letter(msg, reason, q.dlx, q.dlrk, q.name)
+            dl = make_dead_letter(msg, reason, q.dlx, q.dlrk, q.name, wall)
             targets = self.route(x, dl)
             if reason != "rejected":
-                targets = [t for t in targets if not _is_cycle(t.name, dl)]
-            if self.store is not None:  # store: the dead-lettered copy is a new persistent write
-                from broker.durability import persist_publish
-
+                targets = [t for t in targets if not is_cycle(t.name, dl)]
+            if self.persistence is not None:  # the dead-lettered copy is a new write
                 accepted = [t for t in targets if not t.would_overflow(len(dl.body))]
-                _fut, seqs = persist_publish(self, dl, accepted)
+                _done, seqs = self.persistence.publish(self, dl, accepted)
                 for t, seq in zip(accepted, seqs, strict=True):
                     t.enqueue(dl, seq)
                 continue
             for t in targets:
-                if t.would_overflow(len(dl.body)):
-                    continue
-                t.enqueue(dl)
-
-
-def _is_cycle(qname: str, msg: StoredMessage) -> bool:
-    headers = msg.headers()
-    if headers is None:
-        return False
-    deaths = headers.get("x-death")
-    if deaths is None or deaths.type != "array":
-        return False
-    items = list(deaths.value)
-    # rabbit_dead_letter:is_cycle: skip entries until one for this queue, then the rest must
-    # contain no "rejected" reason for it to be a fully automatic cycle.
-    for i, d in enumerate(items):
-        if d.type == "table" and d.value.get("queue") == Field("longstr", qname.encode()):
-            return all(
-                not (e.type == "table" and e.value.get("reason") == Field("longstr", b"rejected"))
-                for e in items[i:]
-            )
-    return False
-
-
-def make_dead_letter(
-    msg: StoredMessage, reason: str, dlx: str, dlrk: str | None, qname: str
-) -> StoredMessage:
-    headers = msg.headers() or FieldTable()
-    entries = list(headers)
-    rks = [Field("longstr", msg.routing_key.encode("utf-8", errors="surrogateescape"))]
-    for name in ("CC", "BCC"):
-        f = headers.get(name)
-        if f is not None and f.type == "array":
-            rks.extend(v for v in f.value if v.type == "longstr")
-    info: list[tuple[str, Field]] = [
-        ("reason", Field("longstr", reason.encode())),
-        ("queue", Field("longstr", qname.encode("utf-8", errors="surrogateescape"))),
-        ("time", Field("timestamp", int(time.time()))),
-        ("exchange", Field("longstr", msg.exchange.encode("utf-8", errors="surrogateescape"))),
-        ("routing-keys", Field("array", tuple(rks))),
-    ]
-    expiration = msg.prop("expiration")
-    if expiration is not None:
-        info.append(("original-expiration", Field("longstr", expiration.encode())))
-    existing = headers.get("x-death")
-    q_f = Field("longstr", qname.encode("utf-8", errors="surrogateescape"))
-    r_f = Field("longstr", reason.encode())
-    if existing is None:
-        entries = _set(entries, "x-first-death-reason", r_f)
-        entries = _set(entries, "x-first-death-queue", q_f)
-        entries = _set(entries, "x-first-death-exchange", info[3][1])
-        table = FieldTable([("count", Field("long", 1)), *info])
-        entries = _set(entries, "x-death", Field("array", (Field("table", table),)))
-    elif existing.type == "array":
-        tables = [t for t in existing.value if t.type == "table"]
-        match = [t for t in tables if t.value.get("queue") == q_f and t.value.get("reason") == r_f]
-        others = [t for t in tables if t not in match]
-        if match:
-            old = list(match[0].value)
-            cnt = match[0].value.get("count")
-            n = (cnt.value if cnt is not None else 0) + 1
-            if cnt is None:
-                new_info = [("count", Field("long", 1)), *old]
-            else:
-                new_info = [(k, Field("long", n) if k == "count" else v) for k, v in old]
-        else:
-            new_info = [("count", Field("long", 1)), *info]
-        new_info.sort(key=lambda kv: kv[0].encode())
-        entries = _set(entries, "x-death", Field("array", (Field("table", FieldTable(new_info)), *others)))
-    else:
-        table = FieldTable([("count", Field("long", 1)), *info])
-        entries = _set(entries, "x-death", Field("array", (Field("table", table),)))
-    keys = [dlrk] if dlrk is not None else list(msg.routing_keys)
-    if dlrk is not None:
-        entries = [(k, v) for k, v in entries if k != "CC"]
-    props = P.rewrite(msg.props, {"headers": FieldTable(entries), "expiration": None})
-    return msg.with_props(props, exchange=dlx, routing_keys=keys)
-
-
-def _set(entries: list[tuple[str, Field]], key: str, value: Field) -> list[tuple[str, Field]]:
-    """rabbit_misc:set_table_value: keystore then keysort."""
-    out = list(entries)
-    for i, (k, _v) in enumerate(out):
-        if k == key:
-            out[i] = (key, value)
-            break
-    else:
-        out.append((key, value))
-    out.sort(key=lambda kv: kv[0].encode())
-    return out
+                if not t.would_overflow(len(dl.body)):
+                    t.enqueue(dl)
