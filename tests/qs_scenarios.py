@@ -18,8 +18,11 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import re
+import shutil
 import struct
+import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -231,9 +234,12 @@ class QsRegistry(Registry):
     def __init__(self, mgmt_url: str = MGMT_URL) -> None:
         super().__init__()
         self.mgmt_url = mgmt_url
+        #: AMQP URL -> management base URL, for subjects whose management API is not ``mgmt_url``
+        #: (a differential run talks to two brokers through the same registry).
+        self.mgmt_urls: dict[str, str] = {}
 
     def run(self, name: str, url: str, timeout: float = QS_TIMEOUT) -> Observation:
-        ctx = QsCtx(url, mgmt_url=self.mgmt_url)
+        ctx = QsCtx(url, mgmt_url=self.mgmt_urls.get(url, self.mgmt_url))
         try:
             obs = run_bounded(lambda: self.scenarios[name](ctx), timeout, f"scenario {name!r}")
             return scrub_ctags(scrub(jsonable(obs), ctx.names))
@@ -1244,6 +1250,80 @@ def scenario_qs_consumer_arguments(ctx: QsCtx) -> Observation:
     out["st_exclusive_with_other_consumer"] = attempt(
         lambda: c4.basic_consume(s, lambda *a: None, exclusive=True)
     )
+    return out
+
+
+CTL_COLUMNS = [
+    "name",
+    "type",
+    "durable",
+    "auto_delete",
+    "exclusive",
+    "arguments",
+    "leader",
+    "members",
+    "online",
+    "messages",
+    "messages_ready",
+    "messages_unacknowledged",
+    "consumers",
+    "policy",
+    "state",
+]
+
+
+@scenario
+def scenario_qs_ctl_list_queues(ctx: QsCtx) -> Observation:
+    """``ctl list_queues`` columns for a classic queue, a quorum queue (2 ready, 1 unacked) and a stream.
+
+    The command is ``$QSOBS_CTL`` (default ``rabbitmqctl``) with ``--formatter json``; a subject with
+    another CLI sets that variable to a compatible command.
+    """
+    ctl = os.environ.get("QSOBS_CTL", "rabbitmqctl").split()
+    if shutil.which(ctl[0]) is None:
+        return {"skipped": f"{ctl[0]} not found"}
+    conn = ctx.connect()
+    ch = confirm_channel(conn)
+    names = {"classic": ctx.queue("classic"), "quorum": ctx.queue("quorum"), "stream": ctx.queue("stream")}
+    ch.queue_declare(names["classic"], durable=True)
+    ch.queue_declare(names["quorum"], durable=True, arguments={**QQ, "x-delivery-limit": 3})
+    ch.queue_declare(names["stream"], durable=True, arguments={**ST, "x-max-age": "1D"})
+    for name in names.values():
+        publish_confirmed(ch, name, ["a", "b", "c"])
+    c = conn.channel()
+    c.basic_qos(prefetch_count=1)
+    col = Collector()
+    c.basic_consume(names["quorum"], col)
+    col.wait(conn, 1)
+    # the message and consumer columns come from stats emitted periodically: wait until they are in
+    deadline = time.monotonic() + 40
+    while True:
+        proc = subprocess.run(
+            [*ctl, "list_queues", *CTL_COLUMNS, "--formatter", "json", "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        rows = {row["name"]: row for row in json.loads(proc.stdout or "[]")}
+        quorum = rows.get(names["quorum"], {})
+        if (quorum.get("messages"), quorum.get("consumers")) == (3, 1) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    out: dict[str, Any] = {"columns": CTL_COLUMNS, "rc": proc.returncode}
+    for kind, name in names.items():
+        row = dict(rows.get(name, {}))
+        for key in ("leader",):
+            if row.get(key):
+                ctx.node(row[key])
+        for key in ("members", "online"):
+            for n in row.get(key) or []:
+                ctx.node(n)
+        if kind == "stream":
+            for key in ("messages", "messages_ready"):  # the lagging committed counter
+                if key in row:
+                    row[key] = type(row[key]).__name__
+        out[kind] = row
     return out
 
 

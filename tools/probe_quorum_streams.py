@@ -11,8 +11,10 @@ Why: hashbroker has no quorum queues or streams yet; the scenarios in ``tests/qs
 what RabbitMQ does (reply codes and texts with class/method ids, headers, redelivery order, management
 fields) so that the implementation is checked against observations, not against a reading of the
 Erlang. Every scenario scrubs its generated names, node names and timestamps, so two runs against the
-same broker give the same file (compare them with ``diff``). Objects are named ``qsobs-*``; they are
-deleted after each scenario and any leftovers are removed at start and end.
+same broker give the same file (compare them with ``diff``). Objects are named ``qsobs-<run>-*``; they
+are deleted after each scenario. ``--remove-leftovers`` deletes every ``qsobs-*`` queue, exchange and
+policy first (after an interrupted run; never while another probe runs, it would delete that run's
+objects).
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ def main() -> int:
     parser.add_argument("--mgmt", default=MGMT_URL)
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--no-merge", action="store_true", help="do not keep other scenarios of the file")
+    parser.add_argument(
+        "--remove-leftovers",
+        action="store_true",
+        help="first delete every qsobs-* object (no other probe running)",
+    )
     args = parser.parse_args()
 
     reg: QsRegistry = registry
@@ -72,9 +79,8 @@ def main() -> int:
     unknown = [n for n in names if n not in reg.scenarios]
     if unknown:
         parser.error(f"unknown scenarios: {unknown}")
-    left = remove_leftovers(args.mgmt)
-    if left:
-        print(f"removed leftovers: {left}", file=sys.stderr)
+    if args.remove_leftovers:
+        print(f"removed leftovers: {remove_leftovers(args.mgmt)}", file=sys.stderr)
 
     data: dict[str, Any] = {}
     if args.output.exists() and not args.no_merge and args.scenarios:
@@ -96,7 +102,6 @@ def main() -> int:
             failed.append(name)
             status = f"FAILED {type(exc).__name__}: {exc}"
         print(f"{name}: {status} ({time.monotonic() - start:.1f}s)", file=sys.stderr)
-    remove_leftovers(args.mgmt)
     ordered = {"_meta": data.pop("_meta")}
     ordered.update({k: data[k] for k in sorted(data)})
     args.output.write_text(json.dumps(ordered, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
