@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amqpwire.errors import AmqpError
-from amqpwire.fields import FieldTable
+from amqpwire.errors import AmqpError, ReplyCode, internal_error
+from amqpwire.fields import FieldDecodeError, FieldTable
 from broker import replies
 from broker.entities.arguments import (
     CLASSIC_QUEUE_ARGS,
@@ -28,15 +28,18 @@ from broker.entities.arguments import (
 from broker.entities.exchange import Exchange
 from broker.entities.queue import Consumer, Entry, Queue
 from broker.message import EXPIRATION_FLAG, REPLY_TO_FLAG, USER_ID_FLAG, StoredMessage, parse_expiration
+from broker.protocol import commands as C
 from broker.protocol import methods as M
 from broker.protocol import properties as P
-from broker.protocol.framing import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, build_body_frames, frame_error
+from broker.protocol.assembler import Publish
+from broker.protocol.framing import FRAME_HEADER, FRAME_METHOD, build_body_frames
+from broker.protocol.properties import HEADERS_FLAG_HIGH
 from exchanges.base import Binding, Destination
 
 if TYPE_CHECKING:
     import asyncio
 
-    from broker.connection import Connection
+    from broker.session.connection import Connection
 
 log = logging.getLogger("hashbroker.channel")
 
@@ -45,7 +48,6 @@ REPLY_TO_PREFIX = "amq.rabbitmq.reply-to."
 MAX_MESSAGE_SIZE = 134217728
 _HDR = struct.Struct(">BHI")
 _CONTENT_HEAD = struct.Struct(">HHQ")
-_PUBLISH_HEAD = b"\x00\x3c\x00\x28"
 
 
 def gen_name(prefix: str) -> str:
@@ -84,20 +86,11 @@ class Channel:
         self.number = number
         self.vhost = conn.vhost_obj
         self.open = True
-        # (class, method) of the method the current frame belongs to: what an error close names
-        self.method_ids: tuple[int, int] = (0, 0)
         self.closing = False  # sent channel.close, waiting for close-ok
-        # content assembly
-        self._pending: tuple[str, str, bool] | None = None  # exchange, routing key, mandatory
-        self.expect = 0  # 0 method, FRAME_HEADER, FRAME_BODY
-        self._props = b""
         # exchanges this channel was allowed to write to, valid while the registry's version holds
         self._auth = conn.broker.auth
         self._auth_version = -1
         self._may_write: set[str] = set()
-        self._body_size = 0
-        self._body_parts: list[bytes] = []
-        self._body_got = 0
         # consumers and acks
         self.consumers: dict[str, Consumer] = {}
         self.reply_consumer: tuple[str, str] | None = None  # (ctag, suffix)
@@ -119,152 +112,29 @@ class Channel:
         self.tx_acks: list[tuple[int, Unacked]] = []
         # deliveries rejected/nacked inside the open transaction (still owed by this channel)
         self.tx_rejects: list[tuple[int, Unacked]] = []
-        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
-            "channel.close": self.on_channel_close,
-            "channel.close_ok": self.on_channel_close_ok,
-            "channel.flow": self.on_channel_flow,
-            "channel.flow_ok": lambda a: None,
-            "channel.open": self.on_channel_open,
-            "exchange.declare": self.on_exchange_declare,
-            "exchange.delete": self.on_exchange_delete,
-            "exchange.bind": self.on_exchange_bind,
-            "exchange.unbind": self.on_exchange_unbind,
-            "queue.declare": self.on_queue_declare,
-            "queue.bind": self.on_queue_bind,
-            "queue.unbind": self.on_queue_unbind,
-            "queue.purge": self.on_queue_purge,
-            "queue.delete": self.on_queue_delete,
-            "basic.qos": self.on_basic_qos,
-            "basic.consume": self.on_basic_consume,
-            "basic.cancel": self.on_basic_cancel,
-            "basic.get": self.on_basic_get,
-            "basic.ack": self.on_basic_ack,
-            "basic.reject": self.on_basic_reject,
-            "basic.nack": self.on_basic_nack,
-            "basic.recover_async": self.on_basic_recover_async,
-            "basic.recover": self.on_basic_recover,
-            "confirm.select": self.on_confirm_select,
-            "tx.select": self.on_tx_select,
-            "tx.commit": self.on_tx_commit,
-            "tx.rollback": self.on_tx_rollback,
-        }
 
     # -- output -----------------------------------------------------------------------------------
 
     def reply(self, payload: bytes) -> None:
         self.conn.send_method(self.number, payload)
 
-    # -- frame intake -----------------------------------------------------------------------------
-
-    def handle_frame(self, ftype: int, payload: bytes) -> None:
-        """Process one frame for this channel (raises AmqpError).
-
-        Keeps `method_ids` as rabbit_command_assembler does: a method frame names itself, content
-        frames name the basic.publish they complete, and a content frame no method is waiting for
-        names nothing (0, 0).
-        """
-        expect = self.expect
-        if expect == 0:
-            if ftype != FRAME_METHOD:
-                self.method_ids = (0, 0)
-                raise AmqpError(505, "expected method frame, got non method frame instead")
-            if payload[:4] == _PUBLISH_HEAD:
-                self.method_ids = (60, 40)
-                self._start_publish(payload)
-                return
-            self.method_ids = M.method_ids(payload)
-            method = M.decode_method(payload)
-            if self.closing:
-                if method.name in ("channel.close_ok", "channel.close"):
-                    self.handlers[method.name](method.args)
-                return  # RabbitMQ drops everything else while closing
-            handler = self.handlers.get(method.name)
-            if handler is None:
-                raise AmqpError(503, "unimplemented method")
-            handler(method.args)
-            return
-        if expect == FRAME_HEADER:
-            if ftype != FRAME_HEADER:
-                raise AmqpError(
-                    505, "expected content header for class 60, got non content header frame instead"
-                )
-            if len(payload) < 12:  # too short for analyze_frame's header pattern
-                raise frame_error(ftype, payload, "unknown_frame")
-            if len(payload) < 14:
-                raise AmqpError(501, f"cannot decode {payload!r}")
-            class_id, weight, size = _CONTENT_HEAD.unpack_from(payload, 0)
-            if weight != 0:
-                raise AmqpError(
-                    505, "expected content header for class 60, got non content header frame instead"
-                )
-            if class_id != 60:
-                raise AmqpError(
-                    505, f"expected content header for class 60, got one for class {class_id} instead"
-                )
-            self._props = payload[12:]
-            self._body_size = size
-            if size == 0:
-                self.expect = 0
-                self._complete_publish(b"")
-            else:
-                self.expect = FRAME_BODY
-                self._body_parts = []
-                self._body_got = 0
-            return
-        # FRAME_BODY expected
-        if ftype != FRAME_BODY:
-            raise AmqpError(505, "expected content body, got non content body frame instead")
-        self._body_got += len(payload)
-        if self._body_got == self._body_size:
-            self.expect = 0
-            if self._body_parts:
-                self._body_parts.append(payload)
-                body = b"".join(self._body_parts)
-                self._body_parts = []
-            else:
-                body = payload
-            self._complete_publish(body)
-        elif self._body_got < self._body_size:
-            self._body_parts.append(payload)
-        else:
-            # More body than the header declared: RabbitMQ's assembler only completes when the
-            # remaining size hits exactly 0, so it keeps waiting for body frames for ever (the next
-            # method frame is UNEXPECTED_FRAME). Drop the parts: this content can never complete.
-            self._body_parts = []
-
-    def _start_publish(self, payload: bytes) -> None:
-        try:
-            pos = 6  # class, method, ticket
-            n = payload[pos]
-            exchange = payload[pos + 1 : pos + 1 + n].decode("utf-8", errors="surrogateescape")
-            pos += 1 + n
-            n = payload[pos]
-            rk = payload[pos + 1 : pos + 1 + n].decode("utf-8", errors="surrogateescape")
-            pos += 1 + n
-            bits = payload[pos]
-        except IndexError:
-            raise AmqpError(501, f"cannot decode {payload[4:]!r}") from None
-        if self.closing:
-            self._pending = None
-            self.expect = FRAME_HEADER
-            return
-        if bits & 2:
-            raise AmqpError(540, "immediate=true", hard=True)
-        self._pending = (exchange, rk, bool(bits & 1))
-        self.expect = FRAME_HEADER
-
     # -- publishing -------------------------------------------------------------------------------
 
-    def _complete_publish(self, body: bytes) -> None:
-        pending = self._pending
-        self._pending = None
-        if pending is None:  # content of a publish received while closing
-            return
-        exchange, rk, mandatory = pending
-        self.publish(exchange, rk, mandatory, self._props, body)
+    def on_basic_publish(self, cmd: Publish) -> None:
+        """A complete basic.publish: `props` are the content header's property bytes as received.
 
-    def publish(self, exchange: str, rk: str, mandatory: bool, props: bytes, body: bytes) -> None:
-        """A complete basic.publish: `props` are the content header's property bytes as received."""
+        immediate=true is refused only now, with the whole message in (rabbit_channel's first
+        basic.publish clause runs on the assembled command). A headers table RabbitMQ 3.10.8 cannot
+        decode (a NaN or infinite double, a broken inner length) crashes its channel: 541 with 0/0.
+        """
+        exchange, rk, mandatory, immediate, props, body = cmd
+        if immediate:
+            raise AmqpError(ReplyCode.NOT_IMPLEMENTED, "immediate=true", hard=True)
+        if props[0] & HEADERS_FLAG_HIGH:
+            try:
+                P.check_headers(props)
+            except (FieldDecodeError, P.PropertyError):
+                raise internal_error() from None
         if len(body) > MAX_MESSAGE_SIZE:
             raise AmqpError(
                 406, f"message size {len(body)} is larger than configured max size {MAX_MESSAGE_SIZE}"
@@ -555,41 +425,41 @@ class Channel:
 
     # -- channel methods ------------------------------------------------------------------------
 
-    def on_channel_open(self, args: dict[str, Any]) -> None:
+    def on_channel_open(self, args: C.ChannelOpen) -> None:
         raise AmqpError(504, "second 'channel.open' seen", hard=True)
 
-    def on_channel_close(self, args: dict[str, Any]) -> None:
+    def on_channel_close(self, args: C.ChannelClose) -> None:
         self.reply(replies.channel_close_ok())
         self.conn.channel_closed(self)
 
-    def on_channel_close_ok(self, args: dict[str, Any]) -> None:
+    def on_channel_close_ok(self, args: C.ChannelCloseOk) -> None:
         if self.closing:
             self.conn.channel_closed(self)
 
-    def on_channel_flow(self, args: dict[str, Any]) -> None:
-        if not args["active"]:
+    def on_channel_flow(self, args: C.ChannelFlow) -> None:
+        if not args.active:
             raise AmqpError(540, "active=false", hard=True)
         self.reply(replies.channel_flow_ok(True))
 
     # -- exchanges --------------------------------------------------------------------------------
 
-    def on_exchange_declare(self, a: dict[str, Any]) -> None:
+    def on_exchange_declare(self, a: C.ExchangeDeclare) -> None:
         vhost = self.vhost
-        name = strip_cr_lf(a["exchange"])
-        if a["passive"]:
+        name = strip_cr_lf(a.exchange)
+        if a.passive:
             not_default_exchange(name)
             vhost.exchange_or_404(name)
-            if not a["nowait"]:
+            if not a.nowait:
                 self.reply(replies.exchange_declare_ok())
             return
-        type_name = a["type"]
+        type_name = a.type
         from broker.exchange_types import get_type
 
         get_type(type_name, vhost.compat)  # unknown type: 503 before anything else
         not_default_exchange(name)
         self.conn.check_access("configure", "exchange", name)
         x = vhost.exchanges.get(name)
-        args: FieldTable = a["arguments"]
+        args: FieldTable = a.arguments
         if x is None:
             check_name("exchange", name)
             ae = args.get("alternate-exchange")
@@ -601,34 +471,34 @@ class Channel:
             x = vhost.declare_exchange(
                 name,
                 type_name,
-                durable=a["durable"],
-                auto_delete=a["auto_delete"],
-                internal=a["internal"],
+                durable=a.durable,
+                auto_delete=a.auto_delete,
+                internal=a.internal,
                 arguments=args,
             )
         else:
             rs = vhost.rs("exchange", name)
             assert_field_equivalence(x.type_name, type_name, rs, "type")
-            assert_field_equivalence(x.durable, a["durable"], rs, "durable")
-            assert_field_equivalence(x.auto_delete, a["auto_delete"], rs, "auto_delete")
-            assert_field_equivalence(x.internal, a["internal"], rs, "internal")
+            assert_field_equivalence(x.durable, a.durable, rs, "durable")
+            assert_field_equivalence(x.auto_delete, a.auto_delete, rs, "auto_delete")
+            assert_field_equivalence(x.internal, a.internal, rs, "internal")
             assert_args_equivalence(x.arguments, args, rs, ("alternate-exchange",))
-        if not a["nowait"]:
+        if not a.nowait:
             self.reply(replies.exchange_declare_ok())
 
-    def on_exchange_delete(self, a: dict[str, Any]) -> None:
+    def on_exchange_delete(self, a: C.ExchangeDelete) -> None:
         vhost = self.vhost
-        name = strip_cr_lf(a["exchange"])
+        name = strip_cr_lf(a.exchange)
         not_default_exchange(name)
         if name.startswith("amq."):
             raise AmqpError(403, f"deletion of system {vhost.rs('exchange', name)} not allowed")
         self.conn.check_access("configure", "exchange", name)
         x = vhost.exchanges.get(name)
         if x is not None:
-            if a["if_unused"] and vhost.exchange_in_use(x):
+            if a.if_unused and vhost.exchange_in_use(x):
                 raise AmqpError(406, f"{vhost.rs('exchange', name)} in use")
             vhost.delete_exchange(x)
-        if not a["nowait"]:
+        if not a.nowait:
             self.reply(replies.exchange_delete_ok())
 
     def _binding_action(self, source: str, dest: Destination, key: str, args: FieldTable, add: bool) -> None:
@@ -669,26 +539,26 @@ class Channel:
                 self.conn.check_exclusive(q)
         vhost.remove_binding(src, binding)
 
-    def on_exchange_bind(self, a: dict[str, Any]) -> None:
+    def on_exchange_bind(self, a: C.ExchangeBind) -> None:
         self._binding_action(
-            strip_cr_lf(a["source"]),
-            Destination.exchange(strip_cr_lf(a["destination"])),
-            a["routing_key"],
-            a["arguments"],
+            strip_cr_lf(a.source),
+            Destination.exchange(strip_cr_lf(a.destination)),
+            a.routing_key,
+            a.arguments,
             True,
         )
-        if not a["nowait"]:
+        if not a.nowait:
             self.reply(replies.exchange_bind_ok())
 
-    def on_exchange_unbind(self, a: dict[str, Any]) -> None:
+    def on_exchange_unbind(self, a: C.ExchangeUnbind) -> None:
         self._binding_action(
-            strip_cr_lf(a["source"]),
-            Destination.exchange(strip_cr_lf(a["destination"])),
-            a["routing_key"],
-            a["arguments"],
+            strip_cr_lf(a.source),
+            Destination.exchange(strip_cr_lf(a.destination)),
+            a.routing_key,
+            a.arguments,
             False,
         )
-        if not a["nowait"]:
+        if not a.nowait:
             self.reply(replies.exchange_unbind_ok())
 
     # -- queues -------------------------------------------------------------------------------------
@@ -708,23 +578,23 @@ class Channel:
             return self.last_queue
         return strip_cr_lf(name)
 
-    def on_queue_declare(self, a: dict[str, Any]) -> None:
+    def on_queue_declare(self, a: C.QueueDeclare) -> None:
         vhost = self.vhost
         conn = self.conn
-        if a["queue"].startswith(REPLY_TO):
-            self._declare_reply_to(strip_cr_lf(a["queue"]), a["nowait"])
+        if a.queue.startswith(REPLY_TO):
+            self._declare_reply_to(strip_cr_lf(a.queue), a.nowait)
             return
-        name = self._sharded("queue.declare", strip_cr_lf(a["queue"]))
-        if a["passive"]:
+        name = self._sharded("queue.declare", strip_cr_lf(a.queue))
+        if a.passive:
             found = vhost.queue_or_404(name)
             conn.check_exclusive(found)
             found.reset_expiry()  # a passive declare is a use: RabbitMQ 3.10.8 restarts x-expires
-            self._declare_ok(found, a["nowait"])
+            self._declare_ok(found, a.nowait)
             return
-        exclusive = a["exclusive"]
-        durable = a["durable"] and not exclusive
-        auto_delete = a["auto_delete"]
-        args: FieldTable = a["arguments"]
+        exclusive = a.exclusive
+        durable = a.durable and not exclusive
+        auto_delete = a.auto_delete
+        args: FieldTable = a.arguments
         if name == "":
             name = gen_name("amq.gen")
         else:
@@ -740,7 +610,7 @@ class Channel:
             assert_field_equivalence(q.auto_delete, auto_delete, rs, "auto_delete")
             assert_args_equivalence(q.arguments, args, rs, CLASSIC_QUEUE_ARGS)
             q.reset_expiry()
-            self._declare_ok(q, a["nowait"])
+            self._declare_ok(q, a.nowait)
             return
         dlx = args.get("x-dead-letter-exchange")
         if dlx is not None and dlx.type != "longstr":
@@ -749,7 +619,7 @@ class Channel:
                 f"invalid type '{dlx.type}' for arg 'x-dead-letter-exchange' in {vhost.rs('queue', name)}",
             )
         check_queue_arguments(
-            args, name, vhost.name, durable=a["durable"], exclusive=exclusive, auto_delete=auto_delete
+            args, name, vhost.name, durable=a.durable, exclusive=exclusive, auto_delete=auto_delete
         )
         q = Queue(
             vhost,
@@ -762,7 +632,7 @@ class Channel:
         vhost.add_queue(q)
         if exclusive:
             conn.exclusive_queues.append(q)
-        self._declare_ok(q, a["nowait"])
+        self._declare_ok(q, a.nowait)
 
     def _declare_reply_to(self, name: str, nowait: bool) -> None:
         """rabbit_channel's first queue.declare clause: any declare (passive or not, whatever the
@@ -783,82 +653,82 @@ class Channel:
         if not nowait:
             self.reply(replies.queue_declare_ok(q.name, q.message_count, q.consumer_count))
 
-    def on_queue_bind(self, a: dict[str, Any]) -> None:
-        qname = self._sharded("queue.bind", self._queue_name(a["queue"]))
-        key = a["routing_key"]
-        if a["queue"] == "" and key == "":
+    def on_queue_bind(self, a: C.QueueBind) -> None:
+        qname = self._sharded("queue.bind", self._queue_name(a.queue))
+        key = a.routing_key
+        if a.queue == "" and key == "":
             key = qname
-        self._binding_action(strip_cr_lf(a["exchange"]), Destination.queue(qname), key, a["arguments"], True)
-        if not a["nowait"]:
+        self._binding_action(strip_cr_lf(a.exchange), Destination.queue(qname), key, a.arguments, True)
+        if not a.nowait:
             self.reply(replies.queue_bind_ok())
 
-    def on_queue_unbind(self, a: dict[str, Any]) -> None:
-        qname = self._sharded("queue.unbind", self._queue_name(a["queue"]))
-        key = a["routing_key"]
-        if a["queue"] == "" and key == "":
+    def on_queue_unbind(self, a: C.QueueUnbind) -> None:
+        qname = self._sharded("queue.unbind", self._queue_name(a.queue))
+        key = a.routing_key
+        if a.queue == "" and key == "":
             key = qname
-        self._binding_action(strip_cr_lf(a["exchange"]), Destination.queue(qname), key, a["arguments"], False)
+        self._binding_action(strip_cr_lf(a.exchange), Destination.queue(qname), key, a.arguments, False)
         self.reply(replies.queue_unbind_ok())
 
-    def on_queue_purge(self, a: dict[str, Any]) -> None:
-        qname = self._sharded("queue.purge", self._queue_name(a["queue"]))
+    def on_queue_purge(self, a: C.QueuePurge) -> None:
+        qname = self._sharded("queue.purge", self._queue_name(a.queue))
         self.conn.check_access("read", "queue", qname)
         q = self.vhost.queue_or_404(qname)
         self.conn.check_exclusive(q)
         n = q.purge()
-        if not a["nowait"]:
+        if not a.nowait:
             self.reply(replies.queue_purge_ok(n))
 
-    def on_queue_delete(self, a: dict[str, Any]) -> None:
+    def on_queue_delete(self, a: C.QueueDelete) -> None:
         vhost = self.vhost
-        name = self._sharded("queue.delete", self._queue_name(a["queue"]))
+        name = self._sharded("queue.delete", self._queue_name(a.queue))
         self.conn.check_access("configure", "queue", name)
         q = vhost.queues.get(name)
         n = 0
         if q is not None:
             self.conn.check_exclusive(q)
-            if a["if_unused"] and q.consumers:
+            if a.if_unused and q.consumers:
                 raise AmqpError(406, f"{vhost.rs('queue', name)} in use")
-            if a["if_empty"] and q.message_count:
+            if a.if_empty and q.message_count:
                 raise AmqpError(406, f"{vhost.rs('queue', name)} not empty")
             n = vhost.delete_queue(q)
-        if not a["nowait"]:
+        if not a.nowait:
             self.reply(replies.queue_delete_ok(n))
 
     # -- basic --------------------------------------------------------------------------------------
 
-    def on_basic_qos(self, a: dict[str, Any]) -> None:
+    def on_basic_qos(self, a: C.BasicQos) -> None:
         """basic.qos; global=false also lifts a channel-wide (global) limit set before, as RabbitMQ
         3.10.8's rabbit_channel does (unlimit_prefetch): observed with global 3 then per-consumer 2,
         two consumers get 2 each (4 unacked), not 3 in all."""
-        if a["prefetch_size"]:
-            raise AmqpError(540, f"prefetch_size!=0 ({a['prefetch_size']})", hard=True)
-        if a["global_"]:
-            self.global_prefetch = a["prefetch_count"]
+        if a.prefetch_size:
+            raise AmqpError(540, f"prefetch_size!=0 ({a.prefetch_size})", hard=True)
+        if a.global_:
+            self.global_prefetch = a.prefetch_count
         else:
-            self.prefetch = a["prefetch_count"]
+            self.prefetch = a.prefetch_count
             self.global_prefetch = 0
         self.reply(replies.basic_qos_ok())
-        self._kick_queues()
+        self.kick_queues()
 
-    def _kick_queues(self) -> None:
+    def kick_queues(self) -> None:
         for q in {id(m.queue): m.queue for c in self.consumers.values() for m in _members(c)}.values():
             q.try_deliver()
 
-    def on_basic_consume(self, a: dict[str, Any]) -> None:
-        tag = a["consumer_tag"]
+    def on_basic_consume(self, a: C.BasicConsume) -> None:
+        tag = a.consumer_tag
         if tag in self.consumers or (self.reply_consumer is not None and self.reply_consumer[0] == tag):
             raise AmqpError(530, f"attempt to reuse consumer tag '{tag}'", hard=True)
-        qname = a["queue"]
+        qname = a.queue
         if qname == REPLY_TO:
-            if not a["no_ack"]:
+            if not a.no_ack:
                 raise AmqpError(406, "reply consumer cannot acknowledge")
             if self.reply_consumer is not None:
                 raise AmqpError(406, "reply consumer already set")
             tag = tag or gen_name("amq.ctag")
             suffix = self.conn.broker.register_reply_channel(self)
             self.reply_consumer = (tag, suffix)
-            if not a["nowait"]:
+            if not a.nowait:
                 self.reply(replies.basic_consume_ok(tag))
             return
         qname = self._queue_name(qname)
@@ -875,25 +745,25 @@ class Channel:
         self._check_consumable(q, a)
         consumer = self._new_consumer(tag, q, a)
         self.consumers[tag] = consumer
-        if not a["nowait"]:
+        if not a.nowait:
             self.reply(replies.basic_consume_ok(tag))
         q.add_consumer(consumer)
 
-    def _check_consumable(self, q: Queue, a: dict[str, Any]) -> None:
+    def _check_consumable(self, q: Queue, a: C.BasicConsume) -> None:
         """basic.consume's checks of the consume arguments and exclusive use, as RabbitMQ orders them."""
-        check_consume_arguments(a["arguments"], q.name, self.vhost.name)
-        if q.consumers and (a["exclusive"] or any(c.exclusive for c in q.consumers)):
+        check_consume_arguments(a.arguments, q.name, self.vhost.name)
+        if q.consumers and (a.exclusive or any(c.exclusive for c in q.consumers)):
             raise AmqpError(403, f"{self.vhost.rs('queue', q.name)} in exclusive use")
 
-    def _new_consumer(self, tag: str, q: Queue, a: dict[str, Any]) -> Consumer:
-        args: FieldTable = a["arguments"]
+    def _new_consumer(self, tag: str, q: Queue, a: C.BasicConsume) -> Consumer:
+        args: FieldTable = a.arguments
         prio = args.get("x-priority")
         return Consumer(
             self,
             tag,
             q,
-            a["no_ack"],
-            a["exclusive"],
+            a.no_ack,
+            a.exclusive,
             self.prefetch,
             args,
             int(prio.value) if prio is not None else 0,
@@ -912,7 +782,7 @@ class Channel:
             return []
         return list(vhost.hooks.local_shards(vhost, name))
 
-    def _consume_shards(self, tag: str, shards: list[Queue], a: dict[str, Any]) -> None:
+    def _consume_shards(self, tag: str, shards: list[Queue], a: C.BasicConsume) -> None:
         """One consumer of a sharded pseudo-queue under consistent-hash selection: a member on every
         local shard; each shard delivers only to the member its consumer ring picks (PIP-392 over the
         consumers' names, keyed by the shard's name), so each consumer receives from the shards it
@@ -925,45 +795,45 @@ class Channel:
             member.group = group
             group.append(member)
         self.consumers[tag] = group[0]
-        if not a["nowait"]:
+        if not a.nowait:
             self.reply(replies.basic_consume_ok(tag))
         for member in list(group):
             member.queue.add_consumer(member)
 
-    def on_basic_cancel(self, a: dict[str, Any]) -> None:
-        tag = a["consumer_tag"]
+    def on_basic_cancel(self, a: C.BasicCancel) -> None:
+        tag = a.consumer_tag
         if self.reply_consumer is not None and self.reply_consumer[0] == tag:
             self.conn.broker.unregister_reply_channel(self.reply_consumer[1])
             self.reply_consumer = None
         else:
             consumer = self.consumers.pop(tag, None)
             if consumer is not None:
-                if not a["nowait"]:
+                if not a.nowait:
                     self.reply(replies.basic_cancel_ok(tag))
                 for member in list(_members(consumer)):
                     member.queue.remove_consumer(member)
                 return
-        if not a["nowait"]:
+        if not a.nowait:
             self.reply(replies.basic_cancel_ok(tag))
 
-    def on_basic_get(self, a: dict[str, Any]) -> None:
-        qname = self._sharded("basic.get", self._queue_name(a["queue"]))
+    def on_basic_get(self, a: C.BasicGet) -> None:
+        qname = self._sharded("basic.get", self._queue_name(a.queue))
         self.conn.check_access("read", "queue", qname)
         q = self.vhost.queue_or_404(qname)
         self.conn.check_exclusive(q)
-        entry = q.get(a["no_ack"])
+        entry = q.get(a.no_ack)
         if entry is None:
             self.reply(replies.basic_get_empty())
             return
         tag = self.next_tag
         self.next_tag = tag + 1
-        if not a["no_ack"]:
+        if not a.no_ack:
             q.unacked += 1
             self.unacked[tag] = Unacked(q, entry, None)
             self.unacked_order.append(tag)
             self.unacked_count += 1
         if q.store is not None:
-            self._store_delivered(q, entry, a["no_ack"])
+            self._store_delivered(q, entry, a.no_ack)
         msg = entry.msg
         payload = M.get_ok_payload(
             tag, entry.redelivered, M.shortstr(msg.exchange), M.shortstr(msg.routing_key), q.count
@@ -971,7 +841,7 @@ class Channel:
         out: list[bytes] = []
         self._content_frames(payload, msg, out)
         self.conn.send_frames(out)
-        if a["no_ack"] and q.auto_delete:
+        if a.no_ack and q.auto_delete:
             pass
 
     def _collect(self, tag: int, multiple: bool) -> list[tuple[int, Unacked]]:
@@ -1019,8 +889,8 @@ class Channel:
         for _t, u in items:
             u.queue.stat_ack += 1
 
-    def on_basic_ack(self, a: dict[str, Any]) -> None:
-        items = self._collect(a["delivery_tag"], a["multiple"])
+    def on_basic_ack(self, a: C.BasicAck) -> None:
+        items = self._collect(a.delivery_tag, a.multiple)
         if self.tx is not None:
             self.tx_acks.extend(items)
             return
@@ -1045,19 +915,19 @@ class Channel:
         for q in touched:
             q.try_deliver()
 
-    def on_basic_reject(self, a: dict[str, Any]) -> None:
-        items = self._collect(a["delivery_tag"], False)
+    def on_basic_reject(self, a: C.BasicReject) -> None:
+        items = self._collect(a.delivery_tag, False)
         if self.tx is not None:
-            self._tx_reject(items, a["requeue"])
+            self._tx_reject(items, a.requeue)
             return
-        self._reject(items, a["requeue"])
+        self._reject(items, a.requeue)
 
-    def on_basic_nack(self, a: dict[str, Any]) -> None:
-        items = self._collect(a["delivery_tag"], a["multiple"])
+    def on_basic_nack(self, a: C.BasicNack) -> None:
+        items = self._collect(a.delivery_tag, a.multiple)
         if self.tx is not None:
-            self._tx_reject(items, a["requeue"])
+            self._tx_reject(items, a.requeue)
             return
-        self._reject(items, a["requeue"])
+        self._reject(items, a.requeue)
 
     def _tx_reject(self, items: list[tuple[int, Unacked]], requeue: bool) -> None:
         """A reject/nack inside a transaction waits for tx.commit; tx.rollback (and a channel close)
@@ -1067,12 +937,12 @@ class Channel:
         assert self.tx is not None
         self.tx.append(lambda: self._reject(items, requeue))
 
-    def on_basic_recover_async(self, a: dict[str, Any]) -> None:
-        if not a["requeue"]:
+    def on_basic_recover_async(self, a: C.BasicRecoverAsync | C.BasicRecover) -> None:
+        if not a.requeue:
             raise AmqpError(540, "requeue=false", hard=True)
         self.requeue_all()
 
-    def on_basic_recover(self, a: dict[str, Any]) -> None:
+    def on_basic_recover(self, a: C.BasicRecover) -> None:
         self.on_basic_recover_async(a)
         self.reply(replies.basic_recover_ok())
 
@@ -1084,14 +954,14 @@ class Channel:
 
     # -- confirm / tx -------------------------------------------------------------------------------
 
-    def on_confirm_select(self, a: dict[str, Any]) -> None:
+    def on_confirm_select(self, a: C.ConfirmSelect) -> None:
         if self.tx is not None:
             raise AmqpError(406, "cannot switch from tx to confirm mode")
         self.confirm = True
-        if not a["nowait"]:
+        if not a.nowait:
             self.reply(replies.confirm_select_ok())
 
-    def on_tx_select(self, a: dict[str, Any]) -> None:
+    def on_tx_select(self, a: C.TxSelect) -> None:
         if self.confirm:
             raise AmqpError(406, "cannot switch from confirm to tx mode")
         if self.tx is None:
@@ -1099,7 +969,7 @@ class Channel:
             self.tx_acks = []
         self.reply(replies.tx_select_ok())
 
-    def on_tx_commit(self, a: dict[str, Any]) -> None:
+    def on_tx_commit(self, a: C.TxCommit) -> None:
         if self.tx is None:
             raise AmqpError(406, "channel is not transactional")
         actions, acks = self.tx, self.tx_acks
@@ -1121,11 +991,12 @@ class Channel:
         if not self.open:
             return
         if fut.cancelled() or fut.exception() is not None:
-            self.conn.close_channel(self, AmqpError(541, "INTERNAL_ERROR - store write failed"), (90, 20))
+            err = AmqpError(ReplyCode.INTERNAL_ERROR, "store write failed", hard=False, in_method=False)
+            self.conn.close_channel(self, err)
             return
         self.reply(replies.tx_commit_ok())
 
-    def on_tx_rollback(self, a: dict[str, Any]) -> None:
+    def on_tx_rollback(self, a: C.TxRollback) -> None:
         if self.tx is None:
             raise AmqpError(406, "channel is not transactional")
         # acknowledged- or rejected-in-tx deliveries become unacked again, in tag order
@@ -1169,3 +1040,41 @@ class Channel:
 def _members(consumer: Consumer) -> list[Consumer]:
     """The queue-level consumers behind one channel consumer (several for a pseudo-queue consumer)."""
     return list(consumer.group) if consumer.group is not None else [consumer]
+
+
+def _ignore(channel: Channel, command: Any) -> None:
+    """A method RabbitMQ accepts and does nothing for (channel.flow-ok)."""
+
+
+#: Every channel method, basic.publish included, by command type: the only way a command reaches
+#: its handler. A command without an entry is 503 "unimplemented method".
+DISPATCH: dict[type[Any], Callable[[Channel, Any], None]] = {
+    Publish: Channel.on_basic_publish,
+    C.ChannelClose: Channel.on_channel_close,
+    C.ChannelCloseOk: Channel.on_channel_close_ok,
+    C.ChannelFlow: Channel.on_channel_flow,
+    C.ChannelFlowOk: _ignore,
+    C.ChannelOpen: Channel.on_channel_open,
+    C.ExchangeDeclare: Channel.on_exchange_declare,
+    C.ExchangeDelete: Channel.on_exchange_delete,
+    C.ExchangeBind: Channel.on_exchange_bind,
+    C.ExchangeUnbind: Channel.on_exchange_unbind,
+    C.QueueDeclare: Channel.on_queue_declare,
+    C.QueueBind: Channel.on_queue_bind,
+    C.QueueUnbind: Channel.on_queue_unbind,
+    C.QueuePurge: Channel.on_queue_purge,
+    C.QueueDelete: Channel.on_queue_delete,
+    C.BasicQos: Channel.on_basic_qos,
+    C.BasicConsume: Channel.on_basic_consume,
+    C.BasicCancel: Channel.on_basic_cancel,
+    C.BasicGet: Channel.on_basic_get,
+    C.BasicAck: Channel.on_basic_ack,
+    C.BasicReject: Channel.on_basic_reject,
+    C.BasicNack: Channel.on_basic_nack,
+    C.BasicRecoverAsync: Channel.on_basic_recover_async,
+    C.BasicRecover: Channel.on_basic_recover,
+    C.ConfirmSelect: Channel.on_confirm_select,
+    C.TxSelect: Channel.on_tx_select,
+    C.TxCommit: Channel.on_tx_commit,
+    C.TxRollback: Channel.on_tx_rollback,
+}

@@ -1,0 +1,497 @@
+"""The connection adapter: runs the sans-I/O protocol core with the event loop and the transport.
+
+Bytes from the socket go into `CommandAssembler`; each command it yields is dispatched through one
+table (`_EVENTS` for channel 0, channel.open and the assembler's verdicts, `channel.DISPATCH` for
+channel methods); the handshake's actions are performed by `_ACTIONS`. Error handling follows
+rabbit_reader: handshake errors close the socket silently after a delay (a refused login and a
+refused connection.open excepted), hard errors send connection.close and wait briefly for
+close-ok, soft errors close only the channel, and anything unexpected becomes one log line and a
+541 INTERNAL_ERROR connection.close (class/method 0/0, as a crashed RabbitMQ process reports).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import socket
+import struct
+from typing import TYPE_CHECKING, Any, Protocol
+
+from amqpwire.errors import AmqpError, ReplyCode, channel_error, command_invalid, internal_error, not_allowed
+from broker.protocol import commands as C
+from broker.protocol import handshake as H
+from broker.protocol.assembler import (
+    PUBLISH_IDS,
+    CommandAssembler,
+    Crash,
+    FrameFailure,
+    ProtocolHeader,
+    Publish,
+)
+from broker.protocol.framing import HEARTBEAT_FRAME
+from broker.protocol.heartbeat import Beat, HeartbeatPolicy
+from broker.protocol.methods import close_payload, method_frame, simple_payload
+from broker.session.channel import DISPATCH, Channel
+from broker.session.identity import ConnectionIdentity, server_properties
+
+if TYPE_CHECKING:
+    from broker.entities.queue import Queue
+    from broker.entities.vhost import VHost
+    from broker.server import Broker
+
+log = logging.getLogger("hashbroker.connection")
+_ids = itertools.count(1)
+CLOSE_OK_TIMEOUT = 1.0
+SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds)
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
+
+
+class Transport(Protocol):
+    def write(self, data: bytes) -> None: ...
+    def close(self) -> None: ...
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
+
+
+class Connection(ConnectionIdentity):
+    def __init__(
+        self,
+        broker: Broker,
+        transport: Transport,
+        loop: asyncio.AbstractEventLoop,
+        handshake_timeout: float = H.HANDSHAKE_TIMEOUT,
+    ) -> None:
+        s = broker.settings
+        hs = H.Handshake(
+            server_properties(broker.cluster.local),
+            channel_max=s.channel_max,
+            frame_max=s.frame_max,
+            heartbeat=s.heartbeat,
+            timeout=handshake_timeout,
+        )
+        super().__init__(hs, transport.get_extra_info("peername"), f"{broker.host}:{broker.port}")
+        self.broker = broker
+        self.transport = transport
+        self.loop = loop
+        self.id = next(_ids)
+        self.core = CommandAssembler()
+        self._out = self.core.outbox
+        self.vhost_obj: VHost = None  # type: ignore[assignment]  # set on connection.open
+        self.channels: dict[int, Channel] = {}
+        self.exclusive_queues: list[Queue] = []
+        self.paused = False
+        self.closed = False
+        self.silent = False
+        self._halted = False  # closed or silent: the rest of a read is ignored
+        self._flush_scheduled = False
+        self._confirm_channels: set[Channel] = set()
+        self._heartbeat: HeartbeatPolicy | None = None
+        self._hb_timer: asyncio.TimerHandle | None = None
+        self._close_timer: asyncio.TimerHandle | None = None
+        self._hs_timer: asyncio.TimerHandle | None = None
+        log.info("accepting AMQP connection %s (%s)", self.id, self.name)
+        self._run(hs.begin())
+
+    @property
+    def state(self) -> str:
+        if self.closed:
+            return "closed"
+        if self.silent:
+            return "silent"
+        if self.core.closing:
+            return "closing"
+        return self.handshake.state.replace("awaiting_header", "handshake")
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def send_method(self, channel: int, payload: bytes) -> None:
+        self._out.append(method_frame(channel, payload))
+        self.send_cnt += 1
+        self._schedule_flush()
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        """Frames given as (header, payload, end marker) triples."""
+        self._out.extend(frames)
+        self.send_cnt += len(frames) // 3
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def want_flush_confirms(self, channel: Channel) -> None:
+        self._confirm_channels.add(channel)
+        self._schedule_flush()
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        if self._confirm_channels:
+            chans = self._confirm_channels
+            self._confirm_channels = set()
+            for ch in chans:
+                if ch.open:
+                    ch.flush_confirms()
+        if self._out and not self.closed:
+            data = b"".join(self._out)
+            self._out.clear()
+            self.send_oct += len(data)
+            self.transport.write(data)
+        elif self._out:
+            self._out.clear()
+
+    # -- input ------------------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self._halted:
+            return
+        self.recv_oct += len(data)
+        core = self.core
+        core.receive_data(data)
+        channels = self.channels
+        try:
+            for number, command in core.events():
+                ch = channels.get(number) if number else None
+                if ch is not None:
+                    handler = DISPATCH.get(type(command))
+                    try:
+                        if handler is None:
+                            raise command_invalid("unimplemented method")
+                        handler(ch, command)
+                    except AmqpError as err:
+                        self._failed(err, command, ch)
+                else:
+                    try:
+                        _EVENTS.get(type(command), Connection._handshake_method)(self, number, command)
+                    except AmqpError as err:
+                        self._failed(err, command, None)
+                if self._halted:
+                    return
+        except Exception as exc:  # a bug here must cost one connection and one log line, no more
+            log.error("connection %s (%s): internal error: %r", self.id, self.name, exc)
+            log.debug("internal error on connection %s", self.id, exc_info=True)
+            self.fail(internal_error(), (0, 0))
+        self.flush()
+
+    def _failed(self, err: AmqpError, command: Any, ch: Channel | None) -> None:
+        """Close the channel (soft error) or the connection for an error a command raised."""
+        if not err.in_method or err.reply_code == ReplyCode.INTERNAL_ERROR:
+            culprit = (0, 0)
+        else:
+            culprit = PUBLISH_IDS if type(command) is Publish else C.IDS.get(type(command), (0, 0))
+        if ch is not None and not err.hard and self.channels.get(ch.number) is ch:
+            self.close_channel(ch, err, culprit)
+        else:
+            self.fail(err, culprit)
+
+    # -- channel 0, channel.open and the assembler's verdicts --------------------------------------
+
+    def _on_header(self, number: int, header: ProtocolHeader) -> None:
+        if not header.accepted:
+            log.info("connection %s: bad protocol header, refused", self.id)
+        self._run(self.handshake.protocol_header(header))
+
+    def _on_frame_failure(self, number: int, failure: FrameFailure) -> None:
+        ch = self.channels.get(failure.channel) if failure.channel else None
+        err = failure.error
+        if ch is not None and not err.hard:
+            self.close_channel(ch, err, failure.culprit)
+        else:
+            self.fail(err, failure.culprit, fatal=failure.fatal)
+
+    def _on_crash(self, number: int, crash: Crash) -> None:
+        """Input that crashes RabbitMQ's reader: the socket closes at once, silently."""
+        log.error("closing AMQP connection %s (%s): %s", self.id, self.name, crash.reason)
+        self._out.clear()
+        self._shutdown(crash.reason)
+
+    def _on_channel_open(self, number: int, command: C.ChannelOpen) -> None:
+        if number == 0:
+            self._handshake_method(number, command)
+            return
+        self.channels[number] = Channel(self, number)
+        self.send_method(number, simple_payload(20, 11, b"\x00\x00\x00\x00"))
+
+    def _on_close(self, number: int, command: C.ConnectionClose) -> None:
+        self.send_method(0, simple_payload(10, 51))
+        if self.core.closing:  # crossing closes: answer, keep waiting for our close-ok
+            return
+        log.info(
+            "closing AMQP connection %s (%s, vhost: '%s', user: '%s')",
+            *(self.id, self.name, self.vhost_name, self.user),
+        )
+        self._shutdown("client closed")
+
+    def _on_close_ok(self, number: int, command: C.ConnectionCloseOk) -> None:
+        self._shutdown("close-ok")
+
+    def _on_update_secret(self, number: int, command: C.ConnectionUpdateSecret) -> None:
+        """RabbitMQ 3.10.8 with the internal auth backend keeps the user as is and answers
+        update-secret-ok, whatever the new secret (observed with the right and a wrong password)."""
+        if not self.handshake.done:
+            self._handshake_method(number, command)
+            return
+        self.send_method(0, simple_payload(10, 71))
+
+    def _handshake_method(self, number: int, command: Any) -> None:
+        if self.handshake.done or number:
+            raise channel_error(f"unexpected method in connection state {self.handshake.state}")
+        self._run(self.handshake.receive(command))
+
+    # -- handshake actions ------------------------------------------------------------------------
+
+    def _run(self, actions: list[H.Action]) -> None:
+        for action in actions:
+            _ACTIONS[type(action)](self, action)
+
+    def _send(self, action: H.Send) -> None:
+        self._out.append(action.data)
+        self.send_cnt += 1
+
+    def _authenticate(self, action: H.Authenticate) -> None:
+        user = action.username
+        refusal = None
+        if not self.broker.check_credentials(user, action.password):
+            refusal = f"user '{user}' - invalid credentials"
+        elif user in self.broker.settings.loopback_users and not self._is_loopback():
+            refusal = f"user '{user}' can only connect via localhost"
+        if refusal is None:
+            self.user = user
+        else:
+            log.error(
+                "connection %s (%s): user '%s' login refused: %s login refused: %s",
+                *(self.id, self.name, user, action.mechanism, refusal),
+            )
+        self._run(self.handshake.authenticated(refusal))
+
+    def _tuned(self, action: H.Tuned) -> None:
+        self.frame_max, self.channel_max, self.heartbeat = action
+        self.core.tuned(action.frame_max, action.channel_max)
+        if action.heartbeat:
+            self._heartbeat = HeartbeatPolicy(action.heartbeat, self.recv_oct)
+            self._hb_timer = self.loop.call_later(self._heartbeat.period, self._heartbeat_tick)
+
+    def _open_vhost(self, action: H.OpenVhost) -> None:
+        vhost = self.broker.vhosts.get(action.name)
+        if vhost is None:
+            raise not_allowed(f"vhost {action.name} not found")
+        if (vhost.name, self.user) not in self.broker.auth.permissions:
+            raise not_allowed(f"access to vhost '{vhost.name}' refused for user '{self.user}'")
+        self.vhost_obj = vhost
+        self.vhost_name = vhost.name
+        self._run(self.handshake.opened())
+        self.core.opened(self.frame_max, self.channel_max)
+        log.info(
+            "connection %s (%s): user '%s' authenticated and granted access to vhost '%s'",
+            *(self.id, self.name, self.user, vhost.name),
+        )
+
+    def _arm_timer(self, action: H.ArmTimer) -> None:
+        self._hs_timer = self.loop.call_later(action.seconds, self._handshake_timeout)
+
+    def _cancel_timer(self, action: H.CancelTimer) -> None:
+        if self._hs_timer is not None:
+            self._hs_timer.cancel()
+            self._hs_timer = None
+
+    def _close_socket(self, action: H.CloseSocket) -> None:
+        self._shutdown(action.reason, action.reset)
+
+    def _handshake_timeout(self) -> None:
+        self._hs_timer = None
+        if not self.closed:
+            log.error("closing AMQP connection %s (%s): handshake timeout", self.id, self.name)
+            self._out.clear()
+            self._run(self.handshake.timed_out())
+
+    def _is_loopback(self) -> bool:
+        peer = self.transport.get_extra_info("peername")
+        if not isinstance(peer, tuple):
+            return True  # unix socket / in-memory transport
+        host = str(peer[0])
+        return host.startswith("127.") or host in ("::1", "::ffff:127.0.0.1", "localhost")
+
+    # -- heartbeats -------------------------------------------------------------------------------
+
+    def _heartbeat_tick(self) -> None:
+        self._hb_timer = None
+        policy = self._heartbeat
+        if self.closed or policy is None:
+            return
+        beat = policy.tick(self.recv_oct, self.send_oct)
+        if beat is Beat.DEAD:
+            log.error(
+                "closing AMQP connection %s (%s): missed heartbeats from client, timeout: %ss",
+                *(self.id, self.name, policy.interval),
+            )
+            self._out.clear()
+            self._shutdown("missed heartbeats", reset=True)
+            return
+        if beat is Beat.SEND:
+            self._out.append(HEARTBEAT_FRAME)
+            self.send_cnt += 1
+            self.flush()
+            policy.sent_heartbeat(self.send_oct)
+        self._hb_timer = self.loop.call_later(policy.period, self._heartbeat_tick)
+
+    # -- errors and closing -----------------------------------------------------------------------
+
+    def fail(self, err: AmqpError, culprit: tuple[int, int], fatal: bool = False) -> None:
+        """A connection-level error: log it, send connection.close (when RabbitMQ would), close.
+
+        `culprit` is the (class, method) the close names; 0/0 for every internal error. During
+        the handshake (`Handshake.silent_errors`) RabbitMQ says nothing and closes after a delay.
+        """
+        log.error(
+            "closing AMQP connection %s (%s, vhost: '%s', user: '%s'): %d %s",
+            *(self.id, self.name, self.vhost_name, self.user, err.reply_code, err.reply_text),
+        )
+        if self.handshake.silent_errors:
+            self._silent_close(err.reply_text)
+            return
+        if self.core.closing or self.closed:
+            return
+        class_id, method_id = (0, 0) if err.reply_code == ReplyCode.INTERNAL_ERROR else culprit
+        self._out.append(
+            method_frame(0, close_payload(10, err.reply_code, err.reply_text, class_id, method_id))
+        )
+        self.core.connection_closing()
+        self._teardown_channels()
+        self.flush()
+        if fatal:
+            self._shutdown(err.reply_text)
+            return
+        self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._shutdown, "close-ok timeout")
+
+    def _silent_close(self, reason: str) -> None:
+        """rabbit_reader's handshake-error path: say nothing, wait SILENT_CLOSE_DELAY, reset.
+
+        RabbitMQ sleeps so that a misbehaving client cannot retry in a tight loop, then its reader
+        exits with the socket still holding our unread frames, which the kernel turns into a reset.
+        """
+        self.silent = self._halted = True
+        self._out.clear()
+        self.transport.pause_reading()
+        self._cancel_timers()
+        self._close_timer = self.loop.call_later(
+            SILENT_CLOSE_DELAY, self._shutdown, f"handshake error: {reason}", True
+        )
+
+    def close_channel(self, ch: Channel, err: AmqpError, culprit: tuple[int, int] = (0, 0)) -> None:
+        """A soft error: channel.close with the error; the channel is gone once close-ok arrives."""
+        log.warning(
+            "channel error on connection %s (%s), channel %d: %d %s",
+            *(self.id, self.name, ch.number, err.reply_code, err.reply_text),
+        )
+        class_id, method_id = (0, 0) if err.reply_code == ReplyCode.INTERNAL_ERROR else culprit
+        self.send_method(ch.number, close_payload(20, err.reply_code, err.reply_text, class_id, method_id))
+        ch.closing = True
+        ch.teardown()
+        self.channels.pop(ch.number, None)
+        self.core.channel_closing(ch.number)
+
+    def channel_closed(self, ch: Channel) -> None:
+        """Called by the channel after close (client-initiated) or close-ok (server-initiated)."""
+        if self.channels.get(ch.number) is ch:
+            del self.channels[ch.number]
+            ch.teardown()
+        self.core.channel_closed(ch.number)
+
+    def _teardown_channels(self) -> None:
+        chans = list(self.channels.values())
+        self.channels.clear()
+        for ch in chans:
+            ch.teardown()
+        for q in self.exclusive_queues:
+            if not q.deleted:
+                q.vhost.delete_queue(q, reason="owner closed")
+        self.exclusive_queues.clear()
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._hb_timer, self._close_timer, self._hs_timer):
+            if timer is not None:
+                timer.cancel()
+        self._hb_timer = self._close_timer = self._hs_timer = None
+
+    def _shutdown(self, reason: str, reset: bool = False) -> None:
+        """Close the socket (after flushing pending output); `reset` aborts it with an RST instead."""
+        if self.closed:
+            return
+        self.flush()
+        self.closed = self._halted = True
+        self._cancel_timers()
+        self._teardown_channels()
+        if reset:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+        self.transport.close()
+        self.broker.connection_lost(self)
+        log.info("connection %s closed: %s", self.id, reason)
+
+    def connection_lost(self) -> None:
+        """The socket went away (client vanished or we closed it)."""
+        if not self.closed:
+            if self.handshake.done and not self.core.closing:
+                log.warning("client unexpectedly closed TCP connection %s (%s)", self.id, self.name)
+            self._out.clear()
+            self.closed = self._halted = True
+            self._cancel_timers()
+            self._teardown_channels()
+            self.broker.connection_lost(self)
+
+    # -- flow control and helpers for channels ----------------------------------------------------
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self.transport.resume_reading()
+        for ch in list(self.channels.values()):
+            ch.kick_queues()
+
+    def locked_error(self, q: Queue) -> AmqpError:
+        return AmqpError(
+            ReplyCode.RESOURCE_LOCKED,
+            f"cannot obtain exclusive access to locked queue '{q.name}' in vhost '{q.vhost.name}'. "
+            "It could be originally declared on another connection or the exclusive property value "
+            "does not match that of the original declaration.",
+        )
+
+    def check_access(self, kind: str, resource: str, name: str) -> None:
+        """rabbit_access_control:check_resource_access: 403 unless the user's `kind` regex
+        (configure, write or read) in this vhost matches `name`."""
+        self.broker.auth.check(self.user, self.vhost_name, kind, resource, name)
+
+    def check_exclusive(self, q: Queue) -> None:
+        if q.exclusive_owner is not None and q.exclusive_owner is not self:
+            raise self.locked_error(q)
+
+
+_EVENTS: dict[type[Any], Any] = {
+    ProtocolHeader: Connection._on_header,
+    FrameFailure: Connection._on_frame_failure,
+    Crash: Connection._on_crash,
+    C.ChannelOpen: Connection._on_channel_open,
+    C.ConnectionClose: Connection._on_close,
+    C.ConnectionCloseOk: Connection._on_close_ok,
+    C.ConnectionUpdateSecret: Connection._on_update_secret,
+}
+
+_ACTIONS: dict[type[Any], Any] = {
+    H.Send: Connection._send,
+    H.Authenticate: Connection._authenticate,
+    H.Tuned: Connection._tuned,
+    H.OpenVhost: Connection._open_vhost,
+    H.ArmTimer: Connection._arm_timer,
+    H.CancelTimer: Connection._cancel_timer,
+    H.CloseSocket: Connection._close_socket,
+}
+
+__all__ = ["CLOSE_OK_TIMEOUT", "SILENT_CLOSE_DELAY", "Connection", "Transport"]
