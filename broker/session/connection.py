@@ -34,6 +34,7 @@ from broker.protocol.framing import HEARTBEAT_FRAME
 from broker.protocol.heartbeat import Beat, HeartbeatPolicy
 from broker.protocol.methods import close_payload, method_frame, simple_payload
 from broker.session.channel import DISPATCH, Channel
+from broker.session.channel_base import ChannelBase
 from broker.session.identity import ConnectionIdentity, server_properties
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class Connection(ConnectionIdentity):
         self.silent = False
         self._halted = False  # closed or silent: the rest of a read is ignored
         self._flush_scheduled = False
-        self._confirm_channels: set[Channel] = set()
+        self._confirm_channels: set[ChannelBase] = set()
         self._heartbeat: HeartbeatPolicy | None = None
         self._hb_timer: asyncio.TimerHandle | None = None
         self._close_timer: asyncio.TimerHandle | None = None
@@ -123,7 +124,7 @@ class Connection(ConnectionIdentity):
             self._flush_scheduled = True
             self.loop.call_soon(self.flush)
 
-    def want_flush_confirms(self, channel: Channel) -> None:
+    def want_flush_confirms(self, channel: ChannelBase) -> None:
         self._confirm_channels.add(channel)
         self._schedule_flush()
 
@@ -150,9 +151,9 @@ class Connection(ConnectionIdentity):
             return
         self.recv_oct += len(data)
         core = self.core
-        core.receive_data(data)
         channels = self.channels
         try:
+            core.receive_data(data)
             for number, command in core.events():
                 ch = channels.get(number) if number else None
                 if ch is not None:
@@ -171,9 +172,8 @@ class Connection(ConnectionIdentity):
                 if self._halted:
                     return
         except Exception as exc:  # a bug here must cost one connection and one log line, no more
-            log.error("connection %s (%s): internal error: %r", self.id, self.name, exc)
             log.debug("internal error on connection %s", self.id, exc_info=True)
-            self.fail(internal_error(), (0, 0))
+            self.fail(internal_error(), (0, 0), detail=f" ({exc!r})")
         self.flush()
 
     def _failed(self, err: AmqpError, command: Any, ch: Channel | None) -> None:
@@ -339,15 +339,15 @@ class Connection(ConnectionIdentity):
 
     # -- errors and closing -----------------------------------------------------------------------
 
-    def fail(self, err: AmqpError, culprit: tuple[int, int], fatal: bool = False) -> None:
+    def fail(self, err: AmqpError, culprit: tuple[int, int], fatal: bool = False, detail: str = "") -> None:
         """A connection-level error: log it, send connection.close (when RabbitMQ would), close.
 
         `culprit` is the (class, method) the close names; 0/0 for every internal error. During
         the handshake (`Handshake.silent_errors`) RabbitMQ says nothing and closes after a delay.
         """
         log.error(
-            "closing AMQP connection %s (%s, vhost: '%s', user: '%s'): %d %s",
-            *(self.id, self.name, self.vhost_name, self.user, err.reply_code, err.reply_text),
+            "closing AMQP connection %s (%s, vhost: '%s', user: '%s'): %d %s%s",
+            *(self.id, self.name, self.vhost_name, self.user, err.reply_code, err.reply_text, detail),
         )
         if self.handshake.silent_errors:
             self._silent_close(err.reply_text)
@@ -380,7 +380,7 @@ class Connection(ConnectionIdentity):
             SILENT_CLOSE_DELAY, self._shutdown, f"handshake error: {reason}", True
         )
 
-    def close_channel(self, ch: Channel, err: AmqpError, culprit: tuple[int, int] = (0, 0)) -> None:
+    def close_channel(self, ch: ChannelBase, err: AmqpError, culprit: tuple[int, int] = (0, 0)) -> None:
         """A soft error: channel.close with the error; the channel is gone once close-ok arrives."""
         log.warning(
             "channel error on connection %s (%s), channel %d: %d %s",
@@ -456,22 +456,10 @@ class Connection(ConnectionIdentity):
         for ch in list(self.channels.values()):
             ch.kick_queues()
 
-    def locked_error(self, q: Queue) -> AmqpError:
-        return AmqpError(
-            ReplyCode.RESOURCE_LOCKED,
-            f"cannot obtain exclusive access to locked queue '{q.name}' in vhost '{q.vhost.name}'. "
-            "It could be originally declared on another connection or the exclusive property value "
-            "does not match that of the original declaration.",
-        )
-
     def check_access(self, kind: str, resource: str, name: str) -> None:
         """rabbit_access_control:check_resource_access: 403 unless the user's `kind` regex
         (configure, write or read) in this vhost matches `name`."""
         self.broker.auth.check(self.user, self.vhost_name, kind, resource, name)
-
-    def check_exclusive(self, q: Queue) -> None:
-        if q.exclusive_owner is not None and q.exclusive_owner is not self:
-            raise self.locked_error(q)
 
 
 _EVENTS: dict[type[Any], Any] = {
