@@ -1,4 +1,4 @@
-"""The publish fast path (`Connection._fast_publish`) behaves exactly as the frame-by-frame path.
+"""The single-read publish shortcut (`CommandAssembler._publish`) behaves exactly as frame by frame.
 
 Sans-I/O: a Connection on an in-memory transport gets one byte stream of publishes (properties and
 headers of many types, persistent messages to a durable queue, TTLs, CC headers, multi-frame and

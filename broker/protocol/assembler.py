@@ -12,9 +12,11 @@ others are 504 "expected 'channel.open'"), which ones the server is closing (eve
 close/close-ok is dropped), and the connection's closing state.
 
 Shortcut: a basic.publish whose content header and single body frame already follow it in the
-same read is taken whole by `_fast_publish`, slicing the property bytes and body straight out of the
-read; anything unusual there declines and goes frame by frame, which then reports RabbitMQ's
-errors. Both paths produce the same `Publish`, with the method fields parsed by `publish_fields`.
+same read is taken whole, slicing the property bytes and body straight out of the read; when the
+content is not all in this read, or anything is unusual (wrong type or channel, oversized, bad end
+marker, several body frames), the publish goes to the frame-by-frame assembly, which then reports
+RabbitMQ's errors. The basic.publish fields are decoded in one place (`events`) for both paths;
+the shortcut is inlined there because it runs once per message.
 """
 
 from __future__ import annotations
@@ -63,15 +65,13 @@ _CHANNEL_CLOSE_OK = b"\x00\x14\x00\x29"
 _NO_METHOD = (0, 0)
 
 
-class Publish(NamedTuple):
-    """A whole basic.publish: method fields, the content header's property bytes as received, body."""
+Publish = tuple[str, str, bool, bool, bytes, bytes]
+"""A whole basic.publish: (exchange, routing key, mandatory, immediate, the content header's
+property bytes as received, body). The one command built once per message travels as a plain
+tuple: building a NamedTuple instance costs as much as the rest of its decoding. Every other
+command is a NamedTuple subclass, so a dispatch table finds it under `PUBLISH` (`tuple`)."""
 
-    exchange: str
-    routing_key: str
-    mandatory: bool
-    immediate: bool
-    props: bytes
-    body: bytes
+PUBLISH = tuple
 
 
 class ProtocolHeader(NamedTuple):
@@ -117,23 +117,7 @@ class _Content:
         self.got = 0
 
     def complete(self, body: bytes) -> Publish:
-        return Publish(self.exchange, self.routing_key, self.mandatory, self.immediate, self.props, body)
-
-
-def publish_fields(data: bytes, start: int, stop: int) -> tuple[str, str, int] | None:
-    """(exchange, routing key, flag bits) of the basic.publish method payload data[start:stop]; None
-    when the fields do not fit in it. The one decoder of basic.publish's method fields."""
-    p = start + 6  # class, method, ticket
-    if p >= stop:
-        return None
-    ex_end = p + 1 + data[p]
-    if ex_end >= stop:
-        return None
-    rk_end = ex_end + 1 + data[ex_end]
-    if rk_end >= stop:
-        return None
-    exchange = data[p + 1 : ex_end].decode("utf-8", "surrogateescape") if ex_end > p + 1 else ""
-    return exchange, data[ex_end + 1 : rk_end].decode("utf-8", "surrogateescape"), data[rk_end]
+        return (self.exchange, self.routing_key, self.mandatory, self.immediate, self.props, body)
 
 
 class CommandAssembler:
@@ -222,13 +206,14 @@ class CommandAssembler:
         unpack = _HDR.unpack_from
         channels = self.channels
         content = self._content
+        fast = self.fast
+        limit = self.frame_max
         pos = 0
         end = len(data)
         frames = 0
         try:
             while end - pos >= 7:
                 ftype, channel, size = unpack(data, pos)
-                limit = self.frame_max
                 if limit and size > limit:
                     err = frame_error(ftype, b"", f"{{frame_too_large,{size},{limit - EMPTY_FRAME_SIZE}}}")
                     pos = end
@@ -238,9 +223,8 @@ class CommandAssembler:
                 if stop >= end:
                     break
                 if data[stop] != FRAME_END:
-                    err = frame_error(
-                        ftype, data[pos + 7 : stop], f"{{invalid_frame_end_marker,{data[stop]}}}"
-                    )
+                    marker = f"{{invalid_frame_end_marker,{data[stop]}}}"
+                    err = frame_error(ftype, data[pos + 7 : stop], marker)
                     pos = end
                     yield 0, FrameFailure(err, 0, _NO_METHOD, True)
                     return
@@ -250,13 +234,77 @@ class CommandAssembler:
                     and channel in channels
                     and channel not in content
                     and data.startswith(_PUBLISH_HEAD, pos + 7)
-                    and self.fast
                 ):
-                    found = self._fast_publish(channel, data, pos + 7, stop, end, limit)
-                    if found is not None:
-                        pos, publish = found
-                        frames += 2 if publish.body else 1
-                        yield channel, publish
+                    # basic.publish, the one decoder of its fields (a payload they do not fit goes
+                    # on to `_channel_frame`, which reports the 501)
+                    p = pos + 13  # frame header, class, method, ticket
+                    ex_end = p + 1 + data[p] if p < stop else stop
+                    rk_end = ex_end + 1 + data[ex_end] if ex_end < stop else stop
+                    if rk_end < stop:
+                        exchange = (
+                            data[p + 1 : ex_end].decode("utf-8", "surrogateescape") if ex_end > p + 1 else ""
+                        )
+                        routing_key = data[ex_end + 1 : rk_end].decode("utf-8", "surrogateescape")
+                        bits = data[rk_end]
+                        h = stop + 1
+                        if fast and end - h >= 22:  # the single-read shortcut (see the docstring)
+                            ftype, hchannel, hsize, class_id, weight, body_size = _HEADER_FRAME.unpack_from(
+                                data, h
+                            )
+                            hstop = h + 7 + hsize
+                            if (
+                                ftype == FRAME_HEADER
+                                and hchannel == channel
+                                and class_id == 60
+                                and not weight
+                                and hsize >= 14
+                                and not (limit and hsize > limit)
+                                and hstop < end
+                                and data[hstop] == FRAME_END
+                            ):
+                                after = hstop + 1
+                                if not body_size:
+                                    frames += 1
+                                    pos = after
+                                    yield (
+                                        channel,
+                                        (
+                                            exchange,
+                                            routing_key,
+                                            bits & 1 == 1,
+                                            bits & 2 == 2,
+                                            data[h + 19 : hstop],
+                                            b"",
+                                        ),
+                                    )
+                                    continue
+                                if end - after >= 8:
+                                    ftype, bchannel, bsize = unpack(data, after)
+                                    bstop = after + 7 + bsize
+                                    if (
+                                        ftype == FRAME_BODY
+                                        and bchannel == channel
+                                        and bsize == body_size
+                                        and not (limit and bsize > limit)
+                                        and bstop < end
+                                        and data[bstop] == FRAME_END
+                                    ):
+                                        frames += 2
+                                        pos = bstop + 1
+                                        yield (
+                                            channel,
+                                            (
+                                                exchange,
+                                                routing_key,
+                                                bits & 1 == 1,
+                                                bits & 2 == 2,
+                                                data[h + 19 : hstop],
+                                                data[after + 7 : bstop],
+                                            ),
+                                        )
+                                        continue
+                        content[channel] = _Content(exchange, routing_key, bits)
+                        pos = h
                         continue
                 payload = data[pos + 7 : stop]
                 pos = stop + 1
@@ -266,50 +314,10 @@ class CommandAssembler:
                     event = self._other_frame(ftype, channel, payload)
                 if event is not None:
                     yield event
+                    limit = self.frame_max  # the adapter may have applied a tune-ok meanwhile
         finally:
             self.frames_in += frames
             self.reader.keep(data, pos)
-
-    def _fast_publish(
-        self, channel: int, data: bytes, mpos: int, mstop: int, end: int, limit: int
-    ) -> tuple[int, Publish] | None:
-        """The whole publish whose method payload is data[mpos:mstop] with the position after its
-        last frame, or None to decline (content not all here, several body frames, anything odd)."""
-        fields = publish_fields(data, mpos, mstop)
-        if fields is None:
-            return None
-        h = mstop + 1
-        if end - h < 22:  # header frame: 7 + at least 14 payload octets + end marker
-            return None
-        ftype, hchannel, hsize, class_id, weight, body_size = _HEADER_FRAME.unpack_from(data, h)
-        if (
-            ftype != FRAME_HEADER
-            or hchannel != channel
-            or class_id != 60
-            or weight
-            or hsize < 14
-            or (limit and hsize > limit)
-        ):
-            return None
-        hstop = h + 7 + hsize
-        if hstop >= end or data[hstop] != FRAME_END:
-            return None
-        after = hstop + 1
-        if body_size:
-            if end - after < 8:
-                return None
-            ftype, bchannel, size = _HDR.unpack_from(data, after)
-            if ftype != FRAME_BODY or bchannel != channel or size != body_size or (limit and size > limit):
-                return None
-            bstop = after + 7 + size
-            if bstop >= end or data[bstop] != FRAME_END:
-                return None
-            body = data[after + 7 : bstop]
-            after = bstop + 1
-        else:
-            body = b""
-        exchange, routing_key, bits = fields
-        return after, Publish(exchange, routing_key, bits & 1 == 1, bits & 2 == 2, data[h + 19 : hstop], body)
 
     def _channel_frame(self, ftype: int, channel: int, payload: bytes) -> tuple[int, Any] | None:
         """A method, header or body frame on an open channel."""
@@ -317,13 +325,9 @@ class CommandAssembler:
         if pending is None:
             if ftype != FRAME_METHOD:
                 return _fail(unexpected_frame("expected method frame, got non method frame instead"), channel)
-            if payload.startswith(_PUBLISH_HEAD):
-                fields = publish_fields(payload, 0, len(payload))
-                if fields is None:
-                    err = AmqpError(ReplyCode.FRAME_ERROR, f"cannot decode {erl_binary(payload[4:])}")
-                    return _fail(err, channel, PUBLISH_IDS)
-                self._content[channel] = _Content(*fields)
-                return None
+            if payload.startswith(_PUBLISH_HEAD):  # `_publish` could not parse its fields
+                err = AmqpError(ReplyCode.FRAME_ERROR, f"cannot decode {erl_binary(payload[4:])}")
+                return _fail(err, channel, PUBLISH_IDS)
             try:
                 command = decode_method(payload)
             except AmqpError as err:
@@ -476,11 +480,11 @@ def _fail(err: AmqpError, channel: int, culprit: tuple[int, int] = _NO_METHOD) -
 
 
 __all__ = [
+    "PUBLISH",
     "ChannelCloseOk",
     "CommandAssembler",
     "Crash",
     "FrameFailure",
     "ProtocolHeader",
     "Publish",
-    "publish_fields",
 ]

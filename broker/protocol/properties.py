@@ -36,9 +36,6 @@ _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 
 
-HEADERS_FLAG_HIGH = 0x20  # the headers bit (13) of the property flags, in their first octet
-
-
 class PropertyError(ValueError):
     """Property bytes are malformed."""
 
@@ -79,14 +76,6 @@ def locate(props: bytes) -> dict[str, tuple[int, int]]:
             raise PropertyError(name)
         out[name] = (start, pos)
     return out
-
-
-def check_headers(props: bytes) -> None:
-    """Decode the headers table, raising FieldDecodeError (or PropertyError) where RabbitMQ's
-    decoder fails; called at publish only when the headers flag is set."""
-    span = locate(props).get("headers")
-    if span is not None:
-        FieldTable.decode(props[span[0] + 4 : span[1]])
 
 
 def decode_value(props: bytes, name: str, span: tuple[int, int]) -> Any:

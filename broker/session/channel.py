@@ -17,7 +17,7 @@ from amqpwire.errors import AmqpError
 from broker import replies
 from broker.entities.queue import Entry, Queue
 from broker.protocol import commands as C
-from broker.protocol.assembler import Publish
+from broker.protocol.assembler import PUBLISH
 from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX, Unacked, members
 from broker.session.consume import ConsumeMixin
 
@@ -77,7 +77,7 @@ def _ignore(channel: Channel, command: Any) -> None:
 #: Every channel method, basic.publish included, by command type: the only way a command reaches
 #: its handler. A command without an entry is 503 "unimplemented method".
 DISPATCH: dict[type[Any], Callable[[Channel, Any], None]] = {
-    Publish: Channel.on_basic_publish,
+    PUBLISH: Channel.on_basic_publish,
     C.ChannelClose: Channel.on_channel_close,
     C.ChannelCloseOk: Channel.on_channel_close_ok,
     C.ChannelFlow: Channel.on_channel_flow,

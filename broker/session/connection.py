@@ -5,59 +5,42 @@ table (`_EVENTS` for channel 0, channel.open and the assembler's verdicts, `chan
 channel methods); the handshake's actions are performed by `_ACTIONS`. Error handling follows
 rabbit_reader: handshake errors close the socket silently after a delay (a refused login and a
 refused connection.open excepted), hard errors send connection.close and wait briefly for
-close-ok, soft errors close only the channel, and anything unexpected becomes one log line and a
-541 INTERNAL_ERROR connection.close (class/method 0/0, as a crashed RabbitMQ process reports).
+close-ok, soft errors close only the channel (`broker.session.link`), and anything unexpected
+becomes one log line and a 541 INTERNAL_ERROR connection.close (class/method 0/0, as a crashed
+RabbitMQ process reports).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import logging
-import socket
-import struct
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError, ReplyCode, channel_error, command_invalid, internal_error, not_allowed
 from broker.protocol import commands as C
 from broker.protocol import handshake as H
 from broker.protocol.assembler import (
+    PUBLISH,
     PUBLISH_IDS,
-    CommandAssembler,
     Crash,
     FrameFailure,
     ProtocolHeader,
-    Publish,
 )
-from broker.protocol.framing import HEARTBEAT_FRAME
-from broker.protocol.heartbeat import Beat, HeartbeatPolicy
-from broker.protocol.methods import close_payload, method_frame, simple_payload
+from broker.protocol.heartbeat import HeartbeatPolicy
+from broker.protocol.methods import simple_payload
 from broker.session.channel import DISPATCH, Channel
-from broker.session.channel_base import ChannelBase
-from broker.session.identity import ConnectionIdentity, server_properties
+from broker.session.identity import server_properties
+from broker.session.link import CLOSE_OK_TIMEOUT, SILENT_CLOSE_DELAY, Link, Transport
 
 if TYPE_CHECKING:
-    from broker.entities.queue import Queue
-    from broker.entities.vhost import VHost
     from broker.server import Broker
 
 log = logging.getLogger("hashbroker.connection")
-_ids = itertools.count(1)
-CLOSE_OK_TIMEOUT = 1.0
-SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds)
-_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 
 
-class Transport(Protocol):
-    def write(self, data: bytes) -> None: ...
-    def close(self) -> None: ...
-    def pause_reading(self) -> None: ...
-    def resume_reading(self) -> None: ...
-    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
+class Connection(Link):
+    """The adapter: feeds the transport's bytes to the protocol core and dispatches its commands."""
 
-
-class Connection(ConnectionIdentity):
     def __init__(
         self,
         broker: Broker,
@@ -73,27 +56,7 @@ class Connection(ConnectionIdentity):
             heartbeat=s.heartbeat,
             timeout=handshake_timeout,
         )
-        super().__init__(hs, transport.get_extra_info("peername"), f"{broker.host}:{broker.port}")
-        self.broker = broker
-        self.transport = transport
-        self.loop = loop
-        self.id = next(_ids)
-        self.core = CommandAssembler()
-        self._out = self.core.outbox
-        self.vhost_obj: VHost = None  # type: ignore[assignment]  # set on connection.open
-        self.channels: dict[int, Channel] = {}
-        self.exclusive_queues: list[Queue] = []
-        self.paused = False
-        self.closed = False
-        self.silent = False
-        self._halted = False  # closed or silent: the rest of a read is ignored
-        self._flush_scheduled = False
-        self._confirm_channels: set[ChannelBase] = set()
-        self._heartbeat: HeartbeatPolicy | None = None
-        self._hb_timer: asyncio.TimerHandle | None = None
-        self._close_timer: asyncio.TimerHandle | None = None
-        self._hs_timer: asyncio.TimerHandle | None = None
-        log.info("accepting AMQP connection %s (%s)", self.id, self.name)
+        super().__init__(broker, transport, loop, hs)
         self._run(hs.begin())
 
     @property
@@ -106,58 +69,19 @@ class Connection(ConnectionIdentity):
             return "closing"
         return self.handshake.state.replace("awaiting_header", "handshake")
 
-    # -- output -----------------------------------------------------------------------------------
-
-    def send_method(self, channel: int, payload: bytes) -> None:
-        self._out.append(method_frame(channel, payload))
-        self.send_cnt += 1
-        self._schedule_flush()
-
-    def send_frames(self, frames: list[bytes]) -> None:
-        """Frames given as (header, payload, end marker) triples."""
-        self._out.extend(frames)
-        self.send_cnt += len(frames) // 3
-        self._schedule_flush()
-
-    def _schedule_flush(self) -> None:
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self.flush)
-
-    def want_flush_confirms(self, channel: ChannelBase) -> None:
-        self._confirm_channels.add(channel)
-        self._schedule_flush()
-
-    def flush(self) -> None:
-        self._flush_scheduled = False
-        if self._confirm_channels:
-            chans = self._confirm_channels
-            self._confirm_channels = set()
-            for ch in chans:
-                if ch.open:
-                    ch.flush_confirms()
-        if self._out and not self.closed:
-            data = b"".join(self._out)
-            self._out.clear()
-            self.send_oct += len(data)
-            self.transport.write(data)
-        elif self._out:
-            self._out.clear()
-
-    # -- input ------------------------------------------------------------------------------------
-
     def data_received(self, data: bytes) -> None:
         if self._halted:
             return
         self.recv_oct += len(data)
         core = self.core
         channels = self.channels
+        dispatch = DISPATCH.get
         try:
             core.receive_data(data)
             for number, command in core.events():
-                ch = channels.get(number) if number else None
+                ch = channels.get(number)  # channel 0 is never in the table
                 if ch is not None:
-                    handler = DISPATCH.get(type(command))
+                    handler = dispatch(type(command))
                     try:
                         if handler is None:
                             raise command_invalid("unimplemented method")
@@ -181,13 +105,11 @@ class Connection(ConnectionIdentity):
         if not err.in_method or err.reply_code == ReplyCode.INTERNAL_ERROR:
             culprit = (0, 0)
         else:
-            culprit = PUBLISH_IDS if type(command) is Publish else C.IDS.get(type(command), (0, 0))
+            culprit = PUBLISH_IDS if type(command) is PUBLISH else C.IDS.get(type(command), (0, 0))
         if ch is not None and not err.hard and self.channels.get(ch.number) is ch:
             self.close_channel(ch, err, culprit)
         else:
             self.fail(err, culprit)
-
-    # -- channel 0, channel.open and the assembler's verdicts --------------------------------------
 
     def _on_header(self, number: int, header: ProtocolHeader) -> None:
         if not header.accepted:
@@ -240,8 +162,6 @@ class Connection(ConnectionIdentity):
         if self.handshake.done or number:
             raise channel_error(f"unexpected method in connection state {self.handshake.state}")
         self._run(self.handshake.receive(command))
-
-    # -- handshake actions ------------------------------------------------------------------------
 
     def _run(self, actions: list[H.Action]) -> None:
         for action in actions:
@@ -313,148 +233,6 @@ class Connection(ConnectionIdentity):
             return True  # unix socket / in-memory transport
         host = str(peer[0])
         return host.startswith("127.") or host in ("::1", "::ffff:127.0.0.1", "localhost")
-
-    # -- heartbeats -------------------------------------------------------------------------------
-
-    def _heartbeat_tick(self) -> None:
-        self._hb_timer = None
-        policy = self._heartbeat
-        if self.closed or policy is None:
-            return
-        beat = policy.tick(self.recv_oct, self.send_oct)
-        if beat is Beat.DEAD:
-            log.error(
-                "closing AMQP connection %s (%s): missed heartbeats from client, timeout: %ss",
-                *(self.id, self.name, policy.interval),
-            )
-            self._out.clear()
-            self._shutdown("missed heartbeats", reset=True)
-            return
-        if beat is Beat.SEND:
-            self._out.append(HEARTBEAT_FRAME)
-            self.send_cnt += 1
-            self.flush()
-            policy.sent_heartbeat(self.send_oct)
-        self._hb_timer = self.loop.call_later(policy.period, self._heartbeat_tick)
-
-    # -- errors and closing -----------------------------------------------------------------------
-
-    def fail(self, err: AmqpError, culprit: tuple[int, int], fatal: bool = False, detail: str = "") -> None:
-        """A connection-level error: log it, send connection.close (when RabbitMQ would), close.
-
-        `culprit` is the (class, method) the close names; 0/0 for every internal error. During
-        the handshake (`Handshake.silent_errors`) RabbitMQ says nothing and closes after a delay.
-        """
-        log.error(
-            "closing AMQP connection %s (%s, vhost: '%s', user: '%s'): %d %s%s",
-            *(self.id, self.name, self.vhost_name, self.user, err.reply_code, err.reply_text, detail),
-        )
-        if self.handshake.silent_errors:
-            self._silent_close(err.reply_text)
-            return
-        if self.core.closing or self.closed:
-            return
-        class_id, method_id = (0, 0) if err.reply_code == ReplyCode.INTERNAL_ERROR else culprit
-        self._out.append(
-            method_frame(0, close_payload(10, err.reply_code, err.reply_text, class_id, method_id))
-        )
-        self.core.connection_closing()
-        self._teardown_channels()
-        self.flush()
-        if fatal:
-            self._shutdown(err.reply_text)
-            return
-        self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._shutdown, "close-ok timeout")
-
-    def _silent_close(self, reason: str) -> None:
-        """rabbit_reader's handshake-error path: say nothing, wait SILENT_CLOSE_DELAY, reset.
-
-        RabbitMQ sleeps so that a misbehaving client cannot retry in a tight loop, then its reader
-        exits with the socket still holding our unread frames, which the kernel turns into a reset.
-        """
-        self.silent = self._halted = True
-        self._out.clear()
-        self.transport.pause_reading()
-        self._cancel_timers()
-        self._close_timer = self.loop.call_later(
-            SILENT_CLOSE_DELAY, self._shutdown, f"handshake error: {reason}", True
-        )
-
-    def close_channel(self, ch: ChannelBase, err: AmqpError, culprit: tuple[int, int] = (0, 0)) -> None:
-        """A soft error: channel.close with the error; the channel is gone once close-ok arrives."""
-        log.warning(
-            "channel error on connection %s (%s), channel %d: %d %s",
-            *(self.id, self.name, ch.number, err.reply_code, err.reply_text),
-        )
-        class_id, method_id = (0, 0) if err.reply_code == ReplyCode.INTERNAL_ERROR else culprit
-        self.send_method(ch.number, close_payload(20, err.reply_code, err.reply_text, class_id, method_id))
-        ch.closing = True
-        ch.teardown()
-        self.channels.pop(ch.number, None)
-        self.core.channel_closing(ch.number)
-
-    def channel_closed(self, ch: Channel) -> None:
-        """Called by the channel after close (client-initiated) or close-ok (server-initiated)."""
-        if self.channels.get(ch.number) is ch:
-            del self.channels[ch.number]
-            ch.teardown()
-        self.core.channel_closed(ch.number)
-
-    def _teardown_channels(self) -> None:
-        chans = list(self.channels.values())
-        self.channels.clear()
-        for ch in chans:
-            ch.teardown()
-        for q in self.exclusive_queues:
-            if not q.deleted:
-                q.vhost.delete_queue(q, reason="owner closed")
-        self.exclusive_queues.clear()
-
-    def _cancel_timers(self) -> None:
-        for timer in (self._hb_timer, self._close_timer, self._hs_timer):
-            if timer is not None:
-                timer.cancel()
-        self._hb_timer = self._close_timer = self._hs_timer = None
-
-    def _shutdown(self, reason: str, reset: bool = False) -> None:
-        """Close the socket (after flushing pending output); `reset` aborts it with an RST instead."""
-        if self.closed:
-            return
-        self.flush()
-        self.closed = self._halted = True
-        self._cancel_timers()
-        self._teardown_channels()
-        if reset:
-            sock = self.transport.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-        self.transport.close()
-        self.broker.connection_lost(self)
-        log.info("connection %s closed: %s", self.id, reason)
-
-    def connection_lost(self) -> None:
-        """The socket went away (client vanished or we closed it)."""
-        if not self.closed:
-            if self.handshake.done and not self.core.closing:
-                log.warning("client unexpectedly closed TCP connection %s (%s)", self.id, self.name)
-            self._out.clear()
-            self.closed = self._halted = True
-            self._cancel_timers()
-            self._teardown_channels()
-            self.broker.connection_lost(self)
-
-    # -- flow control and helpers for channels ----------------------------------------------------
-
-    def pause_writing(self) -> None:
-        self.paused = True
-        self.transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        self.paused = False
-        self.transport.resume_reading()
-        for ch in list(self.channels.values()):
-            ch.kick_queues()
 
     def check_access(self, kind: str, resource: str, name: str) -> None:
         """rabbit_access_control:check_resource_access: 403 unless the user's `kind` regex

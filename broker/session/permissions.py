@@ -17,21 +17,24 @@ CACHE_LIMIT = 256
 
 
 class WriteCache:
-    __slots__ = ("_allowed", "_auth", "_check", "_version")
+    """The publisher tests `exchange in allowed and version == auth.version` inline (once per
+    message) and calls `check_write` only when that fails."""
+
+    __slots__ = ("_check", "allowed", "auth", "version")
 
     def __init__(self, auth: Registry, check: Callable[[str, str, str], None]) -> None:
-        self._auth = auth
+        self.auth = auth
         self._check = check  # check(kind, resource, name) raises AmqpError 403
-        self._version = -1
-        self._allowed: set[str] = set()
+        self.version = -1
+        self.allowed: set[str] = set()
 
     def check_write(self, exchange: str) -> None:
-        auth = self._auth
-        if auth.version != self._version:
-            self._allowed.clear()
-            self._version = auth.version
-        if exchange not in self._allowed:
+        auth = self.auth
+        if auth.version != self.version:
+            self.allowed.clear()
+            self.version = auth.version
+        if exchange not in self.allowed:
             self._check("write", "exchange", exchange)
-            if len(self._allowed) >= CACHE_LIMIT:
-                self._allowed.clear()
-            self._allowed.add(exchange)
+            if len(self.allowed) >= CACHE_LIMIT:
+                self.allowed.clear()
+            self.allowed.add(exchange)

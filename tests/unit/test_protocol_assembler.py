@@ -10,7 +10,7 @@ import pytest
 from pamqp import commands
 
 from broker.protocol import commands as C
-from broker.protocol.assembler import CommandAssembler, Crash, FrameFailure, ProtocolHeader, Publish
+from broker.protocol.assembler import PUBLISH, CommandAssembler, Crash, FrameFailure, ProtocolHeader
 from broker.protocol.framing import PROTOCOL_HEADER
 from tests.sansio_support import m, publish
 
@@ -57,8 +57,11 @@ def test_typed_commands_and_publishes() -> None:
     assert (declare.queue, declare.durable, declare.passive, declare.nowait) == ("q", True, False, False)
     limit = declare.arguments.get("x-max-length")
     assert limit is not None and limit.value == 3
-    pubs = [(ch, e) for ch, e in events if isinstance(e, Publish)]
-    assert [(ch, e.routing_key, e.body[:5], len(e.body), e.mandatory, e.immediate) for ch, e in pubs] == [
+    pubs = [(ch, e) for ch, e in events if type(e) is PUBLISH]
+    assert [
+        (ch, rk, body[:5], len(body), mandatory, immediate)
+        for ch, (_x, rk, mandatory, immediate, _p, body) in pubs
+    ] == [
         (1, "q", b"small", 5, False, False),
         (2, "k", b"with ", 10, True, False),
         (1, "empty", b"", 0, False, False),
@@ -66,7 +69,7 @@ def test_typed_commands_and_publishes() -> None:
         (2, "q.plain", b"hb", 2, False, False),
         (1, "q.plain", b"imm", 3, False, True),
     ]
-    assert pubs[1][1].exchange == "ex" and pubs[1][1].props[:2] == b"\xa8\x00"  # type, headers, priority
+    assert pubs[1][1][0] == "ex" and pubs[1][1][4][:2] == b"\xa8\x00"  # type, headers, priority
     assert events[-1] == (2, C.BasicAck(7, True))
 
 
