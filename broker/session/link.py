@@ -75,6 +75,11 @@ class Link(ConnectionIdentity):
         self._hs_timer: asyncio.TimerHandle | None = None
         log.info("accepting AMQP connection %s (%s)", self.id, self.name)
 
+    @property
+    def recv_cnt(self) -> int:
+        """Frames received (the assembler adds them up once per read)."""
+        return self.core.frames_in
+
     def send_method(self, channel: int, payload: bytes) -> None:
         self._out.append(method_frame(channel, payload))
         self.send_cnt += 1

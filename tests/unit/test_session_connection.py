@@ -48,11 +48,11 @@ async def test_identity_and_counters() -> None:
         assert frames_before == 4  # start, tune, open-ok, channel.open-ok
         data = m(1, commands.Queue.Declare(queue="q.plain")) + publish(1, b"hello")
         received = conn.recv_oct
-        received_frames = conn.core.frames_in
+        received_frames = conn.recv_cnt
         conn.data_received(data)
         conn.flush()
         assert conn.recv_oct == received + len(data)
-        assert conn.core.frames_in == received_frames + 4  # declare, publish method, header, body
+        assert conn.recv_cnt == received_frames + 4  # declare, publish method, header, body
         assert conn.send_cnt == frames_before + 1 and conn.send_oct > sent_before
     finally:
         await broker.stop()
