@@ -29,7 +29,6 @@ from amqpwire.errors import AmqpError, ReplyCode, not_allowed, unexpected_frame
 from amqpwire.errors import frame_error as frame_error_text
 from broker.protocol.commands import (
     ChannelClose,
-    ChannelCloseOk,
     ChannelOpen,
     ConnectionClose,
     ConnectionCloseOk,
@@ -59,9 +58,8 @@ _HEADER_FRAME = struct.Struct(">BHIHHQ")  # frame header + content header's clas
 _CONTENT_HEAD = struct.Struct(">HHQ")
 PUBLISH_IDS = (60, 40)
 _PUBLISH_HEAD = b"\x00\x3c\x00\x28"
-_CHANNEL_OPEN = b"\x00\x14\x00\x0a"
-_CHANNEL_CLOSE = b"\x00\x14\x00\x28"
-_CHANNEL_CLOSE_OK = b"\x00\x14\x00\x29"
+_CHANNEL_CLOSE = (20, 40)
+_CHANNEL_CLOSES = frozenset({_CHANNEL_CLOSE, (20, 41)})
 _NO_METHOD = (0, 0)
 
 
@@ -413,29 +411,24 @@ class CommandAssembler:
                 # frame: 505 with class/method 0/0 even when it is a method frame (e.g. channel.open)
                 return _fail(unexpected_frame_error(ftype, payload), channel)
             if channel in self.closing_channels:
-                # we sent channel.close: only close-ok (or a crossing close) matters now
-                if ftype == FRAME_METHOD and payload[:4] in (_CHANNEL_CLOSE_OK, _CHANNEL_CLOSE):
-                    if payload[:4] == _CHANNEL_CLOSE:
+                # we sent channel.close: only close-ok (or a crossing close, answered) matters now
+                if culprit in _CHANNEL_CLOSES:
+                    if culprit == _CHANNEL_CLOSE:
                         self.outbox.append(method_frame(channel, simple_payload(20, 41)))
                     self.closing_channels.discard(channel)
                 return None
-            if ftype == FRAME_METHOD and payload[:4] == _CHANNEL_OPEN:
-                command = decode_method(payload)
-                if self.channel_max and len(self.channels) >= self.channel_max:
-                    return _fail(
-                        not_allowed(
-                            f"number of channels opened ({len(self.channels)}) has reached the "
-                            f"negotiated channel_max ({self.channel_max})"
-                        ),
-                        channel,
-                        culprit,
-                    )
-                assert type(command) is ChannelOpen
-                self.channels.add(channel)
-                return channel, command
-            if ftype == FRAME_METHOD:
-                decode_method(payload)  # undecodable methods report 501 (or crash) first
-            return _fail(AmqpError(ReplyCode.CHANNEL_ERROR, "expected 'channel.open'"), channel, culprit)
+            # undecodable methods report 501 (or crash) before the channel is found closed
+            command = decode_method(payload) if ftype == FRAME_METHOD else None
+            if type(command) is not ChannelOpen:
+                return _fail(AmqpError(ReplyCode.CHANNEL_ERROR, "expected 'channel.open'"), channel, culprit)
+            if self.channel_max and len(self.channels) >= self.channel_max:
+                text = (
+                    f"number of channels opened ({len(self.channels)}) has reached the "
+                    f"negotiated channel_max ({self.channel_max})"
+                )
+                return _fail(not_allowed(text), channel, culprit)
+            self.channels.add(channel)
+            return channel, command
         except AmqpError as err:
             return _fail(err, channel, culprit)
         except ReaderCrash as crash:
@@ -481,7 +474,7 @@ def _fail(err: AmqpError, channel: int, culprit: tuple[int, int] = _NO_METHOD) -
 
 __all__ = [
     "PUBLISH",
-    "ChannelCloseOk",
+    "PUBLISH_IDS",
     "CommandAssembler",
     "Crash",
     "FrameFailure",
