@@ -291,3 +291,23 @@ def test_undecodable_headers_close_with_internal_error(case: str, hashbroker: st
     expected, got = _both(lambda port: _publish_refusal(port, *parts), hashbroker, rabbitmq_url)
     assert expected == INTERNAL_ERROR_CLOSE
     assert got == expected
+
+
+@pytest.mark.live
+def test_no_close_ok_resets_after_30s(hashbroker: str, rabbitmq_url: str) -> None:
+    """After connection.close the server keeps the socket 30 s for the close-ok, then resets it."""
+    from tests.differential_support import RawAmqp
+
+    def observe(port: int) -> object:
+        raw = RawAmqp("127.0.0.1", port, timeout=40)
+        try:
+            raw.send_bytes(_method(5, 60, 10, struct.pack(">IHB", 0, 1, 0)))  # channel 5 is not open
+            frames, after, how = _until_closed(raw.sock, 40)
+        finally:
+            raw.close()
+        return [t for _at, t in frames], after, how
+
+    expected, got = _both(observe, hashbroker, rabbitmq_url)
+    for frames, after, how in (expected, got):
+        assert (frames, how) == ([1], "reset")
+        assert 29.0 <= after <= 32.0

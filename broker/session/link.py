@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hashbroker.connection")
 _ids = itertools.count(1)
-CLOSE_OK_TIMEOUT = 1.0
+# After connection.close RabbitMQ 3.10.8 keeps reading (discarding all but close/close-ok) and
+# resets the socket 30 s later if no close-ok came (observed with a raw socket).
+CLOSE_OK_TIMEOUT = 30.0
 SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds)
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 
@@ -162,7 +164,7 @@ class Link(ConnectionIdentity):
         if fatal:
             self._shutdown(err.reply_text)
             return
-        self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._shutdown, "close-ok timeout")
+        self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._shutdown, "close-ok timeout", True)
 
     def _silent_close(self, reason: str) -> None:
         """rabbit_reader's handshake-error path: say nothing, wait SILENT_CLOSE_DELAY, reset.
