@@ -105,3 +105,23 @@ async def test_store_failure_of_a_commit_closes_the_channel_with_541_naming_noth
         assert b"INTERNAL_ERROR - store write failed" in payload
     finally:
         await broker.stop()
+
+
+async def test_handshake_timeout_is_a_constructor_parameter() -> None:
+    broker = Broker(port=0, data_dir=":memory:", log_level="CRITICAL")
+    await broker.start()
+    try:
+        slow, done = MemoryTransport(), MemoryTransport()
+        loop = asyncio.get_running_loop()
+        lagging = Connection(broker, slow, loop, handshake_timeout=0.05)
+        prompt = Connection(broker, done, loop, handshake_timeout=0.05)
+        for conn in (lagging, prompt):
+            broker.connection_made(conn)
+        lagging.data_received(b"AMQP\x00\x00\x09\x01")
+        prompt.data_received(handshake())
+        await asyncio.sleep(0.2)
+        assert slow.closed and lagging.state == "closed"
+        assert len(list(parse_frames(b"".join(slow.out)))) == 1  # connection.start only
+        assert not done.closed and prompt.state == "running"
+    finally:
+        await broker.stop()
