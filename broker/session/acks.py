@@ -11,6 +11,8 @@ from broker.session.publish import PublishMixin
 
 
 class AcksMixin(PublishMixin):
+    """The channel's acks part (see the module docstring and `channel_base`)."""
+
     def on_basic_qos(self, a: C.BasicQos) -> None:
         if a.prefetch_size:
             raise AmqpError(ReplyCode.NOT_IMPLEMENTED, f"prefetch_size!=0 ({a.prefetch_size})", hard=True)

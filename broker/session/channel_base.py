@@ -1,4 +1,8 @@
-"""The state every part of a channel shares, and the output helper they all use."""
+"""The state every part of a channel shares, and the output helper they all use.
+
+The parts are stacked in one line, each module's class extending the one below it, so a part may
+call the parts under it: delivery < confirms < publish < acks < tx < declare < consume < `Channel`.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Publisher confirms: acks coalesced per flush, nacks in order, persistent publishes confirmed after their
-store commit (in publish order)."""
+"""Publisher confirms: acks coalesced per flush, nacks in order, persistent publishes confirmed
+after their store commit (in publish order)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 
 class ConfirmsMixin(DeliveryMixin):
+    """The channel's confirms part (see the module docstring and `channel_base`)."""
+
     def on_confirm_select(self, a: C.ConfirmSelect) -> None:
         if self.tx is not None:
             raise AmqpError(406, "cannot switch from tx to confirm mode")

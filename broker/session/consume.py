@@ -7,9 +7,7 @@ from typing import TYPE_CHECKING, cast
 from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
 from broker import replies
-from broker.entities.arguments import (
-    check_consume_arguments,
-)
+from broker.entities.arguments import check_consume_arguments
 from broker.entities.queue import Consumer, Queue
 from broker.protocol import commands as C
 from broker.protocol import methods as M
@@ -24,6 +22,8 @@ if TYPE_CHECKING:
 
 
 class ConsumeMixin(DeclareMixin):
+    """The channel's consume part (see the module docstring and `channel_base`)."""
+
     def on_basic_consume(self, a: C.BasicConsume) -> None:
         tag = a.consumer_tag
         if tag in self.consumers or (self.reply_consumer is not None and self.reply_consumer[0] == tag):

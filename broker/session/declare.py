@@ -17,6 +17,8 @@ from exchanges.base import Destination
 
 
 class DeclareMixin(TxMixin):
+    """The channel's declare part (see the module docstring and `channel_base`)."""
+
     def on_exchange_declare(self, a: C.ExchangeDeclare) -> None:
         D.exchange_declare(self.vhost, self.conn, a)
         if not a.nowait:

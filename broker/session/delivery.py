@@ -15,6 +15,8 @@ _CONTENT_HEAD = struct.Struct(">HHQ")
 
 
 class DeliveryMixin(ChannelBase):
+    """The channel's delivery part (see the module docstring and `channel_base`)."""
+
     def _content_frames(self, method_payload: bytes, msg: StoredMessage, out: list[bytes]) -> None:
         ch = self.number
         out.append(_HDR.pack(FRAME_METHOD, ch, len(method_payload)))

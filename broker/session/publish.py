@@ -23,6 +23,8 @@ MAX_MESSAGE_SIZE = 134217728
 
 
 class PublishMixin(ConfirmsMixin):
+    """The channel's publish part (see the module docstring and `channel_base`)."""
+
     def on_basic_publish(self, cmd: Publish) -> None:
         """A complete basic.publish: `props` are the content header's property bytes as received.
 
@@ -86,8 +88,8 @@ class PublishMixin(ConfirmsMixin):
         """A publish inside a transaction is routed when it is published, delivered at tx.commit.
 
         RabbitMQ 3.10.8: publish in tx to a fanout bound to q1, then unbind q1 and bind q2, then
-        commit: q1 gets the message, q2 does not. hashbroker routed at commit (q2 got it). Direct
-        reply-to and delayed messages keep their own paths (None: decided at commit).
+        commit: q1 gets the message, q2 does not. Direct reply-to and delayed messages keep their own
+        paths (None: decided at commit).
         """
         if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
             return None

@@ -1,4 +1,5 @@
-"""Transactions: publishes routed at publish and delivered at commit, acks and rejects held until commit."""
+"""Transactions: publishes routed at publish and delivered at commit, acks and rejects held until
+commit, all given back by rollback or a close."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
 
 
 class TxMixin(AcksMixin):
+    """The channel's tx part (see the module docstring and `channel_base`)."""
+
     def on_tx_select(self, a: C.TxSelect) -> None:
         if self.confirm:
             raise AmqpError(406, "cannot switch from confirm to tx mode")
