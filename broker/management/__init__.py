@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from broker.management.api import Api
 from broker.management.http import HttpServer
-from broker.management.state import SAMPLE_INTERVAL, BrokerState
+from broker.management.rates import SAMPLE_INTERVAL
+from broker.management.state import BrokerState
 
 if TYPE_CHECKING:
     from broker.server import Broker

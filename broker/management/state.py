@@ -12,16 +12,15 @@ there), which is what makes reading the broker's unlocked dicts safe.
 
 from __future__ import annotations
 
-import base64
 import os
 import socket
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote_plus
 
-from amqpwire.fields import Field, FieldTable, field_to_python
-from exchanges.erlang_terms import Atom, phash2
+from amqpwire.fields import FieldTable
+from broker.management.rates import DEPTHS, TOTALS, RateSamples
+from broker.management.values import json_value, properties_key, table_to_json
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -33,37 +32,6 @@ MANAGEMENT_CAPABILITY = "hashbroker_management"
 
 # Exchanges every vhost has from birth; RabbitMQ reports them as declared by "rmq-internal".
 _PREDECLARED_PREFIX = "amq."
-
-
-def json_value(value: Any) -> Any:
-    """Turn decoded AMQP field values into what RabbitMQ's management would render in JSON."""
-    if isinstance(value, Field):
-        value = field_to_python(value)
-    if isinstance(value, FieldTable):
-        return {k: json_value(v) for k, v in value}
-    if isinstance(value, dict):
-        return {str(k): json_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_value(v) for v in value]
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", errors="replace")
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    try:  # decimal.Decimal, datetime
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def table_to_json(table: FieldTable | None) -> dict[str, Any]:
-    """AMQP arguments table as a JSON object (first entry wins on duplicates, as RabbitMQ looks up)."""
-    out: dict[str, Any] = {}
-    if table is None:
-        return out
-    for k, v in table:
-        if k not in out:
-            out[k] = json_value(v)
-    return out
 
 
 @dataclass(frozen=True)
@@ -146,6 +114,18 @@ class ConnectionInfo:
 
 
 @dataclass(frozen=True)
+class ChannelInfo:
+    number: int
+    connection: ConnectionInfo
+    consumer_count: int
+    messages_unacknowledged: int
+    prefetch_count: int
+    global_prefetch_count: int
+    confirm: bool
+    transactional: bool
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     name: str
     os_pid: str
@@ -155,36 +135,6 @@ class NodeInfo:
     amqp_port: int
     exchange_types: list[str]
     mem_used: int
-
-
-SAMPLE_INTERVAL = 5.0
-"""Seconds between rate samples: RabbitMQ's default `collect_statistics_interval`."""
-
-DEPTHS = ("messages", "messages_ready", "messages_unacknowledged")
-TOTALS = ("", "")
-"""The sample key of the broker-wide queue totals (no queue has an empty vhost name)."""
-
-
-class RateSamples:
-    """The two latest samples of every counter, so a rate is the change per second between them.
-
-    RabbitMQ's management reports each `*_details.rate` over its latest sampling interval: it drops
-    to 0.0 one interval after activity stops, and is 0.0 before two samples exist.
-    """
-
-    def __init__(self) -> None:
-        self._previous: tuple[float, dict[tuple[str, str], dict[str, int]]] = (0.0, {})
-        self._latest: tuple[float, dict[tuple[str, str], dict[str, int]]] = (0.0, {})
-
-    def take(self, now: float, values: dict[tuple[str, str], dict[str, int]]) -> None:
-        self._previous, self._latest = self._latest, (now, values)
-
-    def of(self, key: tuple[str, str]) -> dict[str, float]:
-        (t0, before), (t1, after) = self._previous, self._latest
-        old, new = before.get(key), after.get(key)
-        if old is None or new is None or t1 <= t0:
-            return {}
-        return {k: round((v - old.get(k, 0)) / (t1 - t0), 1) for k, v in new.items()}
 
 
 class BrokerState:
@@ -381,18 +331,7 @@ class BrokerState:
             for qname in vh.queues:
                 out.append(BindingInfo(vname, "", qname, "queue", qname, {}, properties_key(qname, None)))
             for x in vh.exchanges.values():
-                for b in x.binding_set:
-                    out.append(
-                        BindingInfo(
-                            vname,
-                            x.name,
-                            b.destination.name,
-                            b.destination.kind,
-                            b.key,
-                            table_to_json(b.arguments),
-                            properties_key(b.key, b.arguments),
-                        )
-                    )
+                out.extend(_binding_info(vname, x.name, b) for b in x.binding_set)
         out.sort(key=lambda b: (b.vhost, b.source, b.destination_type, b.destination, b.routing_key))
         return out
 
@@ -414,18 +353,7 @@ class BrokerState:
                 live = set(x.binding_set)
                 seq = [b for b in ordered if b in live] if isinstance(ordered, list) else []
                 seq += sorted(live - set(seq), key=lambda b: (b.destination, b.key))
-                for b in seq:
-                    out.append(
-                        BindingInfo(
-                            vname,
-                            x.name,
-                            b.destination.name,
-                            b.destination.kind,
-                            b.key,
-                            table_to_json(b.arguments),
-                            properties_key(b.key, b.arguments),
-                        )
-                    )
+                out.extend(_binding_info(vname, x.name, b) for b in seq)
         return out
 
     # -- hash exchanges -----------------------------------------------------------------------------
@@ -469,6 +397,28 @@ class BrokerState:
                 continue
             out.append(self._connection_info(conn))
         out.sort(key=lambda c: c.name)
+        return out
+
+    def channels(self) -> list[ChannelInfo]:
+        out = []
+        for conn in list(self.broker.connections):
+            if self._is_management_connection(conn) or conn.state in ("handshake", "closed"):
+                continue
+            cinfo = self._connection_info(conn)
+            for ch in list(conn.channels.values()):
+                out.append(
+                    ChannelInfo(
+                        number=ch.number,
+                        connection=cinfo,
+                        consumer_count=len(ch.consumers),
+                        messages_unacknowledged=len(ch.unacked),
+                        prefetch_count=ch.prefetch,
+                        global_prefetch_count=ch.global_prefetch,
+                        confirm=ch.confirm,
+                        transactional=ch.tx is not None,
+                    )
+                )
+        out.sort(key=lambda c: (c.connection.name, c.number))
         return out
 
     def channel_count(self) -> int:
@@ -527,37 +477,16 @@ class BrokerState:
         return [vhost] if vhost in self.broker.vhosts else []
 
 
-def properties_key(key: str, arguments: FieldTable | None) -> str:
-    """rabbit_mgmt_format:pack_binding_props: the id of a binding in /api/bindings/... URLs.
-
-    `quote_plus(key)` with "~" escaped, then for bindings with arguments "~" and
-    base64url(<<phash2(Args, 2^32):32>>) over the arguments as RabbitMQ stores them
-    ([{Key, Type, Value}]), so the ids match RabbitMQ's bit for bit.
-    """
-    quoted = quote_plus(key, safe="").replace("~", "%7E")
-    if not arguments:
-        return quoted or "~"
-    digest = phash2(_args_term(arguments), 1 << 32).to_bytes(4, "big")
-    return f"{quoted}~{base64.urlsafe_b64encode(digest).decode().rstrip('=')}"
-
-
-def _args_term(table: FieldTable) -> list[Any]:
-    return [(k.encode("utf-8", errors="surrogateescape"), Atom(f.type), _value_term(f)) for k, f in table]
-
-
-def _value_term(f: Field) -> Any:
-    """A field value as the Erlang term RabbitMQ keeps (see exchanges.erlang_terms mapping)."""
-    if f.type == "table":
-        return _args_term(f.value)
-    if f.type == "array":
-        return [(Atom(v.type), _value_term(v)) for v in f.value]
-    if f.type == "bool":
-        return Atom("true" if f.value else "false")
-    if f.type == "void":
-        return Atom("undefined")
-    if f.type == "decimal":
-        return tuple(f.value)
-    return f.value
+def _binding_info(vhost: str, source: str, b: Any) -> BindingInfo:
+    return BindingInfo(
+        vhost,
+        source,
+        b.destination.name,
+        b.destination.kind,
+        b.key,
+        table_to_json(b.arguments),
+        properties_key(b.key, b.arguments),
+    )
 
 
 def _rss_bytes() -> int:
