@@ -34,7 +34,7 @@ class ManagementServer:
     def __init__(self, broker: Broker) -> None:
         self.state = BrokerState(broker)
         self.api = Api(self.state)
-        self._http = HttpServer(self.api.handle)
+        self._http = HttpServer(self.api.handle, self.api.check)
         self.host = ""
         self._sampler: asyncio.Task[None] | None = None
 

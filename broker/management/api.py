@@ -14,6 +14,7 @@ import base64
 import binascii
 import functools
 import ipaddress
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
@@ -48,7 +49,7 @@ class Api:
             # the dashboard page and its assets are public; the page's JS authenticates to /api
             page = dashboard.serve(req.method, segments)
             return page if page is not None else not_found()
-        refused = self.check(req)
+        refused = self.check(req) if not req.user else None  # the server checks the head already
         if refused is not None:
             return refused
         handler, _rule, _allowed = match(req.method, segments[1:])
@@ -76,7 +77,11 @@ class Api:
         reason = authz.refusal(
             self.state.broker.auth, self.who(req), rule, segments[1:], self.state.broker.vhosts
         )
-        return not_authorised(reason) if reason is not None else None
+        if reason is not None:
+            return not_authorised(reason)
+        if req.method in ("PUT", "POST") and not acceptable_content_type(req, segments[1]):
+            return Response(415)
+        return None
 
     def authenticate(self, req: Request) -> tuple[str, str] | Response:
         """HTTP basic auth against the broker's users, with RabbitMQ's loopback-user rule."""
@@ -114,6 +119,27 @@ class Api:
         """Run a blocking AMQP operation off the loop, which must stay free to serve it."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(fn, *args))
+
+
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_MEDIA_TYPE = re.compile(rf"\s*({_TOKEN})/({_TOKEN})\s*(;.*)?", re.DOTALL)
+_DEFINITIONS_TYPES = {("application", "json"), ("multipart", "form-data")}
+
+
+def acceptable_content_type(req: Request, resource: str) -> bool:
+    """cowboy_rest's content_types_accepted as the management plugin declares it (observed live).
+
+    Definitions imports take only JSON or a multipart form upload (text/plain or form-encoded: 415);
+    the other resources decode the body as JSON whatever its declared type, refusing only a
+    Content-Type that is not a media type at all.
+    """
+    value = req.headers.get("content-type")
+    if value is None:
+        return resource != "definitions"
+    m = _MEDIA_TYPE.fullmatch(value)
+    if m is None:
+        return False
+    return resource != "definitions" or (m[1].lower(), m[2].lower()) in _DEFINITIONS_TYPES
 
 
 def split_path(raw_path: str) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.auth import User, parse_tags
 from broker.management import amqp_ops
@@ -41,10 +41,13 @@ async def post_definitions(api: Api, req: Request, segs: list[str]) -> Response:
     vhost = segs[1] if len(segs) == 2 else None
     if vhost is not None and not api.state.has_vhost(vhost):
         return not_found()
+    ctype = req.headers.get("content-type", "")
     try:
-        doc = req.json()
+        doc = uploaded_file(ctype, req.body) if ctype.lower().startswith("multipart/") else req.json()
     except (ValueError, UnicodeDecodeError):
         return bad_request("not_json")
+    if doc is None:
+        return Response(400)
     if isinstance(doc, dict) and isinstance(doc.get("file"), str):  # the web UI's form upload
         try:
             doc = json.loads(doc["file"])
@@ -76,3 +79,21 @@ async def post_definitions(api: Api, req: Request, segs: list[str]) -> Response:
     for policy in plan.policies:  # after the entities, so a refused import adds no policy
         api.policies.put(policy)
     return Response(204)
+
+
+def uploaded_file(content_type: str, body: bytes) -> Any:
+    """The JSON document in the `file` field of a multipart/form-data upload (the web UI's form), or
+    None when the form has no such field (RabbitMQ answers a bare 400)."""
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    message = BytesParser(policy=HTTP).parsebytes(
+        b"content-type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body
+    )
+    if not message.is_multipart():
+        return None
+    for part in message.iter_parts():
+        if part.get_param("name", header="content-disposition") == "file":
+            payload = part.get_payload(decode=True)
+            return json.loads(payload.decode("utf-8")) if isinstance(payload, bytes) else None
+    return None
