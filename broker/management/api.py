@@ -23,7 +23,6 @@ from broker.management import authz, dashboard
 from broker.management.amqp_ops import Target
 from broker.management.authz import Identity
 from broker.management.http import Request, Response
-from broker.management.policies import PolicyStore
 from broker.management.render import CHALLENGE, columns, login_failed, not_authorised, not_found
 from broker.management.routes import match
 from broker.management.state import BrokerState
@@ -36,12 +35,7 @@ class Api:
         self.state = state
         self.http_port = 0
         self.http_host = ""
-        self.policies: Any = _policy_backend(state)
-
-    @property
-    def policies_applied(self) -> bool:
-        """Whether stored policies take effect on entities (False for the management-only store)."""
-        return bool(getattr(self.policies, "applied", True))
+        self.policies = state.broker.policies
 
     async def handle(self, req: Request) -> Response:
         segments = split_path(req.raw_path)
@@ -148,14 +142,6 @@ def split_path(raw_path: str) -> list[str]:
     if segments and segments[-1] == "" and len(segments) > 1:
         segments.pop()
     return segments
-
-
-def _policy_backend(state: BrokerState) -> Any:
-    """The broker's own policy store if it offers list/get/put/delete; else the management one."""
-    native = state.native_policies()
-    if native is not None and all(hasattr(native, m) for m in ("list", "get", "put", "delete")):
-        return native
-    return PolicyStore()
 
 
 def _is_loopback(host: str) -> bool:

@@ -371,23 +371,6 @@ class BrokerState:
         summary = getattr(impl, "state_summary", None) if impl is not None else None
         return {str(k): json_value(v) for k, v in dict(summary or {}).items()}
 
-    # -- policies -----------------------------------------------------------------------------------
-
-    def native_policies(self) -> Any:
-        """The broker's own policy store, once it has one (issue 4); None until then.
-
-        Looked up by duck typing (`broker.policies`, or a `policies` attribute on each vhost) so the
-        management package picks it up without a code change here when it lands.
-        """
-        store = getattr(self.broker, "policies", None)
-        if store is not None:
-            return store
-        for vh in self.broker.vhosts.values():
-            per_vhost = getattr(vh, "policies", None)
-            if per_vhost is not None:
-                return per_vhost
-        return None
-
     # -- connections ----------------------------------------------------------------------------
 
     def connections(self) -> list[ConnectionInfo]:
