@@ -23,7 +23,7 @@ from typing import Any
 import pika
 import pika.exceptions
 
-from broker.management.state import MANAGEMENT_CAPABILITY
+from broker.management.sessions import MANAGEMENT_CAPABILITY
 from broker.management.values import json_value
 
 ACK_MODES = ("ack_requeue_true", "ack_requeue_false", "reject_requeue_true", "reject_requeue_false")

@@ -13,22 +13,23 @@ there), which is what makes reading the broker's unlocked dicts safe.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from amqpwire.fields import FieldTable
+from broker.management import sessions
 from broker.management.rates import DEPTHS, TOTALS, RateSamples
+from broker.management.sessions import ChannelInfo, ConnectionInfo
 from broker.management.values import json_value, properties_key, table_to_json
 
 if TYPE_CHECKING:
+    from broker.channel import Channel
+    from broker.connection import Connection
+    from broker.entities.exchange import Exchange
+    from broker.entities.queue import Consumer, Queue
     from broker.server import Broker
+    from exchanges.base import Binding
 
-# Client capability the management's own AMQP connections announce, so they can be left out of
-# /api/connections and object_totals (RabbitMQ's management uses internal direct connections that
-# tools never count either).
-MANAGEMENT_CAPABILITY = "hashbroker_management"
 
 # Exchanges every vhost has from birth; RabbitMQ reports them as declared by "rmq-internal".
 _PREDECLARED_PREFIX = "amq."
@@ -44,6 +45,7 @@ class ExchangeInfo:
     internal: bool
     arguments: dict[str, Any]
     declared_by: str
+    policy: str | None  # the effective policy's name
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class ConsumerInfo:
     peer_port: int
     user: str
     active: bool
+    activity_status: str  # up (any consumer), single_active or waiting (single active consumer)
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class QueueInfo:
     message_bytes_unacknowledged: int
     consumers: list[ConsumerInfo]
     single_active_consumer_tag: str | None
+    policy: str | None  # the effective policy's name
     exclusive_consumer_tag: str | None
     owner: ConnectionInfo | None
     # message_stats counters that are known exactly; absent keys are not reported at all.
@@ -94,35 +98,6 @@ class BindingInfo:
     routing_key: str
     arguments: dict[str, Any]
     properties_key: str
-
-
-@dataclass(frozen=True)
-class ConnectionInfo:
-    name: str
-    user: str
-    vhost: str
-    peer_host: str
-    peer_port: int
-    host: str
-    port: int
-    channels: int
-    state: str
-    frame_max: int
-    channel_max: int
-    timeout: int
-    auth_mechanism: str
-
-
-@dataclass(frozen=True)
-class ChannelInfo:
-    number: int
-    connection: ConnectionInfo
-    consumer_count: int
-    messages_unacknowledged: int
-    prefetch_count: int
-    global_prefetch_count: int
-    confirm: bool
-    transactional: bool
 
 
 @dataclass(frozen=True)
@@ -144,22 +119,11 @@ class BrokerState:
         self.broker = broker
         self.rates = RateSamples()
         self.started = time.monotonic()
-        self.node_name = f"hashbroker@{socket.gethostname().split('.')[0] or 'localhost'}"
-        cluster = getattr(broker, "cluster", None)  # issue 4: the emulated cluster's local node
-        if cluster is not None:
-            self.node_name = cluster.local
+        self.node_name = broker.cluster.local
 
     def queue_node(self, name: str) -> str:
-        """A queue's node: a shard queue's node from its name (issue 4), else this node."""
-        policies: Any = getattr(self.broker, "policies", None)
-        return policies.queue_node(name) if hasattr(policies, "queue_node") else self.node_name
-
-    def queue_policy(self, vhost: str, name: str) -> str | None:
-        """Name of the queue's effective policy (issue 4), None when there is none."""
-        vh = self.broker.vhosts.get(vhost)
-        q = vh.queues.get(name) if vh is not None else None
-        policy = getattr(q, "policy", None)
-        return getattr(policy, "name", None)
+        """A queue's node: a shard queue's node from its name, else this node."""
+        return self.broker.policies.queue_node(name)
 
     # -- identity & auth ------------------------------------------------------------------------
 
@@ -212,7 +176,7 @@ class BrokerState:
         x = vh.exchanges.get(name) if vh is not None else None
         return self._exchange_info(vhost, x) if x is not None else None
 
-    def _exchange_info(self, vhost: str, x: Any) -> ExchangeInfo:
+    def _exchange_info(self, vhost: str, x: Exchange) -> ExchangeInfo:
         internal_origin = x.name == "" or x.name.startswith(_PREDECLARED_PREFIX)
         return ExchangeInfo(
             vhost=vhost,
@@ -224,6 +188,7 @@ class BrokerState:
             arguments=table_to_json(x.arguments),
             # single-user broker: anything not predeclared was declared by that user
             declared_by="rmq-internal" if internal_origin else self.broker.settings.default_user,
+            policy=x.policy.name if x.policy is not None else None,
         )
 
     # -- queues ---------------------------------------------------------------------------------
@@ -246,14 +211,15 @@ class BrokerState:
         """Bytes of delivered-but-unacked messages per queue (by id), read from the channels."""
         out: dict[int, int] = {}
         for conn in list(self.broker.connections):
-            for ch in list(getattr(conn, "channels", {}).values()):
-                for u in list(getattr(ch, "unacked", {}).values()):
+            for ch in list(conn.channels.values()):
+                for u in list(ch.unacked.values()):
                     out[id(u.queue)] = out.get(id(u.queue), 0) + len(u.entry.msg.body)
         return out
 
-    def _queue_info(self, vhost: str, q: Any, unacked_bytes: dict[int, int]) -> QueueInfo:
-        consumers = [self._consumer_info(vhost, q, c, i) for i, c in enumerate(q.consumers)]
-        sac = consumers[0].tag if q.single_active and consumers else None
+    def _queue_info(self, vhost: str, q: Queue, unacked_bytes: dict[int, int]) -> QueueInfo:
+        active = active_consumer(q)
+        consumers = [self._consumer_info(vhost, q, c, active) for c in q.consumers]
+        sac = active.tag if active is not None else None
         excl = next((c.tag for c in consumers if c.exclusive), None)
         owner = q.exclusive_owner
         return QueueInfo(
@@ -270,8 +236,10 @@ class BrokerState:
             message_bytes_unacknowledged=unacked_bytes.get(id(q), 0),
             consumers=consumers,
             single_active_consumer_tag=sac,
+            policy=q.policy.name if q.policy is not None else None,
             exclusive_consumer_tag=excl,
-            owner=self._connection_info(owner) if owner is not None else None,
+            # the owner of an exclusive queue is always an AMQP connection
+            owner=self._connection_info(cast("Connection", owner)) if owner is not None else None,
             stats=q.stats,  # RabbitMQ's per-queue message_stats counters (a fresh dict)
             rates=self.queue_rates(vhost, q.name),
         )
@@ -301,10 +269,9 @@ class BrokerState:
     def totals_rates(self) -> dict[str, float]:
         return self.rates.of(TOTALS)
 
-    def _consumer_info(self, vhost: str, q: Any, c: Any, index: int) -> ConsumerInfo:
-        ch = c.channel
-        conn = getattr(ch, "conn", None)
-        cinfo = self._connection_info(conn) if conn is not None else None
+    def _consumer_info(self, vhost: str, q: Queue, c: Consumer, active: Consumer | None) -> ConsumerInfo:
+        ch = cast("Channel", c.channel)  # every consumer's channel is an AMQP channel
+        cinfo = self._connection_info(ch.conn)
         return ConsumerInfo(
             tag=c.tag,
             queue=q.name,
@@ -313,12 +280,13 @@ class BrokerState:
             exclusive=bool(c.exclusive),
             prefetch_count=int(c.prefetch),
             arguments=table_to_json(c.args),
-            channel_number=int(getattr(ch, "number", 0)),
-            connection_name=cinfo.name if cinfo else "",
-            peer_host=cinfo.peer_host if cinfo else "",
-            peer_port=cinfo.peer_port if cinfo else 0,
-            user=cinfo.user if cinfo else "",
-            active=index == 0 or not q.single_active,
+            channel_number=ch.number,
+            connection_name=cinfo.name,
+            peer_host=cinfo.peer_host,
+            peer_port=cinfo.peer_port,
+            user=cinfo.user,
+            active=active is None or c is active,
+            activity_status="up" if active is None else "single_active" if c is active else "waiting",
         )
 
     # -- bindings -------------------------------------------------------------------------------
@@ -349,9 +317,9 @@ class BrokerState:
             for x in sorted(vh.exchanges.values(), key=lambda e: e.name):
                 if x.name == "":
                     continue
-                ordered = getattr(x.impl, "bindings", None)
+                ordered = x.impl.bindings if x.impl is not None else []
                 live = set(x.binding_set)
-                seq = [b for b in ordered if b in live] if isinstance(ordered, list) else []
+                seq = [b for b in ordered if b in live]
                 seq += sorted(live - set(seq), key=lambda b: (b.destination, b.key))
                 out.extend(_binding_info(vname, x.name, b) for b in seq)
         return out
@@ -367,72 +335,22 @@ class BrokerState:
         x = vh.exchanges.get(name) if vh is not None else None
         if x is None:
             return None
-        impl = x.impl
-        summary = getattr(impl, "state_summary", None) if impl is not None else None
-        return {str(k): json_value(v) for k, v in dict(summary or {}).items()}
+        summary = x.impl.state_summary if x.impl is not None else {}
+        return {str(k): json_value(v) for k, v in dict(summary).items()}
 
     # -- connections ----------------------------------------------------------------------------
 
     def connections(self) -> list[ConnectionInfo]:
-        out = []
-        for conn in list(self.broker.connections):
-            if self._is_management_connection(conn) or getattr(conn, "state", "") in ("handshake", "closed"):
-                continue
-            out.append(self._connection_info(conn))
-        out.sort(key=lambda c: c.name)
-        return out
+        return sessions.connections(self.broker)
 
     def channels(self) -> list[ChannelInfo]:
-        out = []
-        for conn in list(self.broker.connections):
-            if self._is_management_connection(conn) or conn.state in ("handshake", "closed"):
-                continue
-            cinfo = self._connection_info(conn)
-            for ch in list(conn.channels.values()):
-                out.append(
-                    ChannelInfo(
-                        number=ch.number,
-                        connection=cinfo,
-                        consumer_count=len(ch.consumers),
-                        messages_unacknowledged=len(ch.unacked),
-                        prefetch_count=ch.prefetch,
-                        global_prefetch_count=ch.global_prefetch,
-                        confirm=ch.confirm,
-                        transactional=ch.tx is not None,
-                    )
-                )
-        out.sort(key=lambda c: (c.connection.name, c.number))
-        return out
+        return sessions.channels(self.broker)
 
     def channel_count(self) -> int:
         return sum(c.channels for c in self.connections())
 
-    @staticmethod
-    def _is_management_connection(conn: Any) -> bool:
-        caps = getattr(conn, "capabilities", None)
-        if not isinstance(caps, FieldTable):
-            return False
-        f = caps.get(MANAGEMENT_CAPABILITY)
-        return bool(f is not None and f.value)
-
-    def _connection_info(self, conn: Any) -> ConnectionInfo:
-        peer = str(getattr(conn, "peer", ""))
-        host, _, port = peer.rpartition(":")
-        return ConnectionInfo(
-            name=str(getattr(conn, "name", peer)),
-            user=str(getattr(conn, "user", "")),
-            vhost=str(getattr(conn, "vhost_name", "")),
-            peer_host=host,
-            peer_port=int(port) if port.isdigit() else 0,
-            host=self.amqp_host,
-            port=self.amqp_port,
-            channels=len(getattr(conn, "channels", {})),
-            state="running" if getattr(conn, "state", "") == "running" else str(getattr(conn, "state", "")),
-            frame_max=int(getattr(conn, "frame_max", 0)),
-            channel_max=int(getattr(conn, "channel_max", 0)),
-            timeout=int(getattr(conn, "heartbeat", 0)),
-            auth_mechanism=str(getattr(conn, "_auth_mechanism", "") or "PLAIN"),
-        )
+    def _connection_info(self, conn: Connection) -> ConnectionInfo:
+        return sessions.connection_info(conn, self.amqp_host, self.amqp_port)
 
     # -- node -----------------------------------------------------------------------------------
 
@@ -460,7 +378,16 @@ class BrokerState:
         return [vhost] if vhost in self.broker.vhosts else []
 
 
-def _binding_info(vhost: str, source: str, b: Any) -> BindingInfo:
+def active_consumer(q: Queue) -> Consumer | None:
+    """The queue's single active consumer as the queue chose it (None: every consumer is active).
+
+    The queue's own choice, never re-derived here: under "consistent-hash" selection it is the
+    ring's owner, not the first consumer.
+    """
+    return q.sac_active if q.one_active else None
+
+
+def _binding_info(vhost: str, source: str, b: Binding) -> BindingInfo:
     return BindingInfo(
         vhost,
         source,

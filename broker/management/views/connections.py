@@ -8,7 +8,8 @@ from broker.management.http import Request, Response
 from broker.management.render import (
     not_found,
 )
-from broker.management.state import ChannelInfo, ConnectionInfo, ConsumerInfo
+from broker.management.sessions import ChannelInfo, ConnectionInfo, Traffic
+from broker.management.state import ConsumerInfo
 
 if TYPE_CHECKING:
     from broker.management.api import Api
@@ -32,8 +33,30 @@ def fmt_connection(api: Api, c: ConnectionInfo) -> dict[str, Any]:
         "timeout": c.timeout,
         "type": "network",
         "user": c.user,
+        "user_who_performed_action": c.user,
         "vhost": c.vhost,
+        **fmt_traffic(c.traffic),
     }
+
+
+def fmt_traffic(t: Traffic | None) -> dict[str, Any]:
+    """The client's properties and socket counters, with RabbitMQ's names and units."""
+    if t is None:
+        return {}
+    d: dict[str, Any] = {
+        "client_properties": t.client_properties,
+        "connected_at": t.connected_at,
+        "recv_cnt": t.recv_cnt,
+        "recv_oct": t.recv_oct,
+        "recv_oct_details": {"rate": 0.0},
+        "send_cnt": t.send_cnt,
+        "send_oct": t.send_oct,
+        "send_oct_details": {"rate": 0.0},
+        "send_pend": 0,
+    }
+    if t.user_provided_name is not None:
+        d["user_provided_name"] = t.user_provided_name
+    return d
 
 
 def fmt_consumer(api: Api, c: ConsumerInfo) -> dict[str, Any]:
@@ -41,7 +64,7 @@ def fmt_consumer(api: Api, c: ConsumerInfo) -> dict[str, Any]:
         "arguments": c.arguments,
         "ack_required": c.ack_required,
         "active": c.active,
-        "activity_status": "up" if c.active else "waiting",
+        "activity_status": c.activity_status,
         "channel_details": {
             "connection_name": c.connection_name,
             "name": f"{c.connection_name} ({c.channel_number})",

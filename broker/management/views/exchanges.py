@@ -33,6 +33,7 @@ def fmt_exchange(api: Api, e: ExchangeInfo, detail: bool = False) -> dict[str, A
         "durable": e.durable,
         "internal": e.internal,
         "name": e.name,
+        **({"policy": e.policy} if e.policy is not None else {}),
         "type": e.type,
         "user_who_performed_action": e.declared_by,
         "vhost": e.vhost,

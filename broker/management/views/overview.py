@@ -131,8 +131,7 @@ async def get_nodes(api: Api, req: Request, segs: list[str]) -> Response:
         "applications": [{"name": "hashbroker", "description": "hashbroker", "version": __version__}],
         "enabled_plugins": ["rabbitmq_management"],
     }
-    cluster = getattr(api.state.broker, "cluster", None)  # issue 4: emulated cluster nodes
-    nodes = [{**node, "name": name} for name in cluster.nodes] if cluster is not None else [node]
+    nodes = [{**node, "name": name} for name in api.state.broker.cluster.nodes]  # the emulated cluster
     if len(segs) == 2:
         found = [x for x in nodes if x["name"] == segs[1]]
         return Response.json(found[0]) if found else not_found()
@@ -145,7 +144,7 @@ async def get_whoami(api: Api, req: Request, segs: list[str]) -> Response:
 
 
 async def get_cluster_nodes(api: Api, req: Request, segs: list[str]) -> Response:
-    """GET /api/hashbroker/nodes: the emulated cluster (issue 4)."""
+    """GET /api/hashbroker/nodes: the emulated cluster."""
     cluster = api.state.broker.cluster
     return Response.json({"local": cluster.local, "nodes": cluster.nodes})
 

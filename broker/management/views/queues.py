@@ -57,7 +57,7 @@ def fmt_queue(api: Api, q: QueueInfo, detail: bool = False) -> dict[str, Any]:
         "name": q.name,
         "node": api.state.queue_node(q.name),
         "operator_policy": None,
-        "policy": api.state.queue_policy(q.vhost, q.name),
+        "policy": q.policy,
         "recoverable_slaves": None,
         "single_active_consumer_tag": q.single_active_consumer_tag,
         "state": "running",
