@@ -233,3 +233,51 @@ def test_every_endpoint_and_identity_as_rabbitmq(
         if rabbit_matrix[key] != ours[key]
     ]
     assert not diffs, f"{len(diffs)} of {len(rabbit_matrix)} differ:\n" + "\n".join(diffs)
+
+
+def test_a_user_without_tags_cannot_escalate_and_tags_take_effect_at_once() -> None:
+    """The reported attack: a user made with no tags granting itself rights, reading hashes,
+    changing guest's password. Tags set through the API or a definitions import take effect on the
+    next request."""
+    with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
+        base = f"http://127.0.0.1:{b.broker.management.port}"
+        assert call(base, "PUT", "/api/users/mallory", GUEST, {"password": "m", "tags": ""})[0] == 201
+        me = "mallory:m"
+        refused = (401, {"error": "not_authorised", "reason": "Not management user"})
+        assert (
+            call(base, "PUT", "/api/users/mallory", me, {"password": "m", "tags": "administrator"}) == refused
+        )
+        assert call(base, "PUT", "/api/permissions/%2F/mallory", me, PERMS) == refused
+        assert (
+            call(base, "PUT", "/api/users/guest", me, {"password": "x", "tags": "administrator"}) == refused
+        )
+        assert call(base, "GET", "/api/users", me) == refused
+        assert call(base, "GET", "/api/definitions", me) == refused
+        assert call(base, "DELETE", "/api/vhosts/%2F", me) == refused
+        assert b.call(lambda: b.broker.auth.users["mallory"].tags) == ()
+        assert call(base, "GET", "/api/whoami", GUEST)[0] == 200  # guest's password unchanged
+        # management: may read, not administer
+        assert (
+            call(base, "PUT", "/api/users/mallory", GUEST, {"password": "m", "tags": "management"})[0] == 204
+        )
+        assert call(base, "GET", "/api/whoami", me) == (200, {"name": "mallory", "tags": ["management"]})
+        not_admin = (401, {"error": "not_authorised", "reason": "Not administrator user"})
+        assert (
+            call(base, "PUT", "/api/users/mallory", me, {"password": "m", "tags": "administrator"})
+            == not_admin
+        )
+        assert call(base, "GET", "/api/nodes", me) == (
+            401,
+            {"error": "not_authorised", "reason": "Not monitor user"},
+        )
+        # a definitions import sets tags too
+        doc = {"users": [{"name": "mallory", "password_hash": "", "tags": ["monitoring"]}]}
+        assert call(base, "POST", "/api/definitions", GUEST, doc)[0] == 204
+        assert call(base, "GET", "/api/nodes", me)[0] == 401  # the import replaced the password hash
+        doc["users"][0]["password_hash"] = b.call(lambda: b.broker.auth.users["guest"].password_hash)
+        assert call(base, "POST", "/api/definitions", GUEST, doc)[0] == 204
+        assert call(base, "GET", "/api/nodes", "mallory:guest")[0] == 200
+        exported = call(base, "GET", "/api/definitions", GUEST)[1]
+        assert {"name": "mallory", "tags": ["monitoring"]}.items() <= next(
+            u for u in exported["users"] if u["name"] == "mallory"
+        ).items()

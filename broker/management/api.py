@@ -9,23 +9,19 @@ handled by its resource's view module (broker.management.views).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import functools
 import ipaddress
 import re
-from collections.abc import Callable
-from typing import Any
 from urllib.parse import unquote
 
 from broker.management import authz, dashboard
-from broker.management.amqp_ops import Target
 from broker.management.authz import Identity
 from broker.management.http import Request, Response
 from broker.management.render import CHALLENGE, columns, login_failed, not_authorised, not_found
 from broker.management.routes import match
 from broker.management.state import BrokerState
+from broker.management.writes import Writes
 
 
 class Api:
@@ -36,6 +32,7 @@ class Api:
         self.http_port = 0
         self.http_host = ""
         self.policies = state.broker.policies
+        self.writes = Writes(state.amqp_host, state.amqp_port)
 
     async def handle(self, req: Request) -> Response:
         segments = split_path(req.raw_path)
@@ -104,15 +101,6 @@ class Api:
     def may_use_vhost(self, req: Request, vhost: str) -> bool:
         """Whether the caller may open an AMQP session on `vhost` (writes act as the caller)."""
         return authz.may_access_vhost(self.state.broker.auth, self.who(req), vhost)
-
-    def target(self, req: Request, vhost: str) -> Target:
-        return Target(self.state.amqp_host, self.state.amqp_port, req.user, req.password, vhost)
-
-    @staticmethod
-    async def run(fn: Callable[..., Any], *args: Any) -> Any:
-        """Run a blocking AMQP operation off the loop, which must stay free to serve it."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(fn, *args))
 
 
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.management import amqp_ops
-from broker.management.amqp_ops import AmqpOpError
 from broker.management.http import Request, Response
 from broker.management.render import (
     access_refused,
@@ -16,6 +14,7 @@ from broker.management.render import (
     quote_segment,
 )
 from broker.management.state import BindingInfo
+from broker.management.writes import AmqpOpError
 
 if TYPE_CHECKING:
     from broker.management.api import Api
@@ -95,9 +94,9 @@ async def post_binding(api: Api, req: Request, segs: list[str]) -> Response:
     key = str(body.get("routing_key", ""))
     args = body.get("arguments") or {}
     try:
-        await api.run(
-            amqp_ops.bind,
-            api.target(req, vhost),
+        await api.writes.bind(
+            req,
+            vhost,
             source,
             dest,
             "queue" if kind == "q" else "exchange",
@@ -143,9 +142,7 @@ async def delete_binding(api: Api, req: Request, segs: list[str]) -> Response:
         return not_found()
     b = match[0]
     try:
-        await api.run(
-            amqp_ops.unbind, api.target(req, vhost), source, dest, dtype, b.routing_key, b.arguments
-        )
+        await api.writes.unbind(req, vhost, source, dest, dtype, b.routing_key, b.arguments)
     except AmqpOpError as exc:
         return operation_failed(exc.code, exc.text)
     return Response(204)

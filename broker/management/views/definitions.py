@@ -6,9 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from broker.auth import User, parse_tags
-from broker.management import amqp_ops
 from broker.management import definitions as definitions_doc
-from broker.management.amqp_ops import DefinitionError
 from broker.management.http import Request, Response
 from broker.management.render import (
     bad_request,
@@ -16,6 +14,7 @@ from broker.management.render import (
     not_found,
 )
 from broker.management.views.users import fmt_user, perms_rows
+from broker.management.writes import DefinitionError
 
 if TYPE_CHECKING:
     from broker.management.api import Api
@@ -67,9 +66,9 @@ async def post_definitions(api: Api, req: Request, segs: list[str]) -> Response:
         auth.set_permissions(str(p["vhost"]), str(p["user"]), p["configure"], p["write"], p["read"])
     for vh in plan.vhosts():
         try:
-            await api.run(
-                amqp_ops.apply_definitions,
-                api.target(req, vh),
+            await api.writes.apply_definitions(
+                req,
+                vh,
                 plan.queues.get(vh, []),
                 plan.exchanges.get(vh, []),
                 plan.bindings.get(vh, []),

@@ -6,8 +6,6 @@ import base64
 import binascii
 from typing import TYPE_CHECKING, Any
 
-from broker.management import amqp_ops
-from broker.management.amqp_ops import AmqpOpError
 from broker.management.http import Request, Response
 from broker.management.render import (
     access_refused,
@@ -21,6 +19,7 @@ from broker.management.render import (
     operation_failed,
 )
 from broker.management.state import ExchangeInfo
+from broker.management.writes import AmqpOpError
 
 if TYPE_CHECKING:
     from broker.management.api import Api
@@ -68,9 +67,9 @@ async def put_exchange(api: Api, req: Request, segs: list[str]) -> Response:
         return body
     existed = api.state.exchange(vhost, name) is not None
     try:
-        await api.run(
-            amqp_ops.declare_exchange,
-            api.target(req, vhost),
+        await api.writes.declare_exchange(
+            req,
+            vhost,
             name,
             body.get("type") or "direct",
             body_bool(body, "durable"),
@@ -92,7 +91,7 @@ async def delete_exchange(api: Api, req: Request, segs: list[str]) -> Response:
     if api.state.exchange(vhost, name) is None:
         return not_found()
     try:
-        await api.run(amqp_ops.delete_exchange, api.target(req, vhost), name, flag(req, "if-unused"))
+        await api.writes.delete_exchange(req, vhost, name, flag(req, "if-unused"))
     except AmqpOpError as exc:
         return operation_failed(exc.code, exc.text)
     return Response(204)
@@ -124,9 +123,7 @@ async def publish(api: Api, req: Request, segs: list[str]) -> Response:
     if has_null(props):
         return bad_request("null_not_allowed")
     try:
-        routed = await api.run(
-            amqp_ops.publish, api.target(req, vhost), name, str(body["routing_key"]), props, payload
-        )
+        routed = await api.writes.publish(req, vhost, name, str(body["routing_key"]), props, payload)
     except AmqpOpError as exc:
         return bad_request(f"{exc.code} {exc.text}")
     return Response.json({"routed": bool(routed)})

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.management import amqp_ops
-from broker.management.amqp_ops import AmqpOpError
 from broker.management.http import Request, Response
 from broker.management.render import (
     access_refused,
@@ -20,6 +18,7 @@ from broker.management.render import (
 )
 from broker.management.state import QueueInfo
 from broker.management.views.connections import fmt_consumer
+from broker.management.writes import ACK_MODES, AmqpOpError
 
 if TYPE_CHECKING:
     from broker.management.api import Api
@@ -102,9 +101,9 @@ async def put_queue(api: Api, req: Request, segs: list[str]) -> Response:
         return body
     existed = api.state.queue(vhost, name) is not None
     try:
-        await api.run(
-            amqp_ops.declare_queue,
-            api.target(req, vhost),
+        await api.writes.declare_queue(
+            req,
+            vhost,
             name,
             body_bool(body, "durable"),
             body_bool(body, "auto_delete"),
@@ -122,9 +121,9 @@ async def delete_queue(api: Api, req: Request, segs: list[str]) -> Response:
     if api.state.queue(vhost, name) is None:
         return not_found()
     try:
-        await api.run(
-            amqp_ops.delete_queue,
-            api.target(req, vhost),
+        await api.writes.delete_queue(
+            req,
+            vhost,
             name,
             flag(req, "if-unused"),
             flag(req, "if-empty"),
@@ -141,7 +140,7 @@ async def purge_queue(api: Api, req: Request, segs: list[str]) -> Response:
     if api.state.queue(vhost, name) is None:
         return not_found()
     try:
-        await api.run(amqp_ops.purge_queue, api.target(req, vhost), name)
+        await api.writes.purge_queue(req, vhost, name)
     except AmqpOpError as exc:
         return operation_failed(exc.code, exc.text)
     return Response(204)
@@ -162,7 +161,7 @@ async def get_messages(api: Api, req: Request, segs: list[str]) -> Response:
     ackmode, encoding = body["ackmode"], body["encoding"]
     if encoding not in ("auto", "base64"):
         return bad_request("Unsupported encoding. Please use auto or base64.")
-    if ackmode not in amqp_ops.ACK_MODES:
+    if ackmode not in ACK_MODES:
         return bad_request(f"unknown ackmode {ackmode!r}")
     try:
         count = int(body["count"])
@@ -170,9 +169,7 @@ async def get_messages(api: Api, req: Request, segs: list[str]) -> Response:
     except (TypeError, ValueError):
         return bad_request("count and truncate must be integers")
     try:
-        msgs = await api.run(
-            amqp_ops.get_messages, api.target(req, vhost), name, count, ackmode, encoding, truncate
-        )
+        msgs = await api.writes.get_messages(req, vhost, name, count, ackmode, encoding, truncate)
     except AmqpOpError as exc:
         if exc.code == 404:
             return Response.json({"error": "not_found", "reason": exc.text}, 404)
