@@ -132,8 +132,14 @@ class Registry:
         self.put_user(User(name, hash_password(password), u.tags, SHA256))
 
     def check_credentials(self, name: str, password: str) -> bool:
+        """rabbit_auth_backend_internal: a blank password is always refused, whatever the hash."""
         u = self.users.get(name)
-        return u is not None and bool(u.password_hash) and check_password(u.password_hash, password)
+        return (
+            u is not None
+            and password != ""
+            and bool(u.password_hash)
+            and check_password(u.password_hash, password)
+        )
 
     # -- permissions --------------------------------------------------------------------------------
 

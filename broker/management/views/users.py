@@ -40,7 +40,12 @@ async def put_user(api: Api, req: Request, segs: list[str]) -> Response:
     auth = api.state.broker.auth
     name = segs[1]
     old = auth.users.get(name)
-    tags = parse_tags(body.get("tags", ""))
+    if "tags" not in body:
+        return bad_request("tags_not_present")
+    tags = parse_tags(body["tags"])
+    # rabbit_mgmt_wm_user: a password, or a hash, or neither (the user then cannot log in, even if
+    # it had a password before: a PUT replaces the whole user)
+    password_hash = ""
     if "password" in body:
         password_hash = hash_password(str(body["password"]))
     elif "password_hash" in body:
@@ -48,10 +53,6 @@ async def put_user(api: Api, req: Request, segs: list[str]) -> Response:
         algo = body.get("hashing_algorithm", SHA256)
         if algo != SHA256:
             return bad_request(f"hashbroker supports only {SHA256} password hashes")
-    elif old is not None:
-        password_hash = old.password_hash
-    else:
-        return bad_request("[{key_missing,password}]")
     auth.put_user(User(name, password_hash, tags))
     return Response(204 if old is not None else 201)
 
