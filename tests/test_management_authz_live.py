@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pika
 import pytest
 
 from broker.embedded import BrokerThread
@@ -166,6 +168,27 @@ def setup_broker(base: str) -> None:
             assert status in (201, 204), got
 
 
+CONNECTED = [ident("management", True), ident("monitoring", True)]
+KINDS = ("connections", "channels")
+
+
+def connect(amqp_port: int, base: str) -> list[Any]:
+    """One open connection with one channel per CONNECTED user, once the API lists them all."""
+    conns = []
+    for user in CONNECTED:
+        params = pika.ConnectionParameters("127.0.0.1", amqp_port, V, pika.PlainCredentials(user, "pw"))
+        conn = pika.BlockingConnection(params)
+        conn.channel()
+        conns.append(conn)
+    deadline = time.monotonic() + 20  # RabbitMQ lists them with its next stats emission (5 s)
+    while time.monotonic() < deadline:
+        listed = [{c.get("user") for c in call(base, "GET", f"/api/{kind}", GUEST)[1]} for kind in KINDS]
+        if all(set(CONNECTED) <= users for users in listed):
+            return conns
+        time.sleep(0.5)
+    raise AssertionError(f"{base} never listed the connections and channels of {CONNECTED}")
+
+
 def teardown_broker(base: str) -> None:
     for path in [f"/api/vhosts/{VQ}", f"/api/vhosts/{V2}", f"/api/users/{TARGET}"]:
         call(base, "DELETE", path, GUEST)
@@ -213,9 +236,13 @@ def rabbit_matrix() -> Iterator[dict[tuple[str, str], tuple[int, Any]]]:
     except OSError:
         pytest.skip(f"RabbitMQ management API not answering on {RABBIT_API}")
     setup_broker(RABBIT_API)
+    conns: list[Any] = []
     try:
+        conns = connect(5672, RABBIT_API)
         yield run_matrix(RABBIT_API)
     finally:
+        for conn in conns:
+            conn.close()
         teardown_broker(RABBIT_API)
 
 
@@ -226,7 +253,10 @@ def test_every_endpoint_and_identity_as_rabbitmq(
     with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
         base = f"http://127.0.0.1:{b.broker.management.port}"
         setup_broker(base)
+        conns = connect(b.port, base)
         ours = run_matrix(base)
+        for conn in conns:
+            conn.close()
     diffs = [
         f"{key[0]} as {key[1]}: rabbitmq {rabbit_matrix[key]} hashbroker {ours[key]}"
         for key in rabbit_matrix
