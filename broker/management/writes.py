@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from broker.management import amqp_ops
-from broker.management.amqp_ops import ACK_MODES, AmqpOpError, DefinitionError, Target
+from broker.management.write_errors import ACK_MODES, AmqpOpError, DefinitionError, Target
 
 if TYPE_CHECKING:
     from broker.management.http import Request
@@ -33,8 +33,14 @@ class Writes:
         return Target(self.host, self.port, req.user, req.password, vhost)
 
     @staticmethod
-    async def _run(fn: Callable[..., Any], *args: Any) -> Any:
-        """Run a blocking AMQP operation off the loop, which must stay free to serve it."""
+    async def _run(pick: Callable[[ModuleType], Callable[..., Any]], *args: Any) -> Any:
+        """Run the blocking amqp_ops function `pick` names off the loop, which must stay free to serve it.
+
+        amqp_ops (and pika with it) is imported on the first write, not when the server starts.
+        """
+        from broker.management import amqp_ops
+
+        fn = pick(amqp_ops)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(fn, *args))
 
@@ -42,16 +48,16 @@ class Writes:
         self, req: Request, vhost: str, name: str, durable: bool, auto_delete: bool, arguments: dict[str, Any]
     ) -> None:
         await self._run(
-            amqp_ops.declare_queue, self._target(req, vhost), name, durable, auto_delete, arguments
+            lambda ops: ops.declare_queue, self._target(req, vhost), name, durable, auto_delete, arguments
         )
 
     async def delete_queue(
         self, req: Request, vhost: str, name: str, if_unused: bool, if_empty: bool
     ) -> None:
-        await self._run(amqp_ops.delete_queue, self._target(req, vhost), name, if_unused, if_empty)
+        await self._run(lambda ops: ops.delete_queue, self._target(req, vhost), name, if_unused, if_empty)
 
     async def purge_queue(self, req: Request, vhost: str, name: str) -> None:
-        await self._run(amqp_ops.purge_queue, self._target(req, vhost), name)
+        await self._run(lambda ops: ops.purge_queue, self._target(req, vhost), name)
 
     async def get_messages(
         self,
@@ -65,7 +71,7 @@ class Writes:
     ) -> list[dict[str, Any]]:
         target = self._target(req, vhost)
         got: list[dict[str, Any]] = await self._run(
-            amqp_ops.get_messages, target, queue, count, ackmode, encoding, truncate
+            lambda ops: ops.get_messages, target, queue, count, ackmode, encoding, truncate
         )
         return got
 
@@ -82,11 +88,11 @@ class Writes:
     ) -> None:
         target = self._target(req, vhost)
         await self._run(
-            amqp_ops.declare_exchange, target, name, type_, durable, auto_delete, internal, arguments
+            lambda ops: ops.declare_exchange, target, name, type_, durable, auto_delete, internal, arguments
         )
 
     async def delete_exchange(self, req: Request, vhost: str, name: str, if_unused: bool) -> None:
-        await self._run(amqp_ops.delete_exchange, self._target(req, vhost), name, if_unused)
+        await self._run(lambda ops: ops.delete_exchange, self._target(req, vhost), name, if_unused)
 
     async def publish(
         self,
@@ -98,7 +104,7 @@ class Writes:
         body: bytes,
     ) -> bool:
         target = self._target(req, vhost)
-        return bool(await self._run(amqp_ops.publish, target, exchange, routing_key, properties, body))
+        return bool(await self._run(lambda ops: ops.publish, target, exchange, routing_key, properties, body))
 
     async def bind(
         self,
@@ -111,7 +117,7 @@ class Writes:
         args: dict[str, Any],
     ) -> None:
         target = self._target(req, vhost)
-        await self._run(amqp_ops.bind, target, source, destination, destination_type, key, args)
+        await self._run(lambda ops: ops.bind, target, source, destination, destination_type, key, args)
 
     async def unbind(
         self,
@@ -124,7 +130,7 @@ class Writes:
         args: dict[str, Any],
     ) -> None:
         target = self._target(req, vhost)
-        await self._run(amqp_ops.unbind, target, source, destination, destination_type, key, args)
+        await self._run(lambda ops: ops.unbind, target, source, destination, destination_type, key, args)
 
     async def apply_definitions(
         self,
@@ -135,4 +141,6 @@ class Writes:
         bindings: list[dict[str, Any]],
     ) -> None:
         """Queues, then exchanges, then bindings, in file order; DefinitionError names the failing one."""
-        await self._run(amqp_ops.apply_definitions, self._target(req, vhost), queues, exchanges, bindings)
+        await self._run(
+            lambda ops: ops.apply_definitions, self._target(req, vhost), queues, exchanges, bindings
+        )
