@@ -208,6 +208,11 @@ def visible(body: Any) -> Any:
         return sorted(names)
     if isinstance(body, dict) and "name" in body and "tags" in body and len(body) == 2:
         return body  # whoami
+    if isinstance(body, dict) and "object_totals" in body:  # overview: what of the node it shows
+        return [
+            sorted(k for k in ("node", "listeners", "contexts") if k in body),
+            sorted(body["object_totals"]),
+        ]
     return type(body).__name__
 
 

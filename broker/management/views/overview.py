@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker import __version__
 from broker.management.http import Request, Response
+from broker.management.rates import DEPTHS
 from broker.management.render import (
     bad_request,
     not_found,
@@ -35,77 +36,86 @@ def exchange_types(api: Api) -> list[dict[str, Any]]:
 
 
 async def get_overview(api: Api, req: Request, segs: list[str]) -> Response:
+    """The whole node for monitors; for other users, only their vhosts and their own connections,
+    without the node's listeners (rabbit_mgmt_wm_overview)."""
     s = api.state
-    qs = s.queues()
+    full = api.who(req).is_monitor
+    seen = api.visible_vhosts(req)
+    qs = [q for q in s.queues() if full or q.vhost in seen]
     ready = sum(q.messages_ready for q in qs)
     unacked = sum(q.messages_unacknowledged for q in qs)
+    rates = s.totals_rates() if full else {k: sum(q.rates.get(k, 0.0) for q in qs) for k in DEPTHS}
+    totals = {
+        "channels": sum(1 for ch in s.channels() if full or ch.connection.user == req.user),
+        "connections": sum(1 for c in s.connections() if full or c.user == req.user),
+        "exchanges": sum(1 for e in s.exchanges() if full or e.vhost in seen),
+        "queues": len(qs),
+    }
+    if full:
+        totals["consumers"] = sum(len(q.consumers) for q in qs)
     node = s.node_name
-    return Response.json(
-        {
-            "management_version": s.compat_version,
-            "rates_mode": "basic",
-            "sample_retention_policies": {
-                "global": [600, 3600, 28800, 86400],
-                "basic": [600, 3600],
-                "detailed": [600],
+    body = {
+        "management_version": s.compat_version,
+        "rates_mode": "basic",
+        "sample_retention_policies": {
+            "global": [600, 3600, 28800, 86400],
+            "basic": [600, 3600],
+            "detailed": [600],
+        },
+        "exchange_types": exchange_types(api),
+        "product_version": __version__,
+        "product_name": "hashbroker",
+        "rabbitmq_version": s.compat_version,
+        "cluster_name": node,
+        "erlang_version": f"none (Python {platform.python_version()})",
+        "erlang_full_version": (f"none ({platform.python_implementation()} {platform.python_version()})"),
+        "disable_stats": False,
+        "enable_queue_totals": False,
+        "message_stats": {},
+        "churn_rates": {},
+        "queue_totals": with_rates(
+            {
+                "messages": ready + unacked,
+                "messages_ready": ready,
+                "messages_unacknowledged": unacked,
             },
-            "exchange_types": exchange_types(api),
-            "product_version": __version__,
-            "product_name": "hashbroker",
-            "rabbitmq_version": s.compat_version,
-            "cluster_name": node,
-            "erlang_version": f"none (Python {platform.python_version()})",
-            "erlang_full_version": (f"none ({platform.python_implementation()} {platform.python_version()})"),
-            "disable_stats": False,
-            "enable_queue_totals": False,
-            "message_stats": {},
-            "churn_rates": {},
-            "queue_totals": with_rates(
-                {
-                    "messages": ready + unacked,
-                    "messages_ready": ready,
-                    "messages_unacknowledged": unacked,
-                },
-                "messages",
-                "messages_ready",
-                "messages_unacknowledged",
-                rates=s.totals_rates(),
-            ),
-            "object_totals": {
-                "channels": s.channel_count(),
-                "connections": len(s.connections()),
-                "consumers": sum(len(q.consumers) for q in qs),
-                "exchanges": len(s.exchanges()),
-                "queues": len(qs),
+            "messages",
+            "messages_ready",
+            "messages_unacknowledged",
+            rates=rates,
+        ),
+        "object_totals": dict(sorted(totals.items())),
+        "statistics_db_event_queue": 0,
+        "node": node,
+        "listeners": [
+            {
+                "node": node,
+                "protocol": "amqp",
+                "ip_address": s.amqp_host,
+                "port": s.amqp_port,
+                "socket_opts": {},
             },
-            "statistics_db_event_queue": 0,
-            "node": node,
-            "listeners": [
-                {
-                    "node": node,
-                    "protocol": "amqp",
-                    "ip_address": s.amqp_host,
-                    "port": s.amqp_port,
-                    "socket_opts": {},
-                },
-                {
-                    "node": node,
-                    "protocol": "http",
-                    "ip_address": api.http_host,
-                    "port": api.http_port,
-                    "socket_opts": {},
-                },
-            ],
-            "contexts": [
-                {
-                    "node": node,
-                    "description": "RabbitMQ Management",
-                    "path": "/",
-                    "port": str(api.http_port),
-                }
-            ],
-        }
-    )
+            {
+                "node": node,
+                "protocol": "http",
+                "ip_address": api.http_host,
+                "port": api.http_port,
+                "socket_opts": {},
+            },
+        ],
+        "contexts": [
+            {
+                "node": node,
+                "description": "RabbitMQ Management",
+                "path": "/",
+                "port": str(api.http_port),
+            }
+        ],
+    }
+    if not full:
+        for key in ("node", "listeners", "contexts"):
+            del body[key]
+    return Response.json(body)
 
 
 async def get_nodes(api: Api, req: Request, segs: list[str]) -> Response:
