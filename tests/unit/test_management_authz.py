@@ -94,3 +94,17 @@ def test_tag_changes_take_effect_at_once(registry: Registry) -> None:
         refusal(registry, who(registry, "mon"), Rule(Level.MONITOR), ["nodes"], VHOSTS)
         == "Not management user"
     )
+
+
+def test_set_tags_keeps_the_password_and_changes_rights(registry: Registry) -> None:
+    assert registry.set_tags("none", ("monitoring",))
+    assert registry.check_credentials("none", "pw")
+    assert refusal(registry, who(registry, "none"), Rule(Level.MONITOR), ["nodes"], VHOSTS) is None
+    assert not registry.set_tags("ghost", ("administrator",))
+    assert "ghost" not in registry.users
+
+
+def test_blank_passwords_never_log_in() -> None:
+    reg = Registry()
+    reg.add_user("blank", "", ("administrator",))
+    assert not reg.check_credentials("blank", "")
