@@ -73,6 +73,12 @@ def test_unauthenticated_upload_is_refused_before_its_body(broker: BrokerThread)
     assert closed and time.monotonic() - started < 2
 
 
+def test_uploads_to_the_public_pages_are_refused_before_their_body(broker: BrokerThread) -> None:
+    head = f"POST /static/app.js HTTP/1.1\r\nhost: x\r\ncontent-length: {SIXTEEN_MIB}\r\n\r\n".encode()
+    answer, closed = exchange(mport(broker), head)
+    assert answer.startswith(b"HTTP/1.1 404 ") and closed
+
+
 def test_wrong_password_upload_is_refused_before_its_body(broker: BrokerThread) -> None:
     auth = "Basic " + base64.b64encode(b"guest:wrong").decode()
     head = f"POST /api/definitions HTTP/1.1\r\nhost: x\r\nauthorization: {auth}\r\n"

@@ -55,7 +55,8 @@ class Api:
         """
         segments = split_path(req.raw_path)
         if not segments or segments[0] != "api":
-            return None
+            # the public pages take no body: anything but a read is answered before one is read
+            return None if req.method in ("GET", "HEAD") else not_found()
         handler, rule, allowed = match(req.method, segments[1:])
         if handler is None or rule is None:
             if allowed:
