@@ -59,7 +59,7 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
     (("connections",), MANAGEMENT, {"GET": connections.get_connections}),
     (("channels",), MANAGEMENT, {"GET": connections.get_channels}),
     (("consumers",), MANAGEMENT, {"GET": connections.get_consumers}),
-    (("consumers", "*"), VHOST, {"GET": connections.get_consumers}),
+    (("consumers", "*"), MANAGEMENT, {"GET": connections.get_consumers}),  # filtered, never refused
     (("exchanges",), MANAGEMENT, {"GET": exchanges.get_exchanges}),
     (("exchanges", "*"), VHOST, {"GET": exchanges.get_exchanges}),
     (
