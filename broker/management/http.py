@@ -196,7 +196,11 @@ class _Exchange:
             req = request_from_head(event, self.peer)
             if "transfer-encoding" not in req.headers and not declared_length(req):
                 req.body = await self._body()  # h11's EndOfMessage of a bodiless request
-            refused = self.server.check(req) if self.server.check is not None else None
+            try:
+                refused = self.server.check(req) if self.server.check is not None else None
+            except Exception:
+                log.exception("management request %s %s failed", req.method, req.raw_path)
+                refused = Response.json({"error": "internal_error", "reason": "internal error"}, 500)
             if refused is not None:
                 await self._send(req, refused)
                 if not self._request_read():
