@@ -115,7 +115,7 @@ def connection_info(conn: Connection, host: str, port: int) -> ConnectionInfo:
         frame_max=conn.frame_max,
         channel_max=conn.channel_max,
         timeout=conn.heartbeat,
-        auth_mechanism=conn._auth_mechanism or "PLAIN",
+        auth_mechanism=conn.auth_mechanism or "PLAIN",
         traffic=traffic(conn),
     )
 
@@ -139,8 +139,8 @@ def channels(broker: Broker) -> list[ChannelInfo]:
                     connection=cinfo,
                     consumer_count=len(ch.consumers),
                     messages_unacknowledged=len(ch.unacked),
-                    prefetch_count=ch.prefetch,
-                    global_prefetch_count=ch.global_prefetch,
+                    prefetch_count=ch.limiter.prefetch,
+                    global_prefetch_count=ch.limiter.global_prefetch,
                     confirm=ch.confirm,
                     transactional=ch.tx is not None,
                 )

@@ -384,7 +384,7 @@ def active_consumer(q: Queue) -> Consumer | None:
     The queue's own choice, never re-derived here: under "consistent-hash" selection it is the
     ring's owner, not the first consumer.
     """
-    return q.sac_active if q.one_active else None
+    return q.active_consumer
 
 
 def _binding_info(vhost: str, source: str, b: Binding) -> BindingInfo:
