@@ -1,0 +1,85 @@
+"""Checking that the Python Spark runs the bridge in can import what the bridge needs.
+
+Spark starts its Python workers with its own interpreter (`spark.pyspark.python`, else the
+PYSPARK_PYTHON environment variable, else `python3` on the PATH), not with the driver's. When that
+interpreter lacks pamqp or pyarrow the failure would otherwise surface deep inside a task as a bare
+ModuleNotFoundError; these checks say which interpreter it was and what to set instead.
+
+Only the standard library is imported here: the probe runs where the dependencies may be missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from spark_bridge.errors import WorkerEnvironmentError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: What a task of the `amqp` data source imports (pyspark itself comes with Spark's worker path).
+WORKER_MODULES: tuple[str, ...] = ("pamqp", "pyarrow")
+
+
+def missing_modules(modules: tuple[str, ...] = WORKER_MODULES) -> list[str]:
+    missing = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
+
+
+def _advice(interpreter: str, missing: list[str], where: str) -> str:
+    return (
+        f"spark_bridge: the Python that Spark runs {where} ({interpreter}) cannot import "
+        f"{', '.join(missing)}. Spark's Python workers do not use the driver's interpreter "
+        f"({sys.executable}) unless told to: set PYSPARK_PYTHON={sys.executable} (or the Spark conf "
+        f"spark.pyspark.python) before the SparkSession starts, or install the bridge's dependencies "
+        f"for that interpreter (pip install 'hashbroker[spark]'), or ship them to the executors "
+        f"(a built hashbroker wheel through spark.submit.pyFiles / --py-files, or a packed venv "
+        f"through spark.archives)."
+    )
+
+
+def require_worker_modules() -> None:
+    """Called at the start of every task: fail with the advice instead of a bare import error."""
+    missing = missing_modules()
+    if missing:
+        raise WorkerEnvironmentError(_advice(sys.executable, missing, "this task in"))
+
+
+def probe(_: Any) -> list[tuple[str, str, list[str]]]:
+    """Run in a Spark task: (interpreter, version, missing modules) of that worker."""
+    return [(sys.executable, sys.version.split()[0], missing_modules())]
+
+
+def configured_python(spark: SparkSession) -> str:
+    """The interpreter Spark starts its workers with, as Spark chooses it."""
+    conf = spark.sparkContext.getConf()
+    return (
+        conf.get("spark.pyspark.python", None)
+        or os.environ.get("PYSPARK_PYTHON")
+        or "python3 (from the PATH)"
+    )
+
+
+def check_workers(spark: SparkSession) -> None:
+    """One tiny job that imports the bridge's dependencies in a worker, as the data source will."""
+    context = spark.sparkContext
+    try:
+        results = context.parallelize([0], 1).mapPartitions(probe).collect()
+    except Exception as exc:
+        raise WorkerEnvironmentError(
+            f"spark_bridge: a Spark task could not run the bridge's environment check in the "
+            f"worker Python ({configured_python(spark)}): {str(exc).splitlines()[0][:500]}"
+        ) from exc
+    for interpreter, _version, missing in results:
+        if missing:
+            raise WorkerEnvironmentError(
+                _advice(f"{interpreter}; configured: {configured_python(spark)}", missing, "tasks in")
+            )
