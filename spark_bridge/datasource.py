@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from spark_bridge.environment import require_worker_modules
 from spark_bridge.options import SinkOptions
 
 try:  # pyspark >= 4.0
@@ -85,6 +86,7 @@ def _report(options: SinkOptions, kind: str, totals: dict[str, Any]) -> None:
 
 def _prepare(options: SinkOptions, schema: StructType, overwrite: bool) -> None:
     """Driver-side checks: options vs schema, the broker answers, test topology declared once."""
+    require_worker_modules()
     if overwrite:
         raise ValueError("the amqp sink can only append: use mode('append') / outputMode('append')")
     options.check_columns(list(schema.fieldNames()))
@@ -164,6 +166,7 @@ def _checked_source_options(raw: Any) -> Any:
     from spark_bridge.source import SourceOptions
     from spark_bridge.wire import AmqpAddress
 
+    require_worker_modules()
     options = SourceOptions.parse(raw)
     with AmqpConsumer(AmqpAddress.parse(options.uri), connection_name="spark_bridge driver") as conn:
         conn.message_count(options.queue)
@@ -173,8 +176,6 @@ def _checked_source_options(raw: Any) -> Any:
 def _publish(
     options: SinkOptions, schema: StructType, prefix: str, iterator: Iterator[Any], arrow: bool
 ) -> Any:
-    from spark_bridge.environment import require_worker_modules
-
     require_worker_modules()
     from spark_bridge.writer import PartitionPublisher, TaskScope, rows_to_batches
 

@@ -34,15 +34,17 @@ def missing_modules(modules: tuple[str, ...] = WORKER_MODULES) -> list[str]:
     return missing
 
 
-def _advice(interpreter: str, missing: list[str], where: str) -> str:
+def _advice(interpreter: str, missing: list[str], where: str, driver: str | None) -> str:
+    """`driver` is the driver's interpreter when known (on the driver), None inside a task."""
+    target = driver or "a Python that has them, such as the driver's"
     return (
         f"spark_bridge: the Python that Spark runs {where} ({interpreter}) cannot import "
-        f"{', '.join(missing)}. Spark's Python workers do not use the driver's interpreter "
-        f"({sys.executable}) unless told to: set PYSPARK_PYTHON={sys.executable} (or the Spark conf "
-        f"spark.pyspark.python) before the SparkSession starts, or install the bridge's dependencies "
-        f"for that interpreter (pip install 'hashbroker[spark]'), or ship them to the executors "
-        f"(a built hashbroker wheel through spark.submit.pyFiles / --py-files, or a packed venv "
-        f"through spark.archives)."
+        f"{', '.join(missing)}. Spark's Python workers do not use the driver's interpreter"
+        f"{f' ({driver})' if driver else ''} unless told to: set PYSPARK_PYTHON={target} (or the "
+        f"Spark conf spark.pyspark.python) before the SparkSession starts, or install the bridge's "
+        f"dependencies for that interpreter (pip install 'hashbroker[spark]'), or ship them to the "
+        f"executors (a built hashbroker wheel through spark.submit.pyFiles / --py-files, or a packed "
+        f"venv through spark.archives)."
     )
 
 
@@ -50,7 +52,7 @@ def require_worker_modules() -> None:
     """Called at the start of every task: fail with the advice instead of a bare import error."""
     missing = missing_modules()
     if missing:
-        raise WorkerEnvironmentError(_advice(sys.executable, missing, "this task in"))
+        raise WorkerEnvironmentError(_advice(sys.executable, missing, "this task in", None))
 
 
 def probe(_: Any) -> list[tuple[str, str, list[str]]]:
@@ -81,5 +83,10 @@ def check_workers(spark: SparkSession) -> None:
     for interpreter, _version, missing in results:
         if missing:
             raise WorkerEnvironmentError(
-                _advice(f"{interpreter}; configured: {configured_python(spark)}", missing, "tasks in")
+                _advice(
+                    f"{interpreter}; configured: {configured_python(spark)}",
+                    missing,
+                    "tasks in",
+                    sys.executable,
+                )
             )

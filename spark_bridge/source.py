@@ -26,6 +26,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition, SimpleDataSourceStreamReader
 
+from spark_bridge.environment import require_worker_modules
 from spark_bridge.options import _bool, _int
 
 SCHEMA = (
@@ -192,8 +193,6 @@ class AmqpBatchReader(DataSourceReader):
         self.options = options
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        from spark_bridge.environment import require_worker_modules
-
         require_worker_modules()
         return read_queue(self.options)
 
