@@ -169,3 +169,74 @@ def test_stream_stopped_midway_and_restarted_sees_every_message(
     assert second.redelivered > 0  # what the stopped query had not committed came back
     assert _ready(broker_url, queue) == 0  # nothing left unacked by the stopped query either
     fresh_topology(broker_url, "", [queue])
+
+
+class _Batches:
+    """foreachBatch sink keeping each micro-batch's (offset, message_id) rows by batch id."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[tuple[int, str]]] = {}
+        self.replayed: list[int] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        rows = [(r.offset, r.message_id) for r in df.select("offset", "message_id").collect()]
+        with self.lock:
+            if batch_id in self.batches:
+                self.replayed.append(batch_id)
+                assert self.batches[batch_id] == rows, f"batch {batch_id} replayed with other rows"
+            self.batches[batch_id] = rows
+
+    def rows(self) -> list[tuple[int, str]]:
+        with self.lock:
+            return [row for batch_id in sorted(self.batches) for row in self.batches[batch_id]]
+
+
+def test_stream_queue_restart_yields_the_same_rows_without_gap_or_duplicate(
+    spark: Any, rabbitmq_url: str, tmp_path: Path
+) -> None:
+    total = 5_000
+    queue = "sb.src.streamq"
+    fresh_topology(rabbitmq_url, "", [queue])
+    with pika.BlockingConnection(pika.URLParameters(rabbitmq_url)) as conn:
+        channel = conn.channel()
+        channel.queue_declare(queue, durable=True, arguments={"x-queue-type": "stream"})
+        channel.confirm_delivery()
+        for i in range(total):
+            channel.basic_publish("", queue, b"", pika.BasicProperties(message_id=str(i)))
+
+    def start(sink: _Batches) -> Any:
+        source = (
+            spark.readStream.format("amqp")
+            .option("uri", rabbitmq_url)
+            .option("queue", queue)
+            .option("queueType", "stream")
+            .option("startingOffset", "first")
+            .option("prefetch", "500")
+            .option("maxMessagesPerBatch", "400")
+            .load()
+        )
+        return (
+            source.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+
+    sink = _Batches()  # one sink for both runs: batch ids continue from the checkpoint
+    query = start(sink)
+    try:
+        _wait(lambda: len(sink.rows()) >= total // 3, 180, "a third of the stream")
+    finally:
+        query.stop()
+    assert len(sink.rows()) < total
+    query = start(sink)
+    try:
+        _wait(lambda: len(sink.rows()) >= total, 300, "the whole stream")
+        time.sleep(1.0)  # nothing more may come
+    finally:
+        query.stop()
+    rows = sink.rows()
+    assert [offset for offset, _ in rows] == list(range(total))
+    assert [message_id for _, message_id in rows] == [str(i) for i in range(total)]
+    fresh_topology(rabbitmq_url, "", [queue])
