@@ -77,8 +77,11 @@ def _package_zip() -> str:
     return os.fspath(target)
 
 
-def register(spark: SparkSession, check_workers: bool = True) -> None:
+def register(spark: SparkSession, check_workers: bool = True, ship_code: bool = True) -> None:
     """Register the `amqp` data source on `spark` and ship the bridge's code to its executors.
+
+    `ship_code=False` leaves shipping to the deployment (hashbroker installed on every node, or its
+    wheel in spark.submit.pyFiles / --py-files).
 
     With `check_workers` (once per SparkContext) a one-task job imports the bridge's dependencies
     in a Python worker and raises `WorkerEnvironmentError`, naming the interpreter Spark uses and
@@ -88,7 +91,8 @@ def register(spark: SparkSession, check_workers: bool = True) -> None:
 
     context = spark.sparkContext
     if not getattr(context, _SHIPPED_MARK, False):
-        context.addPyFile(_package_zip())
+        if ship_code:
+            context.addPyFile(_package_zip())
         if check_workers:
             from spark_bridge.environment import check_workers as check
 

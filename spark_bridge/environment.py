@@ -1,7 +1,8 @@
 """Checking that the Python Spark runs the bridge in can import what the bridge needs.
 
-Spark starts its Python workers with its own interpreter (`spark.pyspark.python`, else the
-PYSPARK_PYTHON environment variable, else `python3` on the PATH), not with the driver's. When that
+PySpark starts its Python workers with the interpreter named by PYSPARK_PYTHON when the driver
+started (spark-submit sets it from `spark.pyspark.python`), else `python3` from the PATH: not with
+the driver's own interpreter. When that
 interpreter lacks pamqp or pyarrow the failure would otherwise surface deep inside a task as a bare
 ModuleNotFoundError; these checks say which interpreter it was and what to set instead.
 
@@ -40,8 +41,9 @@ def _advice(interpreter: str, missing: list[str], where: str, driver: str | None
     return (
         f"spark_bridge: the Python that Spark runs {where} ({interpreter}) cannot import "
         f"{', '.join(missing)}. Spark's Python workers do not use the driver's interpreter"
-        f"{f' ({driver})' if driver else ''} unless told to: set PYSPARK_PYTHON={target} (or the "
-        f"Spark conf spark.pyspark.python) before the SparkSession starts, or install the bridge's "
+        f"{f' ({driver})' if driver else ''} unless told to: set PYSPARK_PYTHON={target} in the driver's "
+        f"environment before the SparkSession starts (with spark-submit: --conf spark.pyspark.python=...), "
+        f"or install the bridge's "
         f"dependencies for that interpreter (pip install 'hashbroker[spark]'), or ship them to the "
         f"executors (a built hashbroker wheel through spark.submit.pyFiles / --py-files, or a packed "
         f"venv through spark.archives)."
@@ -61,13 +63,10 @@ def probe(_: Any) -> list[tuple[str, str, list[str]]]:
 
 
 def configured_python(spark: SparkSession) -> str:
-    """The interpreter Spark starts its workers with, as Spark chooses it."""
-    conf = spark.sparkContext.getConf()
-    return (
-        conf.get("spark.pyspark.python", None)
-        or os.environ.get("PYSPARK_PYTHON")
-        or "python3 (from the PATH)"
-    )
+    """The interpreter PySpark starts its workers with: PYSPARK_PYTHON as the driver read it at
+    start-up (spark-submit sets it from spark.pyspark.python), else `python3` from the PATH."""
+    executable = getattr(spark.sparkContext, "pythonExec", None)
+    return str(executable) if executable else os.environ.get("PYSPARK_PYTHON", "python3")
 
 
 def check_workers(spark: SparkSession) -> None:
