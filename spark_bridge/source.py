@@ -73,6 +73,8 @@ class SourceOptions:
                     f"option 'startingOffset' must be first, last, next or a stream offset, got {raw_start!r}"
                 ) from None
         prefetch = _int(options, "prefetch", 10_000)
+        if prefetch > 65535:
+            raise ValueError(f"option 'prefetch' is an AMQP prefetch count, at most 65535, got {prefetch}")
         max_batch = _int(options, "maxMessagesPerBatch", prefetch)
         max_messages = _int(options, "maxMessages", 1) if options.get("maxMessages") is not None else None
         return cls(

@@ -240,3 +240,26 @@ def test_stream_queue_restart_yields_the_same_rows_without_gap_or_duplicate(
     assert [offset for offset, _ in rows] == list(range(total))
     assert [message_id for _, message_id in rows] == [str(i) for i in range(total)]
     fresh_topology(rabbitmq_url, "", [queue])
+
+
+def test_source_options_are_checked_on_the_driver() -> None:
+    from spark_bridge.source import SourceOptions
+
+    uri = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    opts = SourceOptions.parse({"uri": uri, "queue": "q", "prefetch": "500"})
+    assert (opts.prefetch, opts.max_messages_per_batch, opts.consume, opts.queue_type) == (
+        500,
+        500,
+        True,
+        "classic",
+    )
+    for bad, message in (
+        ({"uri": uri}, "option 'queue' is required"),
+        ({"queue": "q"}, "option 'uri' is required"),
+        ({"uri": uri, "queue": "q", "prefetch": "70000"}, "at most 65535"),
+        ({"uri": uri, "queue": "q", "queueType": "lazy"}, "classic, quorum or stream"),
+        ({"uri": uri, "queue": "q", "startingOffset": "soon"}, "first, last, next or a stream offset"),
+        ({"uri": uri, "queue": "q", "consume": "maybe"}, "must be true or false"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            SourceOptions.parse(bad)
