@@ -35,8 +35,10 @@ from spark_bridge.errors import (
 from spark_bridge.wire import (
     FLAG_MESSAGE_ID,
     AmqpAddress,
+    decode_properties,
     encode_properties,
     field_table,
+    parse_deliver,
     shortstr,
 )
 
@@ -59,7 +61,7 @@ _FRAME_HDR = struct.Struct(">BHI")
 _PUBLISH_METHOD = struct.Struct(">HHH")  # class 60, method 40, reserved-1
 _CONTENT_HDR = struct.Struct(">HHQH")  # class 60, weight 0, body size, property flags
 _ACK = struct.Struct(">HHQB")
-_BODY_SIZE = struct.Struct(">Q")
+_BODY_SIZE_FLAGS = struct.Struct(">QH")
 
 
 class _Content:
@@ -374,6 +376,10 @@ class AmqpConnection:
                 if ftype == 8:
                     pos = end + 1
                     continue
+                if ftype == 1 and buf[pos + 7 : pos + 11] == b"\x00\x3c\x00\x3c":
+                    self._content = _Content(parse_deliver(buf, pos + 11))
+                    pos = end + 1
+                    continue
                 if ftype == 3 or ftype == 2:
                     # a delivery's content is assembled; a basic.return's is skipped
                     if self._content is not None:
@@ -385,9 +391,7 @@ class AmqpConnection:
                 except UnmarshalingException as exc:
                     raise ConnectionLostError(f"undecodable frame from broker: {exc}") from exc
                 pos = end + 1
-                if isinstance(value, commands.Basic.Deliver):
-                    self._content = _Content(value)
-                elif isinstance(value, commands.Basic.Nack):
+                if isinstance(value, commands.Basic.Nack):
                     self._on_ack(value.delivery_tag, value.multiple, nack=True)
                 elif isinstance(value, commands.Basic.Ack):
                     self._on_ack(value.delivery_tag, value.multiple, nack=False)
@@ -416,9 +420,8 @@ class AmqpConnection:
         content = self._content
         assert content is not None
         if ftype == 2:
-            _, _, value = frame.unmarshal(bytes(buf[pos : end + 1]))
-            content.properties = getattr(value, "properties", None)
-            content.size = _BODY_SIZE.unpack_from(buf, pos + 11)[0]
+            content.size, flags = _BODY_SIZE_FLAGS.unpack_from(buf, pos + 11)
+            content.properties = decode_properties(flags, buf, pos + 21)
         else:
             content.body += buf[pos + 7 : end]
         if content.size >= 0 and len(content.body) >= content.size:

@@ -6,10 +6,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 # Basic property flags, most significant bit first (AMQP 0-9-1 section 4.2.6 / 1.8).
@@ -154,3 +155,100 @@ def encode_properties(
         flags |= FLAG_APP_ID
         parts.append(shortstr(app_id))
     return flags, b"".join(parts)
+
+
+@dataclass(slots=True)
+class Properties:
+    """Decoded basic properties of a delivery (the attribute names are pamqp's)."""
+
+    content_type: str | None = None
+    content_encoding: str | None = None
+    headers: dict[str, Any] | None = None
+    delivery_mode: int | None = None
+    priority: int | None = None
+    correlation_id: str | None = None
+    reply_to: str | None = None
+    expiration: str | None = None
+    message_id: str | None = None
+    timestamp: dt.datetime | None = None
+    type: str | None = None
+    user_id: str | None = None
+    app_id: str | None = None
+    cluster_id: str | None = None
+
+
+# (flag, attribute, kind) in wire order; kind "s" short string, "o" octet, "t" table, "T" timestamp
+_PROPERTY_LAYOUT = (
+    (FLAG_CONTENT_TYPE, "content_type", "s"),
+    (FLAG_CONTENT_ENCODING, "content_encoding", "s"),
+    (FLAG_HEADERS, "headers", "t"),
+    (FLAG_DELIVERY_MODE, "delivery_mode", "o"),
+    (FLAG_PRIORITY, "priority", "o"),
+    (FLAG_CORRELATION_ID, "correlation_id", "s"),
+    (FLAG_REPLY_TO, "reply_to", "s"),
+    (FLAG_EXPIRATION, "expiration", "s"),
+    (FLAG_MESSAGE_ID, "message_id", "s"),
+    (FLAG_TIMESTAMP, "timestamp", "T"),
+    (FLAG_TYPE, "type", "s"),
+    (FLAG_USER_ID, "user_id", "s"),
+    (FLAG_APP_ID, "app_id", "s"),
+    (1 << 2, "cluster_id", "s"),
+)
+_U64 = struct.Struct(">Q")
+
+
+def decode_properties(flags: int, data: bytes | bytearray, pos: int) -> Properties:
+    """Decode the property list of a content header that starts at `data[pos]`.
+
+    Done by hand because a consumer decodes one per message and pamqp's generic decoder costs
+    several times more; field tables (headers) still go through pamqp.
+    """
+    props = Properties()
+    if not flags:
+        return props
+    for flag, name, kind in _PROPERTY_LAYOUT:
+        if not flags & flag:
+            continue
+        if kind == "s":
+            size = data[pos]
+            setattr(props, name, bytes(data[pos + 1 : pos + 1 + size]).decode("utf-8", "replace"))
+            pos += 1 + size
+        elif kind == "o":
+            setattr(props, name, data[pos])
+            pos += 1
+        elif kind == "T":
+            props.timestamp = dt.datetime.fromtimestamp(_U64.unpack_from(data, pos)[0], tz=dt.UTC)
+            pos += 8
+        else:
+            from pamqp import decode
+
+            size = struct.unpack_from(">I", data, pos)[0]
+            _, props.headers = decode.field_table(bytes(data[pos : pos + 4 + size]))
+            pos += 4 + size
+    return props
+
+
+_DELIVERY_TAG = struct.Struct(">QB")
+
+
+class Deliver(NamedTuple):
+    """The fields of basic.deliver a consumer uses."""
+
+    delivery_tag: int
+    redelivered: bool
+    exchange: str
+    routing_key: str
+
+
+def parse_deliver(buf: bytearray, pos: int) -> Deliver:
+    """basic.deliver's arguments (consumer tag, delivery tag, redelivered, exchange, routing key),
+    decoded by hand: a consumer sees one per message."""
+    pos += 1 + buf[pos]  # consumer tag
+    tag, bits = _DELIVERY_TAG.unpack_from(buf, pos)
+    pos += 9
+    size = buf[pos]
+    exchange = bytes(buf[pos + 1 : pos + 1 + size]).decode("utf-8", "replace")
+    pos += 1 + size
+    size = buf[pos]
+    routing_key = bytes(buf[pos + 1 : pos + 1 + size]).decode("utf-8", "replace")
+    return Deliver(tag, bool(bits & 1), exchange, routing_key)
