@@ -10,8 +10,9 @@ it is imported only here. `--spark` runs examples/spark_pipeline.py instead.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,19 +149,50 @@ def report(counts: dict[str, int]) -> tuple[str, bool]:
     return f"{chi2}\n{verdict}", same
 
 
+_BROKER_CHILD = """
+import sys
+from broker.embedded import BrokerThread
+with BrokerThread(host="127.0.0.1", port=0) as broker:
+    print(broker.url, flush=True)
+    sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def broker_process() -> Iterator[str]:
+    """hashbroker in a child process, so the broker and the client each have an interpreter (and a
+    core) of their own instead of sharing one GIL; it stops when its stdin closes."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BROKER_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        url = proc.stdout.readline().strip()
+        if not url.startswith("amqp://"):
+            raise SystemExit("hashbroker demo: the broker did not start")
+        yield url
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def run_demo(total: int = 100_000) -> int:
     """Returns the exit code: 0 when the counts equal RabbitMQ's (or a non-standard total ran)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from broker.embedded import BrokerThread
-
     console = Console()
     started = time.perf_counter()
-    with BrokerThread(host="127.0.0.1", port=0) as broker:
-        console.print(f"hashbroker listening on {broker.host}:{broker.port}")
-        declare_topology(broker.url)
+    with broker_process() as url:
+        console.print(f"hashbroker listening on {url.rsplit('@', 1)[1].split('/')[0]}")
+        declare_topology(url)
         with Progress(
             TextColumn("publishing with confirms"),
             BarColumn(),
@@ -175,11 +207,11 @@ def run_demo(total: int = 100_000) -> int:
             def on_progress(done: int) -> None:
                 progress.update(task, completed=done, rate=done / max(time.perf_counter() - t0, 1e-9))
 
-            run = publish_confirmed(broker.url, total, on_progress)
+            run = publish_confirmed(url, total, on_progress)
         if run.error is not None or run.confirmed != total:
             console.print(f"[red]publishing failed[/red]: {run.error or f'{run.nacked} messages nacked'}")
             return 1
-        counts = queue_counts(broker.url)
+        counts = queue_counts(url)
     rate = total / run.seconds if run.seconds else 0.0
     console.print(f"{total:,} messages confirmed in {run.seconds:.2f} s ({rate:,.0f} msg/s)")
     wsum = sum(WEIGHTS.values())
