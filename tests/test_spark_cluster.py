@@ -53,8 +53,14 @@ def _wait_port(port: int, timeout: float) -> None:
 def bridge_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """hashbroker built as a wheel (pure Python), as a .zip that --py-files accepts."""
     out = tmp_path_factory.mktemp("wheel")
+    source = out / "src"  # a copy: building in place would leave build/ and *.egg-info behind
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache", ".venv"),
+    )
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
         env=dict(os.environ, HASHBROKER_PURE="1"),
         capture_output=True,
         text=True,
