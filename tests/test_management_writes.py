@@ -235,3 +235,80 @@ def test_admin_without_permissions_as_rabbitmq(
     assert theirs[0][1:] == (401, {"error": "not_authorised", "reason": "Access refused."})
     assert theirs[2][1] == 204  # the import acts as the internal superuser
     assert results[ours] == theirs
+
+
+PROPERTY_CASES: list[dict[str, Any]] = [
+    {"priority": "x"},
+    {"timestamp": "x"},
+    {"message_id": 5},
+    {"delivery_mode": "2"},
+    {"delivery_mode": 2.0},
+    {"expiration": 60000},
+    {"unknownprop": 1},
+    {
+        "priority": 5,
+        "timestamp": 1700000000,
+        "delivery_mode": 2,
+        "content_type": "text/plain",
+        "message_id": "m1",
+        "headers": {"a": [1, "b", {"c": 2.5}], "t": True, "s": "x"},
+    },
+]
+
+
+def _publish_and_get(base: str, queue: str) -> list[tuple[int, Any]]:
+    out = []
+    for props in PROPERTY_CASES:
+        body = {"routing_key": queue, "properties": props, "payload": "p", "payload_encoding": "string"}
+        out.append(call(base, "POST", "/api/exchanges/%2F/amq.default/publish", body=body))
+    out.append(call(base, "POST", "/api/bindings/hbw-no-such-vhost/e/x/q/q", body={"routing_key": "k"}))
+    status, got = call(base, "POST", f"/api/queues/%2F/{queue}/get", body=_get(10, "ack_requeue_false"))
+    out.append((status, got))
+    return out
+
+
+def test_publish_properties_and_rendering_as_rabbitmq(mgmt: tuple[BrokerThread, str]) -> None:
+    if not rabbitmq_reachable():
+        pytest.skip("reference RabbitMQ not reachable on 127.0.0.1:5672/15672")
+    _, ours = mgmt
+    queue = f"hbw-props-{uuid.uuid4().hex[:6]}"
+    results = {}
+    for base in (RABBIT_API, ours):
+        assert (
+            call(base, "PUT", f"/api/queues/%2F/{queue}", body={"arguments": {"x-max-priority": 9}})[0] == 201
+        )
+        try:
+            results[base] = _publish_and_get(base, queue)
+        finally:
+            call(base, "DELETE", f"/api/queues/%2F/{queue}")
+    theirs = results[RABBIT_API]
+    assert theirs[0] == (400, {"error": "bad_request", "reason": ["not_int", "priority"]})
+    assert len(theirs[-1][1]) == 2  # the unknown property's message and the full one
+    assert results[ours] == theirs
+
+
+def test_persistent_publish_waits_for_the_store_and_survives_a_restart(tmp_path: Any) -> None:
+    """A persistent message to a durable queue is answered after its commit, as a confirm is."""
+    for round_ in (1, 2):
+        with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
+            loop = b.loop
+            assert loop is not None
+            server = asyncio.run_coroutine_threadsafe(
+                start_management(b.broker, "127.0.0.1", 0), loop
+            ).result(10)
+            base = f"http://127.0.0.1:{server.port}"
+            try:
+                if round_ == 1:
+                    assert call(base, "PUT", "/api/queues/%2F/dur", body={"durable": True})[0] == 201
+                    msg = _msg("dur", "kept", delivery_mode=2)
+                    assert call(base, "POST", "/api/exchanges/%2F/amq.default/publish", body=msg) == (
+                        200,
+                        {"routed": True},
+                    )
+                    got = call(base, "POST", "/api/queues/%2F/dur/get", body=_get(1, "ack_requeue_true"))[1]
+                    assert [m["payload"] for m in got] == ["kept"]
+                else:
+                    got = call(base, "POST", "/api/queues/%2F/dur/get", body=_get(1, "ack_requeue_false"))[1]
+                    assert [(m["payload"], m["redelivered"]) for m in got] == [("kept", True)]
+            finally:
+                asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from amqpwire.errors import not_allowed
 from amqpwire.fields import FieldTable
 from broker.management.values import json_value
+from broker.management.write_errors import PropertyTypeError
 from broker.message import StoredMessage
 from broker.protocol import commands as C
 from broker.protocol import properties as P
@@ -102,19 +103,28 @@ PROPERTY_NAMES = tuple(name for _bit, name, _kind in P.PROPERTIES)
 
 
 def encode_properties(properties: dict[str, Any]) -> bytes:
-    """The JSON `properties` of a publish as content-header property bytes (unknown names ignored,
-    headers typed as an AMQP client library types a dict)."""
+    """The JSON `properties` of a publish as content-header property bytes.
+
+    As rabbit_mgmt_format:to_basic_properties: unknown names are ignored, integer properties must
+    be JSON integers (["not_int", name]) and string ones JSON strings (["not_string", name]). An
+    integer wider than its field keeps its low bits, as the AMQP encoding of RabbitMQ does when the
+    message reaches a consumer (its own "get messages" still shows the unencoded value).
+    """
     values: dict[str, Any] = {}
-    for name, _kind in ((n, k) for _b, n, k in P.PROPERTIES):
+    for _bit, name, kind in P.PROPERTIES:
         if name not in properties:
             continue
         value = properties[name]
-        if _kind == "t":
+        if kind == "t":
             values[name] = FieldTable.from_python(value if isinstance(value, dict) else {})
-        elif _kind in ("o", "L"):
-            values[name] = int(value)
+        elif kind in ("o", "L"):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise PropertyTypeError("not_int", name)
+            values[name] = value & (0xFF if kind == "o" else 0xFFFFFFFFFFFFFFFF)
+        elif isinstance(value, str):
+            values[name] = value
         else:
-            values[name] = str(value)
+            raise PropertyTypeError("not_string", name)
     return P.encode(values)
 
 

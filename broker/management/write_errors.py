@@ -29,3 +29,12 @@ class DefinitionError(AmqpOpError):
     def __init__(self, code: int, text: str, item: str) -> None:
         super().__init__(code, text)
         self.item = item
+
+
+class PropertyTypeError(ValueError):
+    """A publish property of the wrong JSON type: RabbitMQ answers 400 with reason [tag, name]."""
+
+    def __init__(self, tag: str, name: str) -> None:
+        super().__init__(f"{tag} {name}")
+        self.tag = tag
+        self.name = name

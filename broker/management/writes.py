@@ -17,7 +17,7 @@ from amqpwire.errors import AmqpError, not_found
 from amqpwire.fields import FieldTable
 from broker.management import direct
 from broker.management.direct import DirectSession
-from broker.management.write_errors import ACK_MODES, AmqpOpError, DefinitionError
+from broker.management.write_errors import ACK_MODES, AmqpOpError, DefinitionError, PropertyTypeError
 from broker.protocol import commands as C
 from broker.session import declarations as D
 from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from broker.management.http import Request
     from broker.server import Broker
 
-__all__ = ["ACK_MODES", "AmqpOpError", "DefinitionError", "Writes"]
+__all__ = ["ACK_MODES", "AmqpOpError", "DefinitionError", "PropertyTypeError", "Writes"]
 
 T = TypeVar("T")
 
