@@ -262,6 +262,8 @@ def _publish_and_get(base: str, queue: str) -> list[tuple[int, Any]]:
         body = {"routing_key": queue, "properties": props, "payload": "p", "payload_encoding": "string"}
         out.append(call(base, "POST", "/api/exchanges/%2F/amq.default/publish", body=body))
     out.append(call(base, "POST", "/api/bindings/hbw-no-such-vhost/e/x/q/q", body={"routing_key": "k"}))
+    for name in ("amq.rabbitmq.reply-to", "amq.rabbitmq.reply-to.abc", "amq.foo"):
+        out.append(call(base, "PUT", f"/api/queues/%2F/{name}", body={}))
     status, got = call(base, "POST", f"/api/queues/%2F/{queue}/get", body=_get(10, "ack_requeue_false"))
     out.append((status, got))
     return out

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from amqpwire.errors import AmqpError, not_found
+from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
 from broker.management import direct
 from broker.management.direct import DirectSession
 from broker.management.write_errors import ACK_MODES, AmqpOpError, DefinitionError, PropertyTypeError
 from broker.protocol import commands as C
 from broker.session import declarations as D
-from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX
+from broker.session.channel_base import REPLY_TO
 from exchanges.base import Destination
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Writes:
     ) -> None:
         def op(s: DirectSession) -> None:
             method = C.QueueDelete(0, name, if_unused, if_empty, False)
-            D.queue_delete(s.vhost_obj, s, _sharded(s, "queue.delete", D.strip_cr_lf(name)), method)
+            D.queue_delete(s.vhost_obj, s, _queue(s, "queue.delete", name), method)
 
         self._as_user(req, vhost, op)
 
@@ -63,7 +63,7 @@ class Writes:
         self._as_user(
             req,
             vhost,
-            lambda s: D.queue_purge(s.vhost_obj, s, _sharded(s, "queue.purge", D.strip_cr_lf(name))),
+            lambda s: D.queue_purge(s.vhost_obj, s, _queue(s, "queue.purge", name)),
         )
 
     async def get_messages(
@@ -127,9 +127,7 @@ class Writes:
         key: str,
         args: dict[str, Any],
     ) -> None:
-        self._as_user(
-            req, vhost, lambda s: _bind(s, D.bind, source, destination, destination_type, key, args)
-        )
+        self._as_user(req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args))
 
     async def unbind(
         self,
@@ -142,7 +140,7 @@ class Writes:
         args: dict[str, Any],
     ) -> None:
         self._as_user(
-            req, vhost, lambda s: _bind(s, D.unbind, source, destination, destination_type, key, args)
+            req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args, remove=True)
         )
 
     async def apply_definitions(
@@ -186,17 +184,14 @@ class Writes:
                 kind = str(b.get("destination_type", "queue"))
                 current = f"binding '{b['source']}' -> {kind} '{b['destination']}'"
                 key, args = str(b.get("routing_key", "")), b.get("arguments") or {}
-                _bind(s, D.bind, b["source"], b["destination"], kind, key, args)
+                _bind(s, b["source"], b["destination"], kind, key, args)
         except AmqpError as exc:
             raise DefinitionError(exc.reply_code, exc.reply_text, current) from None
 
 
-def _sharded(s: DirectSession, method: str, name: str) -> str:
-    """The sharding plugin's channel interceptor, which RabbitMQ's management channel also passes."""
-    vhost = s.vhost_obj
-    if vhost.hooks is None or name not in vhost.exchanges:
-        return name
-    return str(vhost.hooks.rewrite_queue(vhost, method, name))
+def _queue(s: DirectSession, method: str, name: str) -> str:
+    """The queue `method` really acts on, as the channel resolves a name it is given."""
+    return D.sharded_queue(s.vhost_obj, method, D.strip_cr_lf(name))
 
 
 def _declare_queue(
@@ -204,15 +199,12 @@ def _declare_queue(
 ) -> None:
     name = D.strip_cr_lf(name)
     if name.startswith(REPLY_TO):  # rabbit_channel's direct reply-to clause comes first
-        if name != REPLY_TO and not (
-            name.startswith(REPLY_TO_PREFIX) and s.broker.reply_channel_exists(name[len(REPLY_TO_PREFIX) :])
-        ):
-            raise not_found(f"no queue '{name}' in vhost '{s.vhost_name}'")
+        D.check_reply_to_declare(s.vhost_obj, name, s.broker.reply_channel_exists)
         return
     method = C.QueueDeclare(
         0, name, False, durable, False, auto_delete, False, FieldTable.from_python(arguments)
     )
-    D.queue_declare(s.vhost_obj, s, _sharded(s, "queue.declare", name), method)
+    D.queue_declare(s.vhost_obj, s, D.sharded_queue(s.vhost_obj, "queue.declare", name), method)
 
 
 def _declare_exchange(
@@ -232,18 +224,20 @@ def _declare_exchange(
 
 def _bind(
     s: DirectSession,
-    fn: Callable[..., None],
     source: str,
     destination: str,
     destination_type: str,
     key: str,
     args: dict[str, Any],
+    *,
+    remove: bool = False,
 ) -> None:
     """exchange.bind/unbind or queue.bind/unbind, the names resolved as the channel resolves them."""
     dest_name = D.strip_cr_lf(destination)
     if destination_type == "exchange":
         dest = Destination.exchange(dest_name)
     else:
-        method = "queue.bind" if fn is D.bind else "queue.unbind"
-        dest = Destination.queue(_sharded(s, method, dest_name))
+        method = "queue.unbind" if remove else "queue.bind"
+        dest = Destination.queue(D.sharded_queue(s.vhost_obj, method, dest_name))
+    fn = D.unbind if remove else D.bind
     fn(s.vhost_obj, s, D.strip_cr_lf(source), dest, key, FieldTable.from_python(args))
