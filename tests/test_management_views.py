@@ -15,8 +15,8 @@ from typing import Any
 import pika
 import pytest
 
-from broker.active_consumers import HashRing
 from broker.embedded import BrokerThread
+from broker.entities.consumer_ring import HashRing
 from broker.management.sessions import TracksClient
 from tests.conftest import rabbitmq_reachable
 from tests.test_management_api import RABBIT_API, http
