@@ -20,7 +20,7 @@ Raft's timing (leader election, replication) is not emulated.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import not_implemented, resource_locked
@@ -30,6 +30,7 @@ from broker.entities import quorum_arguments as QA
 from broker.entities.classic_queue import ClassicQueue
 from broker.entities.dead_letter import is_cycle, make_dead_letter
 from broker.entities.queue_type import Entry, register
+from broker.entities.quorum_membership import place
 from broker.message import EXPIRATION_FLAG, StoredMessage
 from broker.protocol import properties as P
 
@@ -127,6 +128,8 @@ class QuorumQueue(ClassicQueue):
         size = arguments.get("x-quorum-initial-group-size")
         self.initial_group_size = int(size.value) if size is not None else None
         self.leader_locator = A.str_value(arguments.get("x-queue-leader-locator")) or "client-local"
+        self.members: list[str] = []  # set by `place` (the emulated cluster's placement)
+        self.leader: str | None = None
         self.blocked = False  # reject-publish: over the limit, refusing until below the soft limit
         self.dlx_held: list[tuple[StoredMessage, str]] = []
         self._dlx_timer: Timer | None = None
@@ -421,11 +424,22 @@ class QuorumQueue(ClassicQueue):
 
     # -- reading -------------------------------------------------------------------------------
 
+    def place(
+        self, nodes: Sequence[str], declaring: str, replicas: Mapping[str, int], leaders: Mapping[str, int]
+    ) -> None:
+        """Choose members and leader once, at declaration (broker.entities.quorum_membership)."""
+        self.members, self.leader = place(
+            nodes, declaring, self.initial_group_size, self.leader_locator, replicas, leaders
+        )
+
     def details(self) -> dict[str, object]:
-        """What management shows beyond the classic fields: the dead-letter store, and what the
-        cluster view needs to place the queue (members: up to `initial_group_size` nodes, default
-        3; leader by `leader_locator`)."""
+        """What management and ctl show beyond the classic fields: membership (leader None and no
+        members until `place` ran; every member is online, nodes never go down here) and the
+        dead-letter store of at-least-once dead-lettering."""
         return {
+            "leader": self.leader,
+            "members": list(self.members),
+            "online": list(self.members),
             "messages_dlx": self._held(),
             "message_bytes_dlx": self._held_bytes(),
             "initial_group_size": self.initial_group_size,
