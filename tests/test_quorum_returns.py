@@ -1,0 +1,102 @@
+"""Differential (live RabbitMQ 3.10.8 vs hashbroker): how a quorum queue takes messages back beyond
+the recorded scenarios: basic.recover, nack multiple, a no-ack consumer after a return, purge with a
+returned message waiting, a per-message TTL that ran out while the message was held."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pika
+import pytest
+
+from tests.differential_support import Ctx, Registry, run_differential
+
+registry = Registry()
+scenario = registry.scenario
+QQ = {"x-queue-type": "quorum"}
+
+
+def _drain(ch: Any, q: str) -> list[Any]:
+    out = []
+    while True:
+        m, p, b = ch.basic_get(q, auto_ack=True)
+        if m is None:
+            return out
+        out.append([b.decode(), m.redelivered, (p.headers or {}).get("x-delivery-count"), m.message_count])
+
+
+def _returns(ctx: Ctx, label: str, args: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    conn = ctx.connect()
+    ch = ctx.confirm_channel(conn)
+
+    def fresh(tag: str, bodies: list[str]) -> str:
+        q = ctx.queue(f"{label}_{tag}")
+        ch.queue_declare(q, durable=True, arguments={**QQ, **args})
+        for body in bodies:
+            ch.basic_publish("", q, body.encode())
+        return q
+
+    q = fresh("recover", ["a", "b", "c", "d"])
+    c2 = conn.channel()
+    for _ in range(2):
+        c2.basic_get(q)
+    c2.basic_recover(requeue=True)
+    time.sleep(0.2)
+    out["recover"] = _drain(ch, q)
+    q = fresh("nack_multiple", ["a", "b", "c", "d"])
+    tags = [c2.basic_get(q)[0].delivery_tag for _ in range(3)]
+    c2.basic_nack(tags[1], multiple=True, requeue=True)
+    time.sleep(0.2)
+    out["nack_multiple"] = _drain(ch, q)
+    q = fresh("noack_consumer", ["x"])
+    m = c2.basic_get(q)[0]
+    c2.basic_reject(m.delivery_tag, requeue=True)
+    got: list[Any] = []
+    c2.basic_consume(
+        q,
+        lambda _c, m, p, b: got.append(
+            [b.decode(), m.redelivered, (p.headers or {}).get("x-delivery-count")]
+        ),
+        auto_ack=True,
+    )
+    deadline = time.monotonic() + 3
+    while not got and time.monotonic() < deadline:
+        conn.process_data_events(0.1)
+    out["noack_consumer"] = got
+    c2.close()
+    q = fresh("purge", ["p", "q", "r"])
+    c3 = conn.channel()
+    m = c3.basic_get(q)[0]
+    c3.basic_nack(m.delivery_tag, requeue=True)
+    time.sleep(0.1)
+    out["purge_with_a_return_waiting"] = c3.queue_purge(q).method.message_count
+    c3.close()
+    q = ctx.queue(f"{label}_ttl")
+    ch.queue_declare(q, durable=True, arguments={**QQ, **args})
+    ch.basic_publish("", q, b"t1", pika.BasicProperties(expiration="300"))
+    ch.basic_publish("", q, b"t2")
+    c4 = conn.channel()
+    m = c4.basic_get(q)[0]
+    time.sleep(0.5)
+    c4.basic_nack(m.delivery_tag, requeue=True)
+    time.sleep(0.2)
+    out["ttl_ran_out_while_held"] = _drain(ch, q)
+    return out
+
+
+@scenario
+def scenario_quorum_returns_without_limit(ctx: Ctx) -> Any:
+    return _returns(ctx, "nolimit", {})
+
+
+@scenario
+def scenario_quorum_returns_with_limit(ctx: Ctx) -> Any:
+    return _returns(ctx, "limit", {"x-delivery-limit": 5})
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("name", "target"), registry.params())
+def test_differential(name: str, target: str, request: pytest.FixtureRequest) -> None:
+    run_differential(registry, name, target, request)
