@@ -96,6 +96,75 @@ def scenario_quorum_returns_with_limit(ctx: Ctx) -> Any:
     return _returns(ctx, "limit", {"x-delivery-limit": 5})
 
 
+@scenario
+def scenario_quorum_limits_and_consumers(ctx: Ctx) -> Any:
+    """A waiting consumer gets a TTL-0 message; drop-head drops a closed channel's returns first;
+    reject-publish with x-max-length 0 takes one message; single active consumer ignores x-priority."""
+    out: dict[str, Any] = {}
+    conn = ctx.connect()
+    ch = ctx.confirm_channel(conn)
+
+    def fresh(tag: str, args: dict[str, Any]) -> str:
+        q = ctx.queue(tag)
+        ch.queue_declare(q, durable=True, arguments={**QQ, **args})
+        return q
+
+    def bodies(q: str) -> list[str]:
+        return [b[0] for b in _drain(ch, q)]
+
+    q = fresh("ttl0", {})
+    got: list[str] = []
+    c2 = conn.channel()
+    c2.basic_qos(prefetch_count=5)
+    c2.basic_consume(q, lambda _c, _m, _p, b: got.append(b.decode()))
+    ch.basic_publish("", q, b"zero", pika.BasicProperties(expiration="0"))
+    ch.basic_publish("", q, b"plain")
+    deadline = time.monotonic() + 1
+    while time.monotonic() < deadline:
+        conn.process_data_events(0.1)
+    out["ttl0_with_consumer"] = got
+    c2.close()
+    q = fresh("drop_head", {"x-max-length": 2})
+    for body in "abc":
+        ch.basic_publish("", q, body.encode())
+    c3 = conn.channel()
+    c3.basic_get(q)
+    c3.basic_get(q)
+    for body in "def":
+        ch.basic_publish("", q, body.encode())
+    c3.close()
+    time.sleep(0.3)
+    out["drop_head_with_unacked_then_close"] = bodies(q)
+    q = fresh("reject_0", {"x-max-length": 0, "x-overflow": "reject-publish"})
+    acks = []
+    for body in "ab":
+        try:
+            ch.basic_publish("", q, body.encode())
+            acks.append("ack")
+        except pika.exceptions.NackError:
+            acks.append("nack")
+    out["reject_publish_0"] = [acks, bodies(q)]
+    q = fresh("sac", {"x-single-active-consumer": True})
+    per: dict[str, list[str]] = {}
+    for tag, prio in (("low", 1), ("high", 10)):
+        cc = conn.channel()
+        cc.basic_qos(prefetch_count=5)
+        per[tag] = []
+        cc.basic_consume(
+            q,
+            lambda _c, _m, _p, b, tag=tag: per[tag].append(b.decode()),
+            consumer_tag=tag,
+            arguments={"x-priority": prio},
+        )
+    for body in ("s1", "s2"):
+        ch.basic_publish("", q, body.encode())
+    deadline = time.monotonic() + 1
+    while time.monotonic() < deadline:
+        conn.process_data_events(0.1)
+    out["sac_priority"] = per
+    return out
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(("name", "target"), registry.params())
 def test_differential(name: str, target: str, request: pytest.FixtureRequest) -> None:

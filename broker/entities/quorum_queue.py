@@ -242,9 +242,16 @@ class QuorumQueue(ClassicQueue):
         expires = 0.0
         if self.uses_ttl or msg.flags & EXPIRATION_FLAG:
             expires = self._expiry_for(msg, self.clock.now())
+        entry = QuorumEntry(seq, msg, expires)
+        if not self.count and self.consumers and not self._delivering and not self.deleted:
+            # a waiting consumer takes it in the same command, before it can expire (TTL 0 too)
+            c = self.selection.next()
+            if c is not None:
+                self._deliver(c, entry)
+                return
         # a message that expires on arrival still waits for its turn at the head (rabbit_fifo
         # expires from the head only): basic.get's count includes it until then
-        self.messages.append(QuorumEntry(seq, msg, expires))
+        self.messages.append(entry)
         self.count += 1
         self.bytes += len(msg.body)
         self._enforce_limits()
