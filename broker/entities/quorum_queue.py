@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 DELIVERY_COUNT = "x-delivery-count"
 #: rabbit_fifo unblocks a reject-publish queue at or below this share of its limits.
 SOFT_LIMIT = 0.8
-#: rabbit_fifo_dlx_worker's retry interval for dead letters no queue accepted (at-least-once).
-DLX_RETRY_SECONDS = 120.0
+#: rabbit_fifo_dlx_worker retries the dead letters no queue accepted after its
+#: dead_letter_worker_publisher_confirm_timeout (180 s on the reference 3.10.8).
+DLX_RETRY_SECONDS = 180.0
 #: Keys a policy may not hold to apply to a quorum queue (rabbit_quorum_queue:unsupported_policies).
 UNSUPPORTED_POLICY_KEYS = frozenset(
     {
