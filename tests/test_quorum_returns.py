@@ -165,6 +165,28 @@ def scenario_quorum_limits_and_consumers(ctx: Ctx) -> Any:
     return out
 
 
+@scenario
+def scenario_quorum_delivery_limit_values(ctx: Ctx) -> Any:
+    """x-delivery-limit as a string (no validator: a limit never reached, returns to the front),
+    -1 and 0 (gone on the first return)."""
+    out: dict[str, Any] = {}
+    conn = ctx.connect()
+    ch = ctx.confirm_channel(conn)
+    for label, limit in (("str", "5"), ("neg", -1), ("zero", 0)):
+        q = ctx.queue(label)
+        ch.queue_declare(q, durable=True, arguments={**QQ, "x-delivery-limit": limit})
+        for body in "abcd":
+            ch.basic_publish("", q, body.encode())
+        c2 = conn.channel()
+        a, b = c2.basic_get(q)[0], c2.basic_get(q)[0]
+        c2.basic_nack(b.delivery_tag, requeue=True)
+        c2.basic_nack(a.delivery_tag, requeue=True)
+        time.sleep(0.2)
+        out[label] = _drain(ch, q)
+        c2.close()
+    return out
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(("name", "target"), registry.params())
 def test_differential(name: str, target: str, request: pytest.FixtureRequest) -> None:
