@@ -187,6 +187,50 @@ def scenario_quorum_delivery_limit_values(ctx: Ctx) -> Any:
     return out
 
 
+@scenario
+def scenario_quorum_single_active_consumer(ctx: Ctx) -> Any:
+    """basic.get on a single-active-consumer quorum queue is 405; the first consumer is active; when
+    it is cancelled holding an unacked message the next one takes the next ready message."""
+    out: dict[str, Any] = {}
+    conn = ctx.connect()
+    ch = ctx.confirm_channel(conn)
+    q = ctx.queue("sac")
+    ch.queue_declare(q, durable=True, arguments={**QQ, "x-single-active-consumer": True})
+    for body in "abcd":
+        ch.basic_publish("", q, body.encode())
+    try:
+        conn.channel().basic_get(q)
+        out["basic_get"] = "ok"
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        out["basic_get"] = [exc.reply_code, exc.reply_text]
+    got: dict[str, list[Any]] = {"first": [], "second": []}
+    chans = {}
+    for tag in ("first", "second"):
+        c = conn.channel()
+        c.basic_qos(prefetch_count=1)
+        c.basic_consume(
+            q,
+            lambda _c, m, p, b, tag=tag: got[tag].append(
+                [b.decode(), m.redelivered, p.headers, m.delivery_tag]
+            ),
+            consumer_tag=tag,
+        )
+        chans[tag] = c
+    deadline = time.monotonic() + 1
+    while time.monotonic() < deadline:
+        conn.process_data_events(0.1)
+    chans["first"].basic_ack(got["first"][0][3])
+    deadline = time.monotonic() + 1
+    while time.monotonic() < deadline:
+        conn.process_data_events(0.1)
+    chans["first"].basic_cancel("first")
+    deadline = time.monotonic() + 1
+    while time.monotonic() < deadline:
+        conn.process_data_events(0.1)
+    out["deliveries"] = {k: [d[:3] for d in v] for k, v in got.items()}
+    return out
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(("name", "target"), registry.params())
 def test_differential(name: str, target: str, request: pytest.FixtureRequest) -> None:
