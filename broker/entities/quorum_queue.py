@@ -172,9 +172,14 @@ class QuorumQueue(ClassicQueue):
                 f"{flag} flag set are not supported by quorum queues"
             )
 
+    @staticmethod
+    def is_policy_applicable(policy: Policy) -> bool:
+        """rabbit_quorum_queue:is_policy_applicable: no key of the policy is one the type refuses."""
+        return not any(k in UNSUPPORTED_POLICY_KEYS for k in policy.definition)
+
     def apply_policy(self, policy: Policy | None) -> None:
         """A policy holding a key the quorum type does not support is not applied at all."""
-        if policy is not None and any(k in UNSUPPORTED_POLICY_KEYS for k in policy.definition):
+        if policy is not None and not self.is_policy_applicable(policy):
             policy = None
         old_expires = self.expires
         super().apply_policy(policy)
