@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, cast
 from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
 from broker import replies
-from broker.entities.arguments import check_consume_arguments
 from broker.entities.queue import Consumer, Queue
 from broker.protocol import commands as C
 from broker.protocol import methods as M
@@ -60,9 +59,10 @@ class ConsumeMixin(DeclareMixin):
 
     def _check_consumable(self, q: Queue, a: C.BasicConsume) -> None:
         """basic.consume's checks of the consume arguments and exclusive use, as RabbitMQ orders them."""
-        check_consume_arguments(a.arguments, q.name, self.vhost.name)
-        if q.consumers and (a.exclusive or any(c.exclusive for c in q.consumers)):
-            raise AmqpError(403, f"{self.vhost.rs('queue', q.name)} in exclusive use")
+        q.check_consume(a.arguments, exclusive=a.exclusive, no_ack=a.no_ack, prefetch=self.limiter.prefetch)
+        check_global_qos = getattr(q, "check_global_qos", None)  # types without a channel-wide limit
+        if check_global_qos is not None:
+            check_global_qos(self.limiter.global_prefetch)
 
     def _new_consumer(self, tag: str, q: Queue, a: C.BasicConsume) -> Consumer:
         args: FieldTable = a.arguments
