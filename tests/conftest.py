@@ -47,8 +47,9 @@ PLUGINS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "test_rabbitmqadmin": (MANAGEMENT, CONSISTENT_HASH),
 }
 
-#: Module name prefixes that get a marker without saying so themselves.
-MARKERS_BY_PREFIX = {"test_spark_": "spark", "test_clients_": "slow", "test_differential_": "live"}
+#: Test directories whose modules get a marker without saying so themselves: the differential
+#: scenarios need the live RabbitMQ, the client libraries are slow, Spark needs PySpark.
+MARKERS_BY_DIRECTORY = {"differential": "live", "clients": "slow", "spark": "spark"}
 
 
 def rabbitmq_reachable() -> bool:
@@ -67,9 +68,9 @@ def plugins_needed(item: pytest.Item) -> tuple[str, ...]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
-        for prefix, marker in MARKERS_BY_PREFIX.items():
-            if module.startswith(prefix):
-                item.add_marker(marker)
+        marker = MARKERS_BY_DIRECTORY.get(item.path.parent.name)
+        if marker is not None:
+            item.add_marker(marker)
         if "rabbitmq_url" in getattr(item, "fixturenames", ()):
             item.add_marker("live")
         if module in PLUGINS_BY_MODULE:  # also for tests that ask for RabbitMQ only at run time

@@ -192,7 +192,7 @@ def test_consistent_hash_redeclare_matches_recorded_rabbitmq(
     """Redeclaring an x-consistent-hash exchange: RabbitMQ 3.10.8's recorded outcome and text.
 
     'other type' pins the exchange type printed as an Erlang atom with '~tp' (''x-consistent-hash'');
-    the Java client differential (tests/test_clients_java.py) found it printed once quoted."""
+    the Java client differential (tests/clients/test_clients_java.py) found it printed once quoted."""
     name = "hashbroker.probe.chx.redeclare"
     conn = pika.BlockingConnection(pika.URLParameters(hashbroker))
     try:

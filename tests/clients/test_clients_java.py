@@ -1,8 +1,8 @@
 """The RabbitMQ Java client against hashbroker over real sockets (and against RabbitMQ 3.10.8).
 
-``tests/java/HashbrokerJavaClient.java`` is compiled at test time (``javac``) against the Debian package
-``librabbitmq-client-java`` (``/usr/share/java/amqp-client.jar``, amqp-client 5.0.0, which needs
-``slf4j-api.jar`` from ``libslf4j-java``; ``slf4j-nop.jar`` silences its no-binding warning). It
+``tests/clients/java/HashbrokerJavaClient.java`` is compiled at test time (``javac``) against the
+Debian package ``librabbitmq-client-java`` (``/usr/share/java/amqp-client.jar``, amqp-client 5.0.0,
+which needs ``slf4j-api.jar`` from ``libslf4j-java``; ``slf4j-nop.jar`` silences its no-binding warning). It
 
 * runs the seed README's three consistent-hash examples as the README's Java versions are written
   (durable q1..q4 purged, ``exchangeDeclare(..., "x-consistent-hash", ..., args)``, weights

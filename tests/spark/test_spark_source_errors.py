@@ -16,7 +16,7 @@ pytest.importorskip("pyspark")
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # A driver of its own: the interpreter of a SparkContext's workers is fixed when it starts.
 DRIVER = textwrap.dedent(

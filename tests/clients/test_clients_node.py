@@ -1,15 +1,16 @@
 """Node's amqplib against hashbroker over real sockets, with RabbitMQ 3.10.8 as the oracle.
 
-* ``tests/node/readme_example.js`` runs the consistent-hash plugin README's three examples as a Node
+* ``tests/clients/node/readme_example.js`` runs the consistent-hash plugin README's three examples as a Node
   user writes them (ConfirmChannel, assertExchange 'x-consistent-hash' with the README's arguments,
   bindQueue weights '1','1','2','2', publish, waitForConfirms); the per-queue counts must equal
   RabbitMQ's (``check_readme_counts``).
-* ``tests/node/differential.js`` records what amqplib observes (resolved replies, rejections and
+* ``tests/clients/node/differential.js`` records what amqplib observes (resolved replies, rejections and
   their Error fields, 'return'/'error'/'close' events in firing order, the raw bytes of every content
   header and body frame received) from the live RabbitMQ and from hashbroker; each section must be
   equal after generated names are scrubbed.
 
-amqplib is pinned in ``tests/node/package-lock.json``; install it with ``npm ci --prefix tests/node``.
+amqplib is pinned in ``tests/clients/node/package-lock.json``; install it with
+``npm ci --prefix tests/clients/node``.
 Without ``node`` or the installed amqplib every test here skips with that reason.
 """
 
@@ -36,7 +37,7 @@ from tests.differential_support import (
 pytestmark = [pytest.mark.slow]
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
-INSTALL = "npm ci --prefix tests/node"
+INSTALL = "npm ci --prefix tests/clients/node"
 
 
 def _pinned_amqplib() -> str:
@@ -51,11 +52,11 @@ def _node_available() -> str | None:
         return f"node is not installed (Node.js >= 18 and npm, then `{INSTALL}`)"
     installed = NODE_DIR / "node_modules" / "amqplib" / "package.json"
     if not installed.exists():
-        return f"amqplib is not installed in tests/node/node_modules (run `{INSTALL}`; needs npm)"
+        return f"amqplib is not installed in tests/clients/node/node_modules (run `{INSTALL}`; needs npm)"
     pinned = _pinned_amqplib()
     version = json.loads(installed.read_text()).get("version")
     if version != pinned:
-        return f"tests/node/node_modules has amqplib {version}, the lock pins {pinned} (run `{INSTALL}`)"
+        return f"{NODE_DIR}/node_modules has amqplib {version}, the lock pins {pinned} (run `{INSTALL}`)"
     probe = subprocess.run(
         ["node", "-e", "require('amqplib')"], cwd=NODE_DIR, capture_output=True, text=True, timeout=30
     )
