@@ -90,7 +90,7 @@ def bench_store(n: int, window: int, body: bytes, sync: str) -> StoreResult:
 
 
 def broker_has_data_dir() -> bool:
-    """True once the broker's settings know `data_dir` (issue 5 integrated)."""
+    """True once the broker's settings know `data_dir` (the durable store is present)."""
     from broker.settings import Settings
 
     return "data_dir" in Settings.model_fields

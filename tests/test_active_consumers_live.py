@@ -1,4 +1,4 @@
-"""Issue 4: single active consumer vs the live RabbitMQ 3.10.8, and PIP-392 consistent-hash selection."""
+"""Single active consumer vs the live RabbitMQ 3.10.8, and PIP-392 consistent-hash selection."""
 
 from __future__ import annotations
 

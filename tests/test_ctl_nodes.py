@@ -1,4 +1,4 @@
-"""Issue 4: `hashbroker ctl add_node / remove_node / list_nodes` against a running hashbroker."""
+"""`hashbroker ctl add_node / remove_node / list_nodes` against a running hashbroker."""
 
 from __future__ import annotations
 

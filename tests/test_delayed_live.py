@@ -1,4 +1,4 @@
-"""Issue 4: x-delayed-message in hashbroker: 1,000 messages with random 0-2,000 ms delays arrive in
+"""x-delayed-message in hashbroker: 1,000 messages with random 0-2,000 ms delays arrive in
 delay order, none lost, each within 50 ms of its due time; mandatory publishes come back returned."""
 
 from __future__ import annotations

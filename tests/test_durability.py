@@ -1,4 +1,4 @@
-"""Issue 5 end to end: the broker persists durable state in its data dir and rebuilds it on start.
+"""End to end: the broker persists durable state in its data dir and rebuilds it on start.
 
 * crash test: `hashbroker serve --data-dir D` is SIGKILLed 20 times while a confirming publisher
   and an acking consumer run; after every restart each confirmed message is there exactly once or

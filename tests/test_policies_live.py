@@ -1,4 +1,4 @@
-"""Issue 4: policies applied for real, through the management API (`hashbroker ctl set_policy`)."""
+"""Policies applied for real, through the management API (`hashbroker ctl set_policy`)."""
 
 from __future__ import annotations
 

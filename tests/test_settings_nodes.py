@@ -1,4 +1,4 @@
-"""Issue 4: HASHBROKER_NODES takes the same comma-separated list as `--nodes` (or a JSON list)."""
+"""HASHBROKER_NODES takes the same comma-separated list as `--nodes` (or a JSON list)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 4: the sharding plugin in hashbroker vs the live RabbitMQ 3.10.8 (rabbitmq_sharding).
+"""The sharding plugin in hashbroker vs the live RabbitMQ 3.10.8 (rabbitmq_sharding).
 
 Same shard queue names, same routing of 10,000 keys to shards (x-modulus-hash and
 x-consistent-hash), same attachment sequence of 1..6 consumers on the pseudo-queue; then an emulated

@@ -1,4 +1,4 @@
-"""Issue 4: PIP-392 consistent-hash selection for consumers of a sharded pseudo-queue.
+"""PIP-392 consistent-hash selection for consumers of a sharded pseudo-queue.
 
 Under `active_consumer_selection = "consistent-hash"` a consumer of the pseudo-queue X joins every
 local shard; each shard's active consumer is the owner of the shard's name on the ring of the

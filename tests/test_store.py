@@ -1,4 +1,4 @@
-"""broker.store (issue 5): round trips, binding order, group commit, SIGKILL safety, refusing bad files."""
+"""broker.store: round trips, binding order, group commit, SIGKILL safety, refusing bad files."""
 
 from __future__ import annotations
 
