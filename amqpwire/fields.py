@@ -8,7 +8,7 @@ clients' decoded dicts lose that, hence this module keeps `(type atom, value)` p
 Type atoms and value representations (as in rabbit_binary_parser):
   S longstr bytes | I signedint int | D decimal (scale, value) | T timestamp int | F table FieldTable
   A array tuple[Field] | b byte | B unsignedbyte | s short | u unsignedshort | i unsignedint
-  l long | f float | d double | x binary bytes | V void None | t bool
+  l long (also read from py-amqp's L) | f float | d double | x binary bytes | V void None | t bool
 """
 
 from __future__ import annotations
@@ -160,6 +160,9 @@ _FLOAT_BY_TAG: dict[int, tuple[str, struct.Struct]] = {
     ord("d"): ("double", struct.Struct(">d")),
 }
 _FIXED_BY_TAG.update(_FLOAT_BY_TAG)
+#: 'L' (py-amqp's tag for integers beyond 32 bits) is decoded as a signed 64-bit long, as
+#: rabbit_binary_parser does for tables and arrays; re-encoding writes it as 'l'.
+_FIXED_BY_TAG[ord("L")] = ("long", struct.Struct(">q"))
 
 
 def _decode_container(

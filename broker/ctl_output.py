@@ -24,6 +24,13 @@ QUEUE_COLUMNS = (
     "disk_writes", "consumers", "consumer_utilisation", "consumer_capacity", "memory",
     "slave_pids", "synchronised_slave_pids", "state", "type", "leader", "members", "online",
 )  # fmt: skip
+#: Queue info items rabbitmqctl prints as "" for quorum queues and streams (classic-only items).
+CLASSIC_ONLY_COLUMNS = (
+    "exclusive", "exclusive_consumer_pid", "exclusive_consumer_tag", "head_message_timestamp",
+    "disk_reads", "disk_writes", "slave_pids", "synchronised_slave_pids", "messages_ready_ram",
+    "messages_unacknowledged_ram", "messages_persistent", "message_bytes_persistent",
+    "consumer_utilisation", "consumer_capacity",
+)  # fmt: skip
 EXCHANGE_COLUMNS = ("name", "type", "durable", "auto_delete", "internal", "arguments", "policy")
 BINDING_COLUMNS = (
     "source_name", "source_kind", "destination_name", "destination_kind", "routing_key", "arguments",
@@ -70,11 +77,25 @@ def amqp_type(value: Any) -> str:
     return "longstr"
 
 
+#: Columns holding Erlang node names, which rabbitmqctl prints as atoms: [rabbit@a,rabbit@b].
+NODE_LIST_COLUMNS = frozenset({"members", "online"})
+
+
 def json_cell(column: str, value: Any) -> Any:
-    """A value as `--formatter json` prints it: argument tables become [[key, type, value], ...]."""
+    """A value as `--formatter json` prints it: argument tables become [[key, type, value], ...]
+    in the order they were declared (RabbitMQ keeps a queue's or exchange's table as received)."""
     if column == "arguments" and isinstance(value, dict):
-        return [[k, amqp_type(v), value[k]] for k, v in sorted(value.items())]
-    return value
+        return [[k, amqp_type(v), v] for k, v in value.items()]
+    return "" if value is None else value  # an item without a value is '' there, never null
+
+
+def table_cell(column: str, value: Any) -> str:
+    """A table cell: arguments in declaration order, node lists as unquoted atoms, else `erl`."""
+    if column == "arguments" and isinstance(value, dict):
+        return "[" + ",".join(f'{{"{k}",{erl(v, False)}}}' for k, v in value.items()) + "]"
+    if column in NODE_LIST_COLUMNS and isinstance(value, list):
+        return "[" + ",".join(str(n) for n in value) + "]"
+    return erl(value)
 
 
 def emit(
@@ -108,7 +129,7 @@ def emit(
     if not opts.no_table_headers:
         out("\t".join(columns))
     for r in rows:
-        out("\t".join(erl(r.get(c)) for c in columns))
+        out("\t".join(table_cell(c, r.get(c)) for c in columns))
 
 
 def check_columns(verb: str, wanted: list[str], allowed: Sequence[str], default: Sequence[str]) -> list[str]:

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from broker.ctl_http import (
     EX_DATAERR,
@@ -27,6 +28,7 @@ from broker.ctl_http import (
 )
 from broker.ctl_output import (
     BINDING_COLUMNS,
+    CLASSIC_ONLY_COLUMNS,
     CONNECTION_COLUMNS,
     CONSUMER_COLUMNS,
     EXCHANGE_COLUMNS,
@@ -45,12 +47,27 @@ def list_queues(c: Client, o: argparse.Namespace, out: Out) -> int:
     for r in rows:
         r["pid"] = r.get("node")
         r["owner_pid"] = (r.get("owner_pid_details") or {}).get("name", "")
-        r["leader"] = r.get("node")
-        r["members"] = [r.get("node")]
-        r["online"] = [r.get("node")]
+        r["policy"] = r.get("policy") or ""
+        queue_type_columns(r)
     banner = [f"Timeout: {o.timeout:.1f} seconds ...", f"Listing queues for vhost {o.vhost} ..."]
     emit(out, o, banner, cols, rows)
     return EX_OK
+
+
+def queue_type_columns(r: dict[str, Any]) -> None:
+    """The columns rabbitmqctl fills per queue type from a management API queue object: only
+    replicated queues have a leader and members (classic: ""); the classic-only items (exclusive,
+    paging, head timestamp, disk counters) are "" for them."""
+    if r.get("type", "classic") == "classic":
+        r["leader"] = r["members"] = r["online"] = ""
+        r.setdefault("disk_reads", 0)  # every message is in memory or broker.store's own files
+        r.setdefault("disk_writes", 0)
+        return
+    r["leader"] = r.get("leader") or r.get("node") or ""
+    r["members"] = list(r.get("members") or [])
+    r["online"] = list(r.get("online") or [])
+    for key in CLASSIC_ONLY_COLUMNS:
+        r[key] = ""
 
 
 def list_exchanges(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -70,7 +87,8 @@ def list_bindings(c: Client, o: argparse.Namespace, out: Out) -> int:
             "destination_name": b["destination"],
             "destination_kind": b["destination_type"],
             "routing_key": b["routing_key"],
-            "arguments": b.get("arguments") or {},
+            # rabbit_binding keeps a binding's arguments sorted by key, not as declared
+            "arguments": dict(sorted((b.get("arguments") or {}).items())),
         }
         for b in raw
     ]

@@ -37,6 +37,8 @@ from exchanges.erlang_format import erlang_float, format_binary_p
 
 ApplyTo = Literal["all", "exchanges", "queues"]
 Kind = Literal["exchange", "queue"]
+#: A queue type's is_policy_applicable: whether a policy may apply to a queue of that type at all.
+Applicable = Callable[["Policy"], bool]
 APPLY_TO: tuple[str, ...] = ("all", "exchanges", "queues")
 
 # Keys where the smaller of policy and x-argument wins; the rest of QUEUE_ARG_KEYS: the argument wins.
@@ -427,14 +429,25 @@ class PolicyStore:
             )
         return lines
 
-    def matching(self, kind: Kind, name: str, vhost: str = "/") -> list[Policy]:
-        """All matching policies, the effective one first (priority descending, then name bytes)."""
-        found = [p for p in self._policies.values() if p.matches(kind, name, vhost)]
+    def matching(
+        self, kind: Kind, name: str, vhost: str = "/", applicable: Applicable | None = None
+    ) -> list[Policy]:
+        """All matching policies, the effective one first (priority descending, then name bytes).
+
+        `applicable` is the queue type's is_policy_applicable: rabbit_policy:matches/2 drops a
+        policy the type refuses before sorting, so a lower-priority one the type accepts wins."""
+        found = [
+            p
+            for p in self._policies.values()
+            if p.matches(kind, name, vhost) and (applicable is None or applicable(p))
+        ]
         return sorted(found, key=lambda p: (-p.priority, p.name.encode()))
 
-    def effective(self, kind: Kind, name: str, vhost: str = "/") -> Policy | None:
+    def effective(
+        self, kind: Kind, name: str, vhost: str = "/", applicable: Applicable | None = None
+    ) -> Policy | None:
         """The single policy RabbitMQ applies to the exchange/queue `name`, or None."""
-        found = self.matching(kind, name, vhost)
+        found = self.matching(kind, name, vhost, applicable)
         return found[0] if found else None
 
     def affected(

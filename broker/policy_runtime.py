@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError
@@ -142,7 +143,8 @@ class BrokerPolicies:
         self._execute(vhost, x, sharding.policy_changed(x.name, x.durable, old, new, self.cluster.nodes))
 
     def _apply_queue(self, vhost: VHost, q: Queue) -> None:
-        policy = self.store.effective("queue", q.name, vhost.name)
+        applicable = getattr(q, "is_policy_applicable", None)
+        policy = self.store.effective("queue", q.name, vhost.name, applicable)
         if policy is q.policy:
             return
         q.apply_policy(policy)
@@ -185,8 +187,27 @@ class BrokerPolicies:
             runner.exchange_deleted(x)
 
     def queue_added(self, vhost: VHost, q: Queue) -> None:
+        place = getattr(q, "place", None)
+        if place is not None:
+            self._place(q, place)
         if len(self.store.policies(vhost.name)):
             self._apply_queue(vhost, q)
+
+    def _place(self, q: Queue, place: Callable[..., None]) -> None:
+        """Membership of a replicated queue on the emulated cluster, decided once when it is added
+        (declared, or read back at boot) from how many replicas and leaders each node holds."""
+        replicas: dict[str, int] = {}
+        leaders: dict[str, int] = {}
+        for vhost in self._vhosts():
+            for other in vhost.queues.values():
+                if other is q:
+                    continue
+                for node in getattr(other, "members", None) or ():
+                    replicas[node] = replicas.get(node, 0) + 1
+                leader = getattr(other, "leader", None)
+                if isinstance(leader, str):
+                    leaders[leader] = leaders.get(leader, 0) + 1
+        place(self.cluster.nodes, self.cluster.local, replicas, leaders)
 
     # -- cluster --------------------------------------------------------------------------------------
 

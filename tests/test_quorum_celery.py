@@ -40,9 +40,6 @@ def test_celery_task_through_a_quorum_queue(broker: BrokerThread) -> None:
     assert q.type_name == "quorum" and q.durable
 
 
-@pytest.mark.xfail(
-    strict=True, reason="amqpwire does not decode the 'L' field tag (RabbitMQ: signed 64-bit long)"
-)
 @pytest.mark.timeout(90)
 def test_celery_native_delayed_delivery_declares_its_quorum_queues(broker: BrokerThread) -> None:
     """Celery 5.5's native delayed delivery declares celery_delayed_0..27 as quorum queues with

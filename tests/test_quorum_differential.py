@@ -38,8 +38,7 @@ QUORUM_SCENARIOS = [
 ]
 
 
-#: Declaration scenarios that also read each queue back from the management API: the AMQP replies
-#: match; management's rendering of quorum queues (type, leader, members, ...) is not there yet.
+#: Declaration scenarios that also read each queue back from the management API.
 DECLARE_SCENARIOS = ["qq_declare_flags", "qq_declare_arguments"]
 
 
@@ -78,10 +77,10 @@ def test_quorum_declarations_match_recording(name: str, broker_url: str) -> None
     _compare(name, _without_mgmt(registry.run(name, broker_url)), _without_mgmt(RECORDED[name]))
 
 
-@pytest.mark.xfail(strict=True, reason="management renders every queue as type 'classic'")
 @pytest.mark.timeout(120)
-def test_quorum_declarations_in_management_match_recording(broker_url: str) -> None:
-    _compare("qq_declare_flags", registry.run("qq_declare_flags", broker_url), RECORDED["qq_declare_flags"])
+@pytest.mark.parametrize("name", DECLARE_SCENARIOS)
+def test_quorum_declarations_in_management_match_recording(name: str, broker_url: str) -> None:
+    _compare(name, registry.run(name, broker_url), RECORDED[name])
 
 
 #: The same scenarios against the live RabbitMQ, where the management API is not needed.

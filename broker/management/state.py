@@ -86,6 +86,10 @@ class QueueInfo:
     stats: dict[str, int] = field(default_factory=dict)
     # change per second over the latest sampling interval, per stats key and depth; absent = 0.0
     rates: dict[str, float] = field(default_factory=dict)
+    type: str = "classic"  # the queue type's name (QueueView.type)
+    # the queue type's own read-model fields (QueueView.details: leader, members, messages_dlx, ...)
+    details: dict[str, Any] = field(default_factory=dict)
+    policy_definition: dict[str, Any] = field(default_factory=dict)  # the effective policy's
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,7 @@ class BrokerState:
         sac = active.tag if active is not None else None
         excl = next((c.tag for c in consumers if c.exclusive), None)
         owner = q.exclusive_owner
+        view = q.info()
         return QueueInfo(
             vhost=vhost,
             name=q.name,
@@ -241,6 +246,9 @@ class BrokerState:
             owner=self._connection_info(cast("Connection", owner)) if owner is not None else None,
             stats=q.stats,  # RabbitMQ's per-queue message_stats counters (a fresh dict)
             rates=self.queue_rates(vhost, q.name),
+            type=view.type,
+            details=dict(view.details),
+            policy_definition=dict(q.policy.definition) if q.policy is not None else {},
         )
 
     # -- rates ----------------------------------------------------------------------------------
