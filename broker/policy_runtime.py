@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError
@@ -143,8 +142,7 @@ class BrokerPolicies:
         self._execute(vhost, x, sharding.policy_changed(x.name, x.durable, old, new, self.cluster.nodes))
 
     def _apply_queue(self, vhost: VHost, q: Queue) -> None:
-        applicable = getattr(q, "is_policy_applicable", None)
-        policy = self.store.effective("queue", q.name, vhost.name, applicable)
+        policy = self.store.effective("queue", q.name, vhost.name, q.is_policy_applicable)
         if policy is q.policy:
             return
         q.apply_policy(policy)
@@ -187,13 +185,12 @@ class BrokerPolicies:
             runner.exchange_deleted(x)
 
     def queue_added(self, vhost: VHost, q: Queue) -> None:
-        place = getattr(q, "place", None)
-        if place is not None:
-            self._place(q, place)
+        if q.replicated:
+            self._place(q)
         if len(self.store.policies(vhost.name)):
             self._apply_queue(vhost, q)
 
-    def _place(self, q: Queue, place: Callable[..., None]) -> None:
+    def _place(self, q: Queue) -> None:
         """Membership of a replicated queue on the emulated cluster, decided once when it is added
         (declared, or read back at boot) from how many replicas and leaders each node holds."""
         replicas: dict[str, int] = {}
@@ -202,12 +199,11 @@ class BrokerPolicies:
             for other in vhost.queues.values():
                 if other is q:
                     continue
-                for node in getattr(other, "members", None) or ():
+                for node in other.members:
                     replicas[node] = replicas.get(node, 0) + 1
-                leader = getattr(other, "leader", None)
-                if isinstance(leader, str):
-                    leaders[leader] = leaders.get(leader, 0) + 1
-        place(self.cluster.nodes, self.cluster.local, replicas, leaders)
+                if other.leader is not None:
+                    leaders[other.leader] = leaders.get(other.leader, 0) + 1
+        q.place(self.cluster.nodes, self.cluster.local, replicas, leaders)
 
     # -- cluster --------------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ leaves any of `INTERFACE` unimplemented.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from amqpwire.errors import AmqpError, ReplyCode
@@ -101,6 +101,30 @@ class Queue:
     def check_delete(self, *, if_unused: bool, if_empty: bool) -> None:
         """queue.delete's if-unused / if-empty refusals for this type."""
         raise NotImplementedError
+
+    # -- optional hooks: defaults for a single-node, non-replicated type --------------------------
+
+    replicated: ClassVar[bool] = False
+    """Whether the type keeps members on several nodes of the (emulated) cluster (`place`)."""
+    members: Sequence[str] = ()
+    leader: str | None = None
+
+    def place(
+        self, nodes: Sequence[str], declaring: str, replicas: Mapping[str, int], leaders: Mapping[str, int]
+    ) -> None:
+        """Choose the nodes a replicated queue lives on; a non-replicated one is the declarer's."""
+
+    def is_policy_applicable(self, policy: Policy) -> bool:
+        """Whether a matching policy may apply at all (a type may refuse a policy as a whole)."""
+        return True
+
+    def check_global_qos(self, global_prefetch: int) -> None:
+        """basic.consume's refusal of a channel-wide prefetch, for types that do not support one."""
+
+    def requeue_on_close(self, entries: list[Entry]) -> None:
+        """A closed channel's unacked messages come back (a type may order or count them apart
+        from a nack's requeue)."""
+        self.requeue(entries)
 
     def reset_expiry(self) -> None:
         """The queue was used (declared, consumed, fetched): restart its x-expires countdown."""

@@ -101,6 +101,7 @@ def _delivery_limit(f: Field | None) -> float | None:
 @register
 class QuorumQueue(ClassicQueue):
     type_name = "quorum"
+    replicated = True
 
     def __init__(
         self,
@@ -172,8 +173,7 @@ class QuorumQueue(ClassicQueue):
                 f"{flag} flag set are not supported by quorum queues"
             )
 
-    @staticmethod
-    def is_policy_applicable(policy: Policy) -> bool:
+    def is_policy_applicable(self, policy: Policy) -> bool:
         """rabbit_quorum_queue:is_policy_applicable: no key of the policy is one the type refuses."""
         return not any(k in UNSUPPORTED_POLICY_KEYS for k in policy.definition)
 

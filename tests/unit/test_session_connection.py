@@ -40,7 +40,7 @@ async def test_identity_and_counters() -> None:
     broker, conn, transport = await connected({"connection_name": "orders-worker", "product": "tests"})
     try:
         assert conn.user_provided_name == "orders-worker"
-        assert conn.client_properties["product"] == "tests"
+        assert conn.client_properties.to_python()["product"] == "tests"
         assert conn.state == "running" and conn.vhost_name == "/" and conn.user == "guest"
         assert conn.connected_at > 1_600_000_000_000
         sent_before, frames_before = conn.send_oct, conn.send_cnt
