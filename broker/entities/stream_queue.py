@@ -1,0 +1,320 @@
+"""The stream queue type (x-queue-type: stream): an append-only log read by offset.
+
+Every publish is one chunk of the log and takes the next offset; consumers never take messages
+away, each reads from its own position (`x-stream-offset`) as its channel's credit allows, and an
+ack only frees credit. The log is cut into segments as osiris does (`stream_log`): a segment rolls
+once it reached x-stream-max-segment-size-bytes, the new one opens with a tracking chunk that
+takes one offset, and retention (x-max-length-bytes, x-max-age) drops whole old segments when a
+segment rolls. What RabbitMQ 3.10.8 refuses for streams (basic.get, purge, no-ack consumers,
+nack and reject) is refused here with its codes and texts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from amqpwire.errors import internal_error, not_implemented
+from amqpwire.fields import Field, FieldTable
+from broker.entities import arguments as A
+from broker.entities import stream_args as SA
+from broker.entities.consumers import Consumer
+from broker.entities.queue_type import Entry, Queue, register
+from broker.entities.stream_log import Record, StreamLog
+from broker.message import HEADERS_FLAG, StoredMessage
+from broker.protocol import properties as P
+
+if TYPE_CHECKING:
+    from broker.entities.vhost import VHost
+    from broker.policy import Policy
+
+#: Header values RabbitMQ 3.10.8 drops on the way into a stream (its AMQP 1.0 conversion has no
+#: place for them); a decimal crashes the conversion.
+_DROPPED_TYPES = frozenset({"array", "table"})
+OFFSET_HEADER = "x-stream-offset"
+
+
+def stream_message(msg: StoredMessage) -> StoredMessage:
+    """The message as a stream keeps it: no cluster_id, no array or table headers; a decimal
+    header is a crash (541, 0/0) as in RabbitMQ 3.10.8."""
+    changes: dict[str, object] = {}
+    if msg.flags & (1 << 2) and msg.prop("cluster_id") is not None:
+        changes["cluster_id"] = None
+    if msg.flags & HEADERS_FLAG:
+        headers = msg.headers() or FieldTable()
+        if any(f.type == "decimal" for _k, f in headers):
+            raise internal_error()
+        if any(f.type in _DROPPED_TYPES for _k, f in headers):
+            changes["headers"] = FieldTable((k, f) for k, f in headers if f.type not in _DROPPED_TYPES)
+    if not changes:
+        return msg
+    return msg.with_props(P.rewrite(msg.props, changes))
+
+
+def delivered_message(record: Record) -> StoredMessage:
+    """A log record as a consumer receives it: `x-stream-offset` (long) appended to the headers,
+    replacing any header of that name."""
+    msg = record.msg
+    headers = msg.headers() or FieldTable()
+    table = FieldTable(
+        [*((k, f) for k, f in headers if k != OFFSET_HEADER), (OFFSET_HEADER, Field("long", record.offset))]
+    )
+    return msg.with_props(P.rewrite(msg.props, {"headers": table}))
+
+
+def _int_setting(args: FieldTable, key: str) -> int | None:
+    f = args.get(key)
+    return int(f.value) if f is not None and f.type in A.INTEGER_TYPES else None
+
+
+def _age_setting(args: FieldTable) -> int | None:
+    f = args.get("x-max-age")
+    return SA.max_age_ms(f.value) if f is not None and f.type == "longstr" else None
+
+
+@register
+class StreamQueue(Queue):
+    type_name = "stream"
+
+    def __init__(
+        self,
+        vhost: VHost,
+        name: str,
+        *,
+        durable: bool,
+        exclusive_owner: object | None,
+        auto_delete: bool,
+        arguments: FieldTable,
+    ) -> None:
+        self.vhost = vhost
+        self.clock = vhost.clock
+        self.name = name
+        raw = name.encode("utf-8", errors="surrogateescape")
+        self.name_wire = bytes((len(raw),)) + raw
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner
+        self.auto_delete = auto_delete
+        self.arguments = arguments
+        self.consumers: deque[Consumer] = deque()
+        self.positions: dict[Consumer, int] = {}  # next offset each consumer reads
+        self.count = 0
+        self.bytes = 0
+        self.unacked = 0
+        self.seq = 0
+        self.deleted = False
+        self.store = None
+        self.policy = None
+        self.single_active = False
+        self.overflow = "drop-head"
+        self.dlx = self.dlrk = None
+        self.stat_ack = self.stat_deliver = 0
+        self.log = StreamLog(SA.DEFAULT_SEGMENT_BYTES)
+        self._delivering = False
+        self.apply_policy(None)
+
+    @property
+    def rs(self) -> str:
+        return A.resource("queue", self.name, self.vhost.name)
+
+    # -- declaration --------------------------------------------------------------------------
+
+    @classmethod
+    def validate_arguments(
+        cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
+    ) -> None:
+        rs = A.resource("queue", qname, vhost)
+        SA.check_declare(args, rs, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
+
+    def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
+        rs = self.rs
+        A.assert_field_equivalence(self.durable, durable, rs, "durable")
+        A.assert_field_equivalence(self.auto_delete, auto_delete, rs, "auto_delete")
+        A.assert_args_equivalence(self.arguments, arguments, rs, SA.STREAM_QUEUE_ARGS)
+
+    def check_consume(self, arguments: FieldTable, *, exclusive: bool, no_ack: bool, prefetch: int) -> None:
+        """`prefetch`: the consumer's prefetch, 0 when there is none or a channel-wide limit is set
+        (RabbitMQ 3.10.8 refuses both). Exclusive consumers do not lock a stream."""
+        SA.check_consume(arguments, self.rs, no_ack=no_ack, prefetch=prefetch, now_ms=self._now_ms())
+
+    def check_delete(self, *, if_unused: bool, if_empty: bool) -> None:
+        """A stream ignores if-unused and if-empty."""
+
+    def check_reject(self) -> None:
+        """basic.nack / basic.reject of a stream delivery (any requeue flag)."""
+        raise not_implemented(f"basic.nack and basic.reject not supported by stream queues {self.rs}")
+
+    def reset_expiry(self) -> None:
+        """Streams have no x-expires."""
+
+    def apply_policy(self, policy: Policy | None) -> None:
+        """x-arguments combined with the policy as rabbit_stream_queue does: the smaller of the two
+        for max-length-bytes, max-age and the segment size."""
+        self.policy = policy
+        args = self.arguments
+        max_bytes = _int_setting(args, "x-max-length-bytes")
+        max_age = _age_setting(args)
+        segment = _int_setting(args, "x-stream-max-segment-size-bytes")
+        if policy is not None:
+            max_bytes = _smaller(max_bytes, _int_or_none(policy.get("max-length-bytes")))
+            age = policy.get("max-age")
+            if isinstance(age, str):
+                with contextlib.suppress(Exception):  # the policy was validated when it was set
+                    max_age = _smaller(max_age, SA.max_age_ms(age.encode()))
+            segment = _smaller(segment, _int_or_none(policy.get("stream-max-segment-size-bytes")))
+        self.log.max_bytes = max_bytes
+        self.log.max_age_ms = max_age
+        self.log.segment_bytes = segment if segment is not None else SA.DEFAULT_SEGMENT_BYTES
+
+    # -- messages in --------------------------------------------------------------------------
+
+    def would_overflow(self, size: int) -> bool:
+        return False
+
+    def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
+        kept = stream_message(msg)
+        if not seq:
+            seq = self.seq = self.seq + 1
+        self._append(seq, kept, self._now_ms())
+        self.try_deliver()
+
+    def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
+        if seq > self.seq:
+            self.seq = seq
+        self._append(seq, msg, self._now_ms())
+
+    def _append(self, seq: int, msg: StoredMessage, now_ms: int) -> None:
+        dropped = self.log.append(seq, msg, now_ms)
+        self.count += 1
+        self.bytes += len(msg.body)
+        if dropped:
+            self.count -= len(dropped)
+            self.bytes -= sum(len(r.msg.body) for r in dropped)
+            persistence = self.vhost.persistence
+            if self.store is not None and persistence is not None:
+                persistence.messages_removed(self, [Entry(r.seq, r.msg, 0.0) for r in dropped])
+
+    def _now_ms(self) -> int:
+        return int(self.clock.wall() * 1000)
+
+    # -- messages out -------------------------------------------------------------------------
+
+    def try_deliver(self) -> None:
+        """Each consumer reads on from its own offset while its channel has credit."""
+        if self._delivering or self.deleted or not self.consumers:
+            return
+        self._delivering = True
+        try:
+            log = self.log
+            for c in list(self.consumers):
+                pos = self.positions.get(c)
+                if pos is None:
+                    continue
+                channel = c.channel
+                while pos < log.next_offset and channel.can_deliver(c):
+                    record = log.at_or_after(pos)
+                    if record is None:
+                        pos = log.next_offset
+                        break
+                    pos = record.offset + 1
+                    self.positions[c] = pos
+                    self.unacked += 1
+                    self.stat_deliver += 1
+                    channel.deliver(c, self, Entry(0, delivered_message(record), 0.0))
+                self.positions[c] = pos
+        finally:
+            self._delivering = False
+
+    def get(self, no_ack: bool) -> Entry | None:
+        raise not_implemented(f"basic.get not supported by stream queues {self.rs}")
+
+    def settled(self, n: int = 1) -> None:
+        self.unacked -= n
+
+    def ack(self, entries: Sequence[Entry]) -> None:
+        self.unacked -= len(entries)
+        self.stat_ack += len(entries)
+
+    def requeue(self, entries: list[Entry]) -> None:
+        """A closed channel's or recovered deliveries are not read again: the log stays as it is."""
+
+    def dead_letter(self, entries: list[Entry], reason: str) -> None:
+        """Nothing leaves a stream but by retention; reject/nack are refused (`check_reject`)."""
+
+    def purge(self) -> int:
+        raise not_implemented(f"queue.purge not supported by stream queues {self.rs}")
+
+    def delete(self) -> int:
+        """Cancel the consumers (basic.cancel to each) and drop the log; delete-ok reports 0."""
+        self.deleted = True
+        for consumer in list(self.consumers):
+            consumer.channel.consumer_cancelled_by_server(consumer)
+        self.consumers.clear()
+        self.positions.clear()
+        self.log.clear()
+        self.count = self.bytes = 0
+        return 0
+
+    # -- consumers ----------------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        spec = SA.parse_offset(consumer.args.get(SA.OFFSET_ARG), self.rs, self._now_ms())
+        self.consumers.append(consumer)
+        self.positions[consumer] = self.log.start_offset(spec)
+        self.try_deliver()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self.positions.pop(consumer, None)
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        return None
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def message_count(self) -> int:
+        """Declare-ok's count: RabbitMQ 3.10.8 reports the leader's lagging committed counter,
+        0 right after confirmed publishes."""
+        return 0
+
+    @property
+    def consumer_count(self) -> int:
+        """Declare-ok's consumer count is always 0 for a stream."""
+        return 0
+
+    @property
+    def stats(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        if self.seq:
+            out["publish"] = self.seq
+        if self.stat_deliver:
+            out.update(
+                ack=self.stat_ack,
+                deliver=self.stat_deliver,
+                deliver_no_ack=0,
+                get=0,
+                get_no_ack=0,
+                get_empty=0,
+                deliver_get=self.stat_deliver,
+                redeliver=0,
+            )
+        return out
+
+    def details(self) -> dict[str, object]:
+        return {"first_offset": self.log.first_offset, "next_offset": self.log.next_offset}
+
+
+def _int_or_none(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _smaller(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
