@@ -71,25 +71,41 @@ class StreamLog:
     def __len__(self) -> int:
         return len(self.records) - self.head
 
+    @property
+    def write_offset(self) -> int:
+        """The offset the next chunk will take (one more when it must open a new segment)."""
+        if self.segments and self.segments[-1].size >= self.segment_bytes:
+            return self.next_offset + 1
+        return self.next_offset
+
     def append(self, seq: int, msg: StoredMessage, now_ms: int) -> list[Record]:
         """Write one chunk; returns the records retention dropped."""
         rolled = False
         if not self.segments:
             self.segments.append(Segment())
         elif self.segments[-1].size >= self.segment_bytes:
-            seg = Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms)
-            self.segments.append(seg)
+            self.segments.append(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms))
             self.next_offset += 1
             rolled = True
+        self._write(Record(self.next_offset, seq, now_ms, msg))
+        return self._retain(now_ms) if rolled else []
+
+    def restore(self, offset: int, seq: int, msg: StoredMessage, now_ms: int) -> None:
+        """Put back a record read from the store at its offset; a gap before it (a tracking chunk,
+        or messages the store did not keep) starts a new segment."""
+        if not self.segments or offset > self.next_offset:
+            self.segments.append(Segment(SEGMENT_HEADER + (TRACKING_CHUNK if self.segments else 0)))
+        self.next_offset = offset
+        self._write(Record(offset, seq, now_ms, msg))
+
+    def _write(self, record: Record) -> None:
         seg = self.segments[-1]
-        record = Record(self.next_offset, seq, now_ms, msg)
-        self.next_offset += 1
+        self.next_offset = record.offset + 1
         self.records.append(record)
         self.offsets.append(record.offset)
-        seg.size += chunk_size(msg)
+        seg.size += chunk_size(record.msg)
         seg.records += 1
-        seg.last_timestamp = now_ms
-        return self._retain(now_ms) if rolled else []
+        seg.last_timestamp = record.timestamp
 
     def _retain(self, now_ms: int) -> list[Record]:
         segs = self.segments

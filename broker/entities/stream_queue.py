@@ -110,6 +110,7 @@ class StreamQueue(Queue):
         self.overflow = "drop-head"
         self.dlx = self.dlrk = None
         self.stat_ack = self.stat_deliver = 0
+        self.published = 0  # message_stats publish (`seq` follows the log's offsets)
         self.log = StreamLog(SA.DEFAULT_SEGMENT_BYTES)
         self._delivering = False
         self.apply_policy(None)
@@ -173,19 +174,23 @@ class StreamQueue(Queue):
         return False
 
     def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
+        """Append one chunk. `seq` (reserved by persistence as `self.seq + 1`) is the store's
+        position of the message: the offset it takes plus one, so a restart finds each message
+        at its offset."""
         kept = stream_message(msg)
-        if not seq:
-            seq = self.seq = self.seq + 1
-        self._append(seq, kept, self._now_ms())
+        self.published += 1
+        self._append(self.log.write_offset + 1, kept, self._now_ms())
         self.try_deliver()
 
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
-        if seq > self.seq:
-            self.seq = seq
-        self._append(seq, msg, self._now_ms())
+        self.log.restore(seq - 1, seq, msg, self._now_ms())
+        self.count += 1
+        self.bytes += len(msg.body)
+        self.seq = self.log.write_offset
 
     def _append(self, seq: int, msg: StoredMessage, now_ms: int) -> None:
         dropped = self.log.append(seq, msg, now_ms)
+        self.seq = self.log.write_offset
         self.count += 1
         self.bytes += len(msg.body)
         if dropped:
@@ -289,8 +294,8 @@ class StreamQueue(Queue):
     @property
     def stats(self) -> dict[str, int]:
         out: dict[str, int] = {}
-        if self.seq:
-            out["publish"] = self.seq
+        if self.published:
+            out["publish"] = self.published
         if self.stat_deliver:
             out.update(
                 ack=self.stat_ack,

@@ -232,3 +232,23 @@ def test_refused_operations_and_delete() -> None:
     q.check_delete(if_unused=True, if_empty=True)
     assert q.vhost.delete_queue(q) == 0
     assert ch.cancelled == ["c"]
+
+
+def test_store_positions_follow_offsets_across_a_restart() -> None:
+    """The position a stream reserves for the store is the offset plus one, segment rolls
+    included, so messages restored after a restart keep their offsets."""
+    q = stream(None, x_stream_max_segment_size_bytes=Field("long", 300))
+    positions = []
+    for i in range(6):
+        q.seq += 1  # what persistence does before enqueue
+        positions.append(q.seq)
+        q.enqueue(msg(f"m{i}" + "x" * 98, rk="stprobe-12345678"))
+    assert [r.offset + 1 for r in q.log.records] == positions == [1, 2, 4, 6, 8, 10]
+    again = stream(None, x_stream_max_segment_size_bytes=Field("long", 300))
+    for seq, record in zip(positions, q.log.records, strict=True):
+        again.restore(seq, record.msg, False)
+    assert [r.offset for r in again.log.records] == [r.offset for r in q.log.records]
+    assert again.seq == q.seq and again.log.next_offset == q.log.next_offset
+    ch = RecordingChannel()
+    again.add_consumer(Consumer(ch, "c", again, False, False, 10, table(x_stream_offset=Field("long", 3))))
+    assert [b[:2] for _t, b in ch.delivered] == [b"m2", b"m3", b"m4", b"m5"]
