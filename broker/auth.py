@@ -131,9 +131,26 @@ class Registry:
         u = self.users[name]
         self.put_user(User(name, hash_password(password), u.tags, SHA256))
 
-    def check_credentials(self, name: str, password: str) -> bool:
+    def set_tags(self, name: str, tags: tuple[str, ...]) -> bool:
+        """Replace a user's tags, keeping its password (`rabbitmqctl set_user_tags`); False if no such user.
+
+        Tags decide management access (broker.management.authz) on the user's next request.
+        """
         u = self.users.get(name)
-        return u is not None and bool(u.password_hash) and check_password(u.password_hash, password)
+        if u is None:
+            return False
+        self.put_user(User(name, u.password_hash, tags, u.hashing_algorithm))
+        return True
+
+    def check_credentials(self, name: str, password: str) -> bool:
+        """rabbit_auth_backend_internal: a blank password is always refused, whatever the hash."""
+        u = self.users.get(name)
+        return (
+            u is not None
+            and password != ""
+            and bool(u.password_hash)
+            and check_password(u.password_hash, password)
+        )
 
     # -- permissions --------------------------------------------------------------------------------
 

@@ -70,6 +70,10 @@ class PolicyError(ValueError):
         self.validation_failed = validation_failed
 
 
+class PolicyCrash(PolicyError):
+    """A value RabbitMQ 3.10.8's validator crashes on (its API answers 500 with no body)."""
+
+
 class PolicyNotFound(KeyError):
     """`clear_policy` of a name that does not exist: rabbitmqctl says "Parameter does not exist"."""
 
@@ -153,8 +157,76 @@ _CORE: dict[str, Callable[[Any], str | None]] = {
     ),
     "delivery-limit": _check(lambda v: _is_int(v) and v >= 0, "is not a valid delivery limit"),
 }
+_CORE.update(
+    {
+        "max-in-memory-length": _check(
+            lambda v: _is_int(v) and v >= 0, "is not a valid maximum memory in bytes"
+        ),
+        "max-in-memory-bytes": _check(
+            lambda v: _is_int(v) and v >= 0, "is not a valid maximum memory in bytes"
+        ),
+        "queue-master-locator": _check(
+            lambda v: v in ("min-masters", "client-local", "random"), "invalid queue-master-locator value"
+        ),
+        "queue-leader-locator": _check(
+            lambda v: v in ("client-local", "balanced", "random", "least-leaders"),
+            "is not a valid queue leader locator value",
+        ),
+        "initial-cluster-size": _check(lambda v: _is_int(v) and v >= 0, "is not a valid cluster size"),
+        "stream-max-segment-size-bytes": _check(
+            lambda v: _is_int(v) and v >= 0, "is not a valid segment size"
+        ),
+    }
+)
+_MAX_AGE = re.compile(r"[0-9]+(Y|M|D|h|m|s)")
+
+
+def _validate_max_age(v: Any) -> str | None:
+    """rabbit_amqqueue:check_max_age: digits and a unit; without leading digits 3.10.8 crashes."""
+    if isinstance(v, str) and _MAX_AGE.fullmatch(v):
+        return None
+    if isinstance(v, str) and v[:1].isdigit():
+        return f"{erlang_p(v)} is not a valid max age"
+    raise PolicyCrash(f"{erlang_p(v)} crashes rabbit_amqqueue:check_max_age")
+
+
+_CORE["max-age"] = _validate_max_age
+HA_KEYS = frozenset(
+    {
+        "ha-mode",
+        "ha-params",
+        "ha-sync-mode",
+        "ha-sync-batch-size",
+        "ha-promote-on-shutdown",
+        "ha-promote-on-failure",
+    }
+)
+
+
+def _validate_ha(terms: dict[str, Any]) -> str | None:
+    """rabbit_mirror_queue_misc:validate_policy/1 (classic mirroring: accepted, never applied)."""
+    mode = terms.get("ha-mode")
+    if mode is None:
+        if {"ha-params", "ha-sync-mode", "ha-promote-on-shutdown"} & set(terms):
+            return "ha-mode must be specified to specify ha-params, ha-sync-mode or ha-promote-on-shutdown"
+        return None
+    params = terms.get("ha-params")
+    if mode == "all" and params is not None:
+        return 'ha-mode="all" does not take parameters'
+    if mode == "exactly" and params is None:
+        return 'ha-mode="exactly" takes an integer, none given'
+    if mode == "nodes" and params is None:
+        return 'ha-mode="nodes" takes a list of strings, none given'
+    if mode not in ("all", "exactly", "nodes"):
+        return f"{erlang_p(mode)} is not a valid ha-mode value"
+    sync = terms.get("ha-sync-mode")
+    if sync is not None and sync not in ("manual", "automatic"):
+        return f'ha-sync-mode must be "manual" or "automatic", got {erlang_p(sync)}'
+    return None
+
+
 SHARDING_KEYS = frozenset({"shards-per-node", "routing-key"})
-KNOWN_KEYS = SHARDING_KEYS | frozenset(_CORE)
+KNOWN_KEYS = SHARDING_KEYS | HA_KEYS | frozenset(_CORE)
 
 
 def validate_definition(definition: Mapping[str, Any]) -> None:
@@ -175,10 +247,41 @@ def validate_definition(definition: Mapping[str, Any]) -> None:
         error = _CORE[key](terms[key])
         if error:
             raise PolicyError(error)
+    ha_terms = {k: v for k, v in terms.items() if k in HA_KEYS}
+    if ha_terms:
+        error = _validate_ha(ha_terms)
+        if error:
+            raise PolicyError(error)
     # 3. leftovers
     left = sorted(((k, v) for k, v in terms.items() if k not in KNOWN_KEYS), key=lambda kv: kv[0].encode())
     if left:
         raise PolicyError(_unrecognised(left))
+
+
+def validation_errors(pattern: Any, definition: Any, priority: Any, apply_to: Any) -> list[str]:
+    """Every reason rabbit_policy refuses a policy, in the order its API lists them (one per line).
+
+    PolicyCrash propagates: RabbitMQ answers those values with a crash, not a list.
+    """
+    errors = []
+    try:
+        validate_definition(definition)
+    except PolicyCrash:
+        raise
+    except PolicyError as exc:
+        errors.append(exc.message)
+    if apply_to not in APPLY_TO:
+        errors.append(f"apply-to '{apply_to}' unrecognised; should be 'queues', 'exchanges' or 'all'")
+    if not isinstance(pattern, str):
+        errors.append(f"pattern should be a binary but was {erlang_p(pattern)}")
+    else:
+        try:
+            compile_pattern(pattern)
+        except PolicyError as exc:
+            errors.append(exc.message)
+    if not _is_number(priority):
+        errors.append(f"priority should be a number, actually was {erlang_p(priority)}")
+    return errors
 
 
 def parse_definition(text: str) -> dict[str, Any]:
@@ -235,6 +338,17 @@ class Policy:
     def get(self, key: str, default: Any = None) -> Any:
         return self.definition.get(key, default)
 
+    def to_json(self) -> dict[str, Any]:
+        """The management API's object, in RabbitMQ's key order."""
+        return {
+            "vhost": self.vhost,
+            "name": self.name,
+            "pattern": self.pattern,
+            "apply-to": self.apply_to,
+            "definition": dict(self.definition),
+            "priority": self.priority,
+        }
+
     def row(self) -> dict[str, Any]:
         """A `rabbitmqctl list_policies --formatter json` row."""
         return {
@@ -270,15 +384,14 @@ class PolicyStore:
     ) -> tuple[Policy | None, Policy]:
         """Validate and store (replacing a same-named policy); returns (old, new).
 
-        Validation order is RabbitMQ's: JSON, priority, pattern, apply-to, definition.
+        Every refusal is reported, in RabbitMQ's order (`validation_errors`).
         """
         parsed = parse_definition(definition) if isinstance(definition, str) else dict(definition)
-        if not _is_int(priority):
+        if not _is_number(priority):  # rabbitmqctl's own argument check, before rabbit_policy's
             raise PolicyError(f"{erlang_p(priority)} priority must be a number")
-        compile_pattern(pattern)
-        if apply_to not in APPLY_TO:
-            raise PolicyError(f"apply-to '{apply_to}' unrecognised; should be 'queues', 'exchanges' or 'all'")
-        validate_definition(parsed)
+        errors = validation_errors(pattern, parsed, priority, apply_to)
+        if errors:
+            raise PolicyError("\n".join(errors))
         policy = Policy(name, pattern, parsed, priority, apply_to, vhost)  # type: ignore[arg-type]
         old = self._policies.get((vhost, name))
         self._policies[(vhost, name)] = policy

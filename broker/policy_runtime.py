@@ -1,10 +1,9 @@
-"""Issue 4 glue: policies, the emulated cluster, sharding and delayed messages, applied to a live broker.
+"""Policies, the emulated cluster, sharding and delayed messages, applied to a live broker.
 
 The decisions live in the sans-I/O modules (`broker.policy`, `broker.sharding`, `broker.cluster`,
 `broker.delayed`, `broker.active_consumers`); this module executes them against vhosts, exchanges and
-queues. `Broker.policies` is a `BrokerPolicies`: the management layer finds it by duck typing
-(`list/get/put/delete`, see `broker.management.state.BrokerState.native_policies`), so
-`/api/policies` and `hashbroker ctl set_policy` apply policies for real.
+queues. `Broker.policies` is a `BrokerPolicies`; `/api/policies` and `hashbroker ctl set_policy`
+store and apply policies through it.
 
 Hooks the entities call (each vhost's `hooks` attribute): `exchange_declared`, `exchange_deleted`,
 `queue_added`; the channel calls `rewrite_queue` (sharding interceptor) and `hold_delayed`.
@@ -22,7 +21,7 @@ from amqpwire.fields import FieldTable
 from broker import sharding
 from broker.cluster import Cluster
 from broker.delayed import DelayScheduler
-from broker.policy import Policy, PolicyError, PolicyNotFound, PolicyStore, alternate_exchange
+from broker.policy import Policy, PolicyNotFound, PolicyStore, alternate_exchange
 from exchanges.base import Binding, Destination
 
 if TYPE_CHECKING:
@@ -47,7 +46,7 @@ def field_value(field: Any) -> Any:
 
 
 class BrokerPolicies:
-    """The broker's policy engine; duck-types the management policies store."""
+    """The broker's policy engine."""
 
     applied = True
 
@@ -69,29 +68,19 @@ class BrokerPolicies:
     def _vhosts(self) -> list[VHost]:
         return list(self.broker.vhosts.values())
 
-    # -- management duck type (list/get/put/delete) ------------------------------------------------
+    # -- the management API's view (list/get/put/delete) -------------------------------------------
 
-    def list(self, vhost: str | None = None) -> list[Any]:
-        return [_to_mgmt(p) for p in self.store.policies(vhost)]
+    def list(self, vhost: str | None = None) -> builtins.list[Policy]:
+        return self.store.policies(vhost)
 
-    def get(self, vhost: str, name: str) -> Any:
-        p = self.store.get(name, vhost)
-        return _to_mgmt(p) if p is not None else None
+    def get(self, vhost: str, name: str) -> Policy | None:
+        return self.store.get(name, vhost)
 
-    def put(self, policy: Any) -> bool:
-        """Store a management `Policy`; True when new. Raises the management PolicyError if refused."""
-        from broker.management.policies import PolicyError as MgmtPolicyError
-
-        try:
-            old, _new = self.set(
-                policy.name, policy.pattern, policy.definition, policy.priority, policy.apply_to, policy.vhost
-            )
-        except PolicyError as exc:
-            # the management API HTML-escapes reasons: <<"abc">> goes out as &lt;&lt;"abc"&gt;&gt;
-            import html  # here, not at the top: html.entities is a 2,000-entry table idle brokers never use
-
-            escaped = html.escape(exc.message, quote=False)
-            raise MgmtPolicyError(f"Validation failed\n\n{escaped}\n") from None
+    def put(self, policy: Policy) -> bool:
+        """Store and apply a validated `policy`; True when it is new (the API answers 201)."""
+        old, _new = self.set(
+            policy.name, policy.pattern, policy.definition, policy.priority, policy.apply_to, policy.vhost
+        )
         return old is None
 
     def delete(self, vhost: str, name: str) -> bool:
@@ -326,9 +315,3 @@ class _DelayedRunner:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-
-def _to_mgmt(p: Policy) -> Any:
-    from broker.management.policies import Policy as MgmtPolicy
-
-    return MgmtPolicy(p.vhost, p.name, p.pattern, p.apply_to, dict(p.definition), p.priority)

@@ -18,12 +18,12 @@ from urllib.parse import quote
 from broker.settings import Settings
 
 if TYPE_CHECKING:
-    from broker.channel import Channel
     from broker.cluster import Cluster
-    from broker.connection import Connection
     from broker.entities.vhost import VHost
     from broker.message import StoredMessage
     from broker.policy_runtime import BrokerPolicies
+    from broker.session.channel import Channel
+    from broker.session.connection import Connection
     from broker.store import Snapshot, Store
     from exchanges.compat import Compat
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
-from broker.connection import Connection
+from broker.session.connection import Connection
 
 if TYPE_CHECKING:
     from broker.server import Broker

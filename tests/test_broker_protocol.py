@@ -133,3 +133,181 @@ def test_wrong_password_is_access_refused(hashbroker: str) -> None:
     with pytest.raises(pika.exceptions.ProbableAuthenticationError) as info:
         pika.BlockingConnection(pika.URLParameters(url))
     assert "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN" in str(info.value)
+
+
+# -- timing and publish refusals, observed side by side on both brokers ------------------------------
+
+
+def _both(fn: Callable[[int], object], hashbroker: str, rabbitmq_url: str) -> tuple[object, object]:
+    """fn(port) on RabbitMQ and on hashbroker at the same time (the observations take seconds)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        expected = pool.submit(fn, _port(rabbitmq_url))
+        got = pool.submit(fn, _port(hashbroker))
+        return expected.result(), got.result()
+
+
+def _until_closed(sock: socket.socket, limit: float) -> tuple[list[tuple[float, int]], float, str]:
+    """(arrival time, frame type) of every frame until the server closes; when and how it closed."""
+    import time
+
+    start = time.monotonic()
+    frames: list[tuple[float, int]] = []
+    buf = b""
+    sock.settimeout(limit)
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            return frames, time.monotonic() - start, "reset"
+        except TimeoutError:
+            return frames, time.monotonic() - start, "open"
+        if not chunk:
+            return frames, time.monotonic() - start, "eof"
+        buf += chunk
+        while len(buf) >= 8 and len(buf) >= 8 + struct.unpack_from(">I", buf, 3)[0]:
+            size = struct.unpack_from(">I", buf, 3)[0]
+            frames.append((time.monotonic() - start, buf[0]))
+            buf = buf[8 + size :]
+
+
+@pytest.mark.live
+def test_handshake_timeout_matches_rabbitmq(hashbroker: str, rabbitmq_url: str) -> None:
+    """A client that sends only the protocol header: connection.start, then after 10 s (RabbitMQ's
+    handshake_timeout) the socket is reset without a close frame."""
+
+    def observe(port: int) -> object:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"AMQP\x00\x00\x09\x01")
+            frames, after, how = _until_closed(sock, 14)
+            return [t for _at, t in frames], after, how
+
+    expected, got = _both(observe, hashbroker, rabbitmq_url)
+    for frames, after, how in (expected, got):
+        assert (frames, how) == ([1], "reset")
+        assert 9.5 <= after <= 11.5  # a loaded machine delays both a little
+
+
+@pytest.mark.live
+def test_heartbeat_timing_matches_rabbitmq(hashbroker: str, rabbitmq_url: str) -> None:
+    """heartbeat=2 and an idle client: a heartbeat frame every second from ~1 s (half the
+    interval), then a reset at ~6 s (two receive checks without data)."""
+    from tests.differential_support import RawAmqp
+
+    def observe(port: int) -> object:
+        raw = RawAmqp("127.0.0.1", port, heartbeat=2, timeout=10)
+        try:
+            frames, after, how = _until_closed(raw.sock, 10)
+        finally:
+            raw.close()
+        return [at for at, t in frames if t == 8], after, how
+
+    expected, got = _both(observe, hashbroker, rabbitmq_url)
+    for beats, after, how in (expected, got):
+        assert how == "reset" and 5.5 <= after <= 7.0
+        assert len(beats) == 5 and all(abs(at - n) < 0.5 for n, at in enumerate(beats, 1))
+
+
+def _publish_refusal(port: int, method: bytes, header: bytes, body: bytes) -> object:
+    """Frames the server sends after each part of one publish, sent with pauses between them."""
+    from tests.differential_support import RawAmqp, frame_obs
+
+    raw = RawAmqp("127.0.0.1", port)
+    try:
+        raw.open_channel(1)
+        out = []
+        for part in (method, header, body):
+            raw.send_bytes(part)
+            out.append([frame_obs(ch, v) for ch, v in raw.frames_until_quiet(0.4)])
+        return out
+    finally:
+        raw.close()
+
+
+def _publish_parts(props: bytes, body: bytes = b"x", immediate: bool = False) -> tuple[bytes, bytes, bytes]:
+    bits = b"\x02" if immediate else b"\x00"
+    method = _method(1, 60, 40, b"\x00\x00" + _ss("") + _ss("nowhere") + bits)
+    header = _frame(2, 1, struct.pack(">HHQ", 60, 0, len(body)) + props)
+    return method, header, _frame(3, 1, body)
+
+
+def _headers_props(table: bytes) -> bytes:
+    return struct.pack(">H", 1 << 13) + struct.pack(">I", len(table)) + table
+
+
+@pytest.mark.live
+def test_immediate_is_refused_after_the_whole_message(hashbroker: str, rabbitmq_url: str) -> None:
+    """540 NOT_IMPLEMENTED - immediate=true, naming basic.publish, only once the body arrived."""
+    parts = _publish_parts(b"\x00\x00", immediate=True)
+    expected, got = _both(lambda port: _publish_refusal(port, *parts), hashbroker, rabbitmq_url)
+    assert expected == [
+        [],
+        [],
+        [[0, "Connection.Close", {"reply_code": 540, "reply_text": "NOT_IMPLEMENTED - immediate=true",
+                                  "class_id": 60, "method_id": 40}]],
+    ]  # fmt: skip
+    assert got == expected
+
+
+def _nan_refused() -> bool:
+    from amqpwire.fields import FieldDecodeError
+
+    try:
+        FieldTable.decode(b"\x01dd" + struct.pack(">d", float("nan")))
+    except FieldDecodeError:
+        return True
+    return False
+
+
+INTERNAL_ERROR_CLOSE = [
+    [],
+    [],
+    [
+        [
+            0,
+            "Connection.Close",
+            {"reply_code": 541, "reply_text": "INTERNAL_ERROR", "class_id": 0, "method_id": 0},
+        ]
+    ],
+]
+
+BAD_HEADERS = {
+    "broken_inner_length": b"\x01aS" + struct.pack(">I", 100) + b"xyz",
+    "nan_nested": b"\x01aF" + struct.pack(">I", 11) + b"\x01bd" + struct.pack(">d", float("nan")),
+    "inf": b"\x01ad" + struct.pack(">d", float("inf")),
+    "minus_inf_in_array": b"\x01aA" + struct.pack(">I", 11) + b"b\x01d" + struct.pack(">d", float("-inf")),
+}
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("case", sorted(BAD_HEADERS))
+def test_undecodable_headers_close_with_internal_error(case: str, hashbroker: str, rabbitmq_url: str) -> None:
+    """RabbitMQ 3.10.8 cannot decode these headers tables (Erlang has no NaN or infinity; a broken
+    length): its channel crashes at publish, so the connection closes with 541 and 0/0."""
+    if case != "broken_inner_length" and not _nan_refused():
+        pytest.xfail("amqpwire's field-table decoder still accepts NaN/Inf doubles")
+    parts = _publish_parts(_headers_props(BAD_HEADERS[case]))
+    expected, got = _both(lambda port: _publish_refusal(port, *parts), hashbroker, rabbitmq_url)
+    assert expected == INTERNAL_ERROR_CLOSE
+    assert got == expected
+
+
+@pytest.mark.live
+def test_no_close_ok_resets_after_30s(hashbroker: str, rabbitmq_url: str) -> None:
+    """After connection.close the server keeps the socket 30 s for the close-ok, then resets it."""
+    from tests.differential_support import RawAmqp
+
+    def observe(port: int) -> object:
+        raw = RawAmqp("127.0.0.1", port, timeout=40)
+        try:
+            raw.send_bytes(_method(5, 60, 10, struct.pack(">IHB", 0, 1, 0)))  # channel 5 is not open
+            frames, after, how = _until_closed(raw.sock, 40)
+        finally:
+            raw.close()
+        return [t for _at, t in frames], after, how
+
+    expected, got = _both(observe, hashbroker, rabbitmq_url)
+    for frames, after, how in (expected, got):
+        assert (frames, how) == ([1], "reset")
+        assert 29.0 <= after <= 32.0

@@ -10,8 +10,8 @@ import asyncio
 
 from pamqp import commands
 
-from broker.connection import Connection
 from broker.server import Broker
+from broker.session.connection import Connection
 from tests.sansio_support import FRAME_MAX, MemoryTransport, m, parse_frames, publish, queue_contents
 
 

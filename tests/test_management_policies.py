@@ -1,4 +1,4 @@
-"""`/api/policies`: stored by the management layer (not yet applied), shaped and validated as RabbitMQ."""
+"""`/api/policies`: validated, stored and applied by the broker's policy engine, shaped as RabbitMQ."""
 
 from __future__ import annotations
 
@@ -73,3 +73,48 @@ def test_shape_matches_rabbitmq(base: str) -> None:
     ours = http(base, "GET", f"/api/policies/%2F/{name}")[1]
     assert ours == live
     assert list(ours) == list(live)
+
+
+NOMATCH = "^hbpol\\.nomatch$"
+MORE_BODIES = [  # accepted by RabbitMQ 3.10.8 (stream, quorum and mirroring keys), or refused/crashed
+    {"pattern": NOMATCH, "definition": {"max-age": "1D"}},
+    {"pattern": NOMATCH, "definition": {"max-age": "5"}},
+    {"pattern": NOMATCH, "definition": {"max-age": "abc"}},
+    {"pattern": NOMATCH, "definition": {"stream-max-segment-size-bytes": 5, "initial-cluster-size": 3}},
+    {"pattern": NOMATCH, "definition": {"stream-max-segment-size-bytes": "x"}},
+    {"pattern": NOMATCH, "definition": {"queue-leader-locator": "balanced", "delivery-limit": 4}},
+    {"pattern": NOMATCH, "definition": {"dead-letter-strategy": "at-least-once", "max-in-memory-length": 3}},
+    {"pattern": NOMATCH, "definition": {"max-in-memory-bytes": -1}},
+    {"pattern": NOMATCH, "definition": {"ha-mode": "exactly", "ha-params": 2, "ha-sync-mode": "automatic"}},
+    {"pattern": NOMATCH, "definition": {"ha-mode": "all", "ha-params": 2}},
+    {"pattern": NOMATCH, "definition": {"ha-sync-mode": "manual"}},
+    {"pattern": NOMATCH, "definition": {"queue-master-locator": "x"}},
+    {"pattern": NOMATCH, "definition": {"federation-upstream": "u"}},
+    {"pattern": NOMATCH, "definition": {"max-length": 1}, "priority": 1.5},
+    {"pattern": NOMATCH, "definition": {"max-length": 1}, "priority": "5"},
+    {"pattern": 5, "definition": {"max-length": 1}},
+    {"pattern": NOMATCH, "definition": '{"max-length":1}'},
+    {"pattern": "^hb(", "definition": {"foo": 1}, "apply-to": "foo", "priority": "a"},
+    {"pattern": "^hb(", "definition": {}, "apply-to": "foo"},
+]
+
+
+@pytest.fixture(scope="module")
+def rabbit_vhost() -> Iterator[str]:
+    """A throwaway vhost on the reference RabbitMQ, so policies there re-evaluate nothing else."""
+    if not rabbitmq_reachable():
+        pytest.skip("no reference RabbitMQ to compare with")
+    vhost = f"hbpol-{uuid.uuid4().hex[:6]}"
+    assert http(RABBIT_API, "PUT", f"/api/vhosts/{vhost}")[0] == 201
+    yield vhost
+    http(RABBIT_API, "DELETE", f"/api/vhosts/{vhost}")
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("body", MORE_BODIES)
+def test_accepted_and_refused_as_rabbitmq(base: str, rabbit_vhost: str, body: dict[str, object]) -> None:
+    live = http(RABBIT_API, "PUT", f"/api/policies/{rabbit_vhost}/p", body)
+    http(RABBIT_API, "DELETE", f"/api/policies/{rabbit_vhost}/p")
+    ours = http(base, "PUT", "/api/policies/%2F/p", body)
+    http(base, "DELETE", "/api/policies/%2F/p")
+    assert ours[:2] == live[:2]

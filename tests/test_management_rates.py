@@ -110,7 +110,8 @@ def test_queue_counters_equal_rabbitmq(hb: BrokerThread, request: pytest.Fixture
         # RabbitMQ's stats arrive with its next emission (every 5 s)
         def settled() -> dict[str, Any] | None:
             c = counters("http://127.0.0.1:15672", queue)
-            return c if c is not None and c.get("ack") == 5 and c.get("deliver_no_ack") == 2 else None
+            complete = c is not None and set(c) == set(STATS_KEYS)  # publish counts can come last
+            return c if complete and c.get("ack") == 5 and c.get("deliver_no_ack") == 2 else None
 
         theirs = wait_for(settled)
     finally:

@@ -39,7 +39,5 @@ def test_management_store_is_the_broker_engine() -> None:
         api_obj = bt.broker.management
         assert api_obj is not None
         assert bt.broker.policies.applied is True
-        # the management layer found the native store by duck typing
-        from broker.management.state import BrokerState
-
-        assert BrokerState(bt.broker).native_policies() is bt.broker.policies
+        # the management API stores and reads policies through the broker's engine, no copy of its own
+        assert api_obj.api.policies is bt.broker.policies

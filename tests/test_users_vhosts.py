@@ -165,7 +165,11 @@ def test_api_users_vhosts_permissions_and_restart(tmp_path: Any) -> None:
         c = pika.BlockingConnection(pika.URLParameters(f"amqp://u:p@127.0.0.1:{b.port}/v2"))
         assert c.channel().queue_declare("dq", passive=True).method.queue == "dq"
         c.close()
-        assert api(url, "PUT", "/users/u", {"password": "p2"})[0] == 204
+        assert api(url, "PUT", "/users/u", {"password": "p2"}) == (
+            400,
+            {"error": "bad_request", "reason": "tags_not_present"},
+        )
+        assert api(url, "PUT", "/users/u", {"password": "p2", "tags": ""})[0] == 204
         assert api(url, "DELETE", "/vhosts/v2")[0] == 204
         assert api(url, "DELETE", "/vhosts/v2")[0] == 404
     with BrokerThread(host="127.0.0.1", port=0, management_port=0, data_dir=data) as b:
@@ -207,3 +211,37 @@ def test_definitions_import_users_vhosts_permissions() -> None:
             u["name"] == "imp" and u["password_hash"] == doc["users"][0]["password_hash"]
             for u in exported["users"]
         )
+
+
+@pytest.mark.live
+def test_user_puts_replace_the_whole_user_as_rabbitmq() -> None:
+    """A PUT needs tags; without a password it leaves the user unable to log in; blank passwords
+    never log in (rabbit_auth_backend_internal)."""
+    if not rabbitmq_reachable():
+        pytest.skip("the reference RabbitMQ is not available")
+    user = f"hbput-{uuid.uuid4().hex[:6]}"
+    steps: list[tuple[str, Any, str]] = [  # (method, body, password to try whoami with afterwards)
+        ("PUT", {"password": "p"}, "p"),
+        ("PUT", {"password": "p", "tags": "management"}, "p"),
+        ("PUT", {"tags": "monitoring"}, "p"),
+        ("PUT", {"password": "", "tags": "monitoring"}, ""),
+        ("PUT", {"password": "q", "tags": ["monitoring", "management"]}, "q"),
+        ("PUT", {"tags": "a, b ,,c"}, "q"),
+    ]
+
+    def run(url: str) -> list[tuple[int, Any, int, Any]]:
+        out = []
+        try:
+            for method, body, password in steps:
+                status, got = api(url, method, f"/users/{user}", body)
+                who = api(url, "GET", "/whoami", auth=f"{user}:{password}")
+                out.append((status, got, *who))
+            shown = api(url, "GET", f"/users/{user}")[1]
+            out.append((0, shown["tags"], 0, shown["password_hash"] == ""))
+        finally:
+            api(url, "DELETE", f"/users/{user}")
+        return out
+
+    with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
+        ours = run(f"http://127.0.0.1:{b.broker.management.port}")
+    assert ours == run("http://127.0.0.1:15672")

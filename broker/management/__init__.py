@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from broker.management.api import Api
 from broker.management.http import HttpServer
-from broker.management.state import SAMPLE_INTERVAL, BrokerState
+from broker.management.rates import SAMPLE_INTERVAL
+from broker.management.state import BrokerState
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -33,7 +34,7 @@ class ManagementServer:
     def __init__(self, broker: Broker) -> None:
         self.state = BrokerState(broker)
         self.api = Api(self.state)
-        self._http = HttpServer(self.api.handle)
+        self._http = HttpServer(self.api.handle, self.api.check)
         self.host = ""
         self._sampler: asyncio.Task[None] | None = None
 

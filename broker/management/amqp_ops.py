@@ -17,15 +17,15 @@ import calendar
 import contextlib
 import datetime
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pika
 import pika.exceptions
 
-from broker.management.state import MANAGEMENT_CAPABILITY, json_value
+from broker.management.sessions import MANAGEMENT_CAPABILITY
+from broker.management.values import json_value
+from broker.management.write_errors import AmqpOpError, DefinitionError, Target
 
-ACK_MODES = ("ack_requeue_true", "ack_requeue_false", "reject_requeue_true", "reject_requeue_false")
 _PROPERTY_NAMES = (
     "content_type",
     "content_encoding",
@@ -42,31 +42,6 @@ _PROPERTY_NAMES = (
     "app_id",
     "cluster_id",
 )
-
-
-class AmqpOpError(Exception):
-    """The broker closed the channel: `code` and `text` are its reply code and reply text."""
-
-    def __init__(self, code: int, text: str) -> None:
-        super().__init__(f"{code} {text}")
-        self.code = code
-        self.text = text
-
-    @property
-    def explanation(self) -> str:
-        """The text after "NOT_FOUND - ", which RabbitMQ's management shows as `reason`."""
-        return self.text.split(" - ", 1)[1] if " - " in self.text else self.text
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where and as whom to connect: the HTTP request's credentials are reused for AMQP."""
-
-    host: str
-    port: int
-    user: str
-    password: str
-    vhost: str
 
 
 @contextlib.contextmanager
@@ -268,14 +243,6 @@ def unbind(
 
 
 # -- definitions ----------------------------------------------------------------------------------
-
-
-class DefinitionError(AmqpOpError):
-    """An import step failed; `item` says which definition (RabbitMQ reports the failing object)."""
-
-    def __init__(self, code: int, text: str, item: str) -> None:
-        super().__init__(code, text)
-        self.item = item
 
 
 def apply_definitions(

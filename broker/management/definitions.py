@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker import __version__
-from broker.management.policies import Policy, PolicyError, parse_policy
 from broker.management.state import BrokerState
+from broker.management.views.policies import RefusedPolicy, policy_from_body
+from broker.policy import Policy
 
 
 def export(
@@ -200,9 +201,9 @@ def plan_import(state: BrokerState, doc: Any, vhost: str | None = None) -> Impor
         if vh is None:
             continue
         try:
-            plan.policies.append(parse_policy(vh, str(p.get("name", "")), p))
-        except PolicyError as exc:
-            plan.problems.append(f"policy '{p.get('name')}': {exc}".strip())
+            plan.policies.append(policy_from_body(vh, str(p.get("name", "")), p))
+        except RefusedPolicy as refused:
+            plan.problems.append(f"policy '{p.get('name')}': {refused.reason}".strip())
     for key, target in (("queues", plan.queues), ("exchanges", plan.exchanges), ("bindings", plan.bindings)):
         required = ("source", "destination") if key == "bindings" else ("name",)
         for item in _list(doc, key, plan):

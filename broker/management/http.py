@@ -1,8 +1,14 @@
-"""A deliberately small HTTP/1.1 server on asyncio streams.
+"""The management API's HTTP/1.1 server: h11 parses, asyncio streams carry the bytes.
 
-The management API needs only request/response JSON with keep-alive, so a ~150 line server keeps
-hashbroker free of web-framework dependencies (and of their import time). No chunked request
-bodies, no pipelining beyond sequential keep-alive, bounded header and body sizes.
+h11 (sans-I/O, pure Python) does the framing, so the rules that matter for safety are its
+well-tested ones: a conflicting or non-numeric Content-Length is a 400, as is any malformed head;
+keep-alive and pipelining follow RFC 7230. What this module adds is the order RabbitMQ's cowboy
+keeps: the request head is routed and authenticated (`check`) before any body byte is read, so an
+unauthenticated upload costs nothing (answered, then the connection is closed); a body is read
+only up to MAX_BODY_BYTES; and slow or idle clients are cut off (`Timeouts`).
+
+h11 is imported when a server starts, not with this module, so the AMQP-only start-up path
+does not pay for it.
 """
 
 from __future__ import annotations
@@ -14,14 +20,28 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:
+    import h11
 
 log = logging.getLogger("hashbroker.management.http")
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024  # enough for a publish of a large message from the UI
-IDLE_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long a client may take. `idle`: between requests on a kept-alive connection; `head`:
+    from a request's first byte to its last header; a body must arrive at `min_body_rate` bytes
+    per second or more after a grace of `body` seconds (a slow upload is fine, a trickle is not)."""
+
+    idle: float = 60.0
+    head: float = 10.0
+    body: float = 10.0
+    min_body_rate: int = 64 * 1024
 
 
 @dataclass
@@ -54,26 +74,67 @@ class Response:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+Check = Callable[[Request], "Response | None"]
 
 
 class HttpError(Exception):
-    """Malformed request; answered with `status` and the connection is closed."""
+    """The client broke the protocol or a limit: answer `status` with an empty body and close."""
 
     def __init__(self, status: int) -> None:
         super().__init__(status)
         self.status = status
 
 
-class HttpServer:
-    """Serves `handler` on host:port; `port` is the bound port (useful with port 0)."""
+def request_from_head(event: h11.Request, peer_host: str) -> Request:
+    """Our Request for an h11 request head (the body is filled in once read)."""
+    target = event.target.decode("ascii", "replace")
+    parts = urlsplit(target)
+    headers: dict[str, str] = {}
+    for name, value in event.headers:
+        headers[name.decode("latin-1")] = value.decode("latin-1")
+    return Request(
+        event.method.decode("ascii").upper(), parts.path, parse_qs(parts.query), headers, b"", peer_host
+    )
 
-    def __init__(self, handler: Handler) -> None:
+
+def declared_length(req: Request) -> int | None:
+    """The Content-Length h11 validated (None for a chunked body)."""
+    value = req.headers.get("content-length")
+    return int(value) if value is not None else None
+
+
+def error_bytes(status: int) -> bytes:
+    """A bare error answer after which the connection closes (cowboy's 400: no body)."""
+    reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
+    return f"HTTP/1.1 {status} {reason}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n".encode("latin-1")
+
+
+class HttpServer:
+    """Serves `handler` on host:port; `port` is the bound port (useful with port 0).
+
+    `check(request)` runs on the request head before the body is read: a Response it returns is sent
+    instead of calling `handler`.
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        check: Check | None = None,
+        *,
+        timeouts: Timeouts | None = None,
+        max_body: int = MAX_BODY_BYTES,
+    ) -> None:
         self.handler = handler
+        self.check = check
+        self.timeouts = timeouts or Timeouts()
+        self.max_body = max_body
         self.port = 0
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.Task[None]] = set()
 
     async def start(self, host: str, port: int) -> None:
+        import h11  # noqa: F401  (paid here, once, rather than on every broker start)
+
         self._server = await asyncio.start_server(self._client, host, port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -94,25 +155,13 @@ class HttpServer:
         peer = writer.get_extra_info("peername")
         peer_host = str(peer[0]) if isinstance(peer, tuple) else ""
         try:
-            while True:
-                try:
-                    req = await asyncio.wait_for(_read_request(reader, peer_host), IDLE_TIMEOUT)
-                except HttpError as exc:
-                    await _write(writer, Response(exc.status, b""), "HTTP/1.1", keep_alive=False, head=False)
-                    return
-                if req is None:
-                    return
-                try:
-                    resp = await self.handler(req)
-                except Exception:
-                    log.exception("management request %s %s failed", req.method, req.raw_path)
-                    resp = Response.json({"error": "internal_error", "reason": "internal error"}, 500)
-                keep = req.headers.get("connection", "").lower() != "close"
-                await _write(writer, resp, "HTTP/1.1", keep_alive=keep, head=req.method == "HEAD")
-                if not keep:
-                    return
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
-            return
+            await _Exchange(self, reader, writer, peer_host).serve()
+        except HttpError as exc:
+            with contextlib.suppress(ConnectionError):
+                writer.write(error_bytes(exc.status))
+                await writer.drain()
+        except (TimeoutError, ConnectionError):
+            pass
         finally:
             self._clients.discard(task)
             writer.close()
@@ -120,57 +169,121 @@ class HttpServer:
                 await writer.wait_closed()
 
 
-async def _read_request(reader: asyncio.StreamReader, peer_host: str) -> Request | None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial.strip():
-            return None  # clean close between requests
-        raise HttpError(400) from None
-    except asyncio.LimitOverrunError:
-        raise HttpError(431) from None
-    if len(head) > MAX_HEADER_BYTES:
-        raise HttpError(431)
-    lines = head.decode("latin-1").split("\r\n")
-    try:
-        method, target, version = lines[0].split(" ")
-    except ValueError:
-        raise HttpError(400) from None
-    if not version.startswith("HTTP/1."):
-        raise HttpError(505)
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise HttpError(400)
-        headers[name.strip().lower()] = value.strip()
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        raise HttpError(411)  # management clients always send Content-Length
-    try:
-        length = int(headers.get("content-length", "0"))
-    except ValueError:
-        raise HttpError(400) from None
-    if length < 0 or length > MAX_BODY_BYTES:
-        raise HttpError(413)
-    body = await reader.readexactly(length) if length else b""
-    parts = urlsplit(target)
-    return Request(method.upper(), parts.path, parse_qs(parts.query), headers, body, peer_host)
+class _Exchange:
+    """One client connection: h11 state plus the socket, request after request."""
 
+    def __init__(
+        self, server: HttpServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+    ) -> None:
+        import h11
 
-async def _write(
-    writer: asyncio.StreamWriter, resp: Response, version: str, *, keep_alive: bool, head: bool
-) -> None:
-    reason = HTTPStatus(resp.status).phrase if resp.status in HTTPStatus._value2member_map_ else ""
-    lines = [f"{version} {resp.status} {reason}", "server: hashbroker"]
-    headers = dict(resp.headers)
-    if resp.status != 204:
-        headers["content-length"] = str(len(resp.body))
-    if not keep_alive:
-        headers["connection"] = "close"
-    lines.extend(f"{k}: {v}" for k, v in headers.items())
-    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-    if resp.body and not head and resp.status != 204:
-        writer.write(resp.body)
-    await writer.drain()
+        self.h11 = h11
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.peer = peer
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self.loop = asyncio.get_running_loop()
+
+    async def serve(self) -> None:
+        h11 = self.h11
+        t = self.server.timeouts
+        while True:
+            event = await self._next(idle=t.idle, deadline=None)
+            if isinstance(event, h11.ConnectionClosed):
+                return
+            assert isinstance(event, h11.Request)
+            req = request_from_head(event, self.peer)
+            if "transfer-encoding" not in req.headers and not declared_length(req):
+                req.body = await self._body()  # h11's EndOfMessage of a bodiless request
+            try:
+                refused = self.server.check(req) if self.server.check is not None else None
+            except Exception:
+                log.exception("management request %s %s failed", req.method, req.raw_path)
+                refused = Response.json({"error": "internal_error", "reason": "internal error"}, 500)
+            if refused is not None:
+                await self._send(req, refused)
+                if not self._request_read():
+                    return  # the body stays unread: nothing more can be framed on this connection
+            else:
+                length = declared_length(req)
+                if length is not None and length > self.server.max_body:
+                    raise HttpError(413)
+                if not self._request_read():
+                    if self.conn.they_are_waiting_for_100_continue:
+                        self._write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+                    req.body = await self._body()
+                try:
+                    resp = await self.server.handler(req)
+                except Exception:
+                    log.exception("management request %s %s failed", req.method, req.raw_path)
+                    resp = Response.json({"error": "internal_error", "reason": "internal error"}, 500)
+                await self._send(req, resp)
+            if self.conn.our_state is h11.MUST_CLOSE or self.conn.their_state is not h11.DONE:
+                return
+            self.conn.start_next_cycle()
+
+    def _request_read(self) -> bool:
+        """Whether the current request has been read to its end (so a next one could follow)."""
+        return self.conn.their_state in (self.h11.DONE, self.h11.MUST_CLOSE)
+
+    async def _body(self) -> bytes:
+        h11 = self.h11
+        t = self.server.timeouts
+        started = self.loop.time()
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            # the body must keep ahead of min_body_rate, after a grace of Timeouts.body
+            deadline = started + t.body + size / t.min_body_rate
+            event = await self._next(idle=None, deadline=deadline)
+            if isinstance(event, h11.Data):
+                size += len(event.data)
+                if size > self.server.max_body:
+                    raise HttpError(413)
+                parts.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                return b"".join(parts)
+            else:
+                raise HttpError(400)
+
+    async def _next(self, *, idle: float | None, deadline: float | None) -> Any:
+        """The next h11 event. Waiting for a new request: up to `idle` for its first byte, then
+        Timeouts.head for the rest of its head; inside a body: until `deadline`."""
+        h11 = self.h11
+        while True:
+            try:
+                event = self.conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise HttpError(exc.error_status_hint) from None
+            if event is not h11.NEED_DATA:
+                return event
+            if deadline is None:
+                wait = idle if idle is not None else self.server.timeouts.head
+            else:
+                wait = deadline - self.loop.time()
+            if wait <= 0:
+                raise TimeoutError
+            data = await asyncio.wait_for(self.reader.read(65536), wait)
+            if deadline is None:  # the request has begun: its head must now arrive in time
+                deadline = self.loop.time() + self.server.timeouts.head
+                idle = None
+            self.conn.receive_data(data)  # b"" is the end of input: h11 tells a clean close from a cut
+
+    async def _send(self, req: Request, resp: Response) -> None:
+        h11 = self.h11
+        headers = [("server", "hashbroker"), *resp.headers.items()]
+        if resp.status != 204 and resp.status >= 200:
+            headers.append(("content-length", str(len(resp.body))))
+        if not self._request_read():
+            headers.append(("connection", "close"))
+        reason = HTTPStatus(resp.status).phrase if resp.status in HTTPStatus._value2member_map_ else ""
+        self._write(self.conn.send(h11.Response(status_code=resp.status, headers=headers, reason=reason)))
+        if resp.body and req.method != "HEAD" and resp.status != 204:
+            self._write(self.conn.send(h11.Data(data=resp.body)))
+        self._write(self.conn.send(h11.EndOfMessage()))
+        await self.writer.drain()
+
+    def _write(self, data: bytes | None) -> None:
+        if data:
+            self.writer.write(data)

@@ -12,58 +12,27 @@ there), which is what makes reading the broker's unlocked dicts safe.
 
 from __future__ import annotations
 
-import base64
 import os
-import socket
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote_plus
+from typing import TYPE_CHECKING, Any, cast
 
-from amqpwire.fields import Field, FieldTable, field_to_python
-from exchanges.erlang_terms import Atom, phash2
+from broker.management import sessions
+from broker.management.rates import DEPTHS, TOTALS, RateSamples
+from broker.management.sessions import ChannelInfo, ConnectionInfo
+from broker.management.values import json_value, properties_key, table_to_json
 
 if TYPE_CHECKING:
+    from broker.channel import Channel
+    from broker.connection import Connection
+    from broker.entities.exchange import Exchange
+    from broker.entities.queue import Consumer, Queue
     from broker.server import Broker
+    from exchanges.base import Binding
 
-# Client capability the management's own AMQP connections announce, so they can be left out of
-# /api/connections and object_totals (RabbitMQ's management uses internal direct connections that
-# tools never count either).
-MANAGEMENT_CAPABILITY = "hashbroker_management"
 
 # Exchanges every vhost has from birth; RabbitMQ reports them as declared by "rmq-internal".
 _PREDECLARED_PREFIX = "amq."
-
-
-def json_value(value: Any) -> Any:
-    """Turn decoded AMQP field values into what RabbitMQ's management would render in JSON."""
-    if isinstance(value, Field):
-        value = field_to_python(value)
-    if isinstance(value, FieldTable):
-        return {k: json_value(v) for k, v in value}
-    if isinstance(value, dict):
-        return {str(k): json_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_value(v) for v in value]
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", errors="replace")
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    try:  # decimal.Decimal, datetime
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def table_to_json(table: FieldTable | None) -> dict[str, Any]:
-    """AMQP arguments table as a JSON object (first entry wins on duplicates, as RabbitMQ looks up)."""
-    out: dict[str, Any] = {}
-    if table is None:
-        return out
-    for k, v in table:
-        if k not in out:
-            out[k] = json_value(v)
-    return out
 
 
 @dataclass(frozen=True)
@@ -76,6 +45,7 @@ class ExchangeInfo:
     internal: bool
     arguments: dict[str, Any]
     declared_by: str
+    policy: str | None  # the effective policy's name
 
 
 @dataclass(frozen=True)
@@ -93,6 +63,7 @@ class ConsumerInfo:
     peer_port: int
     user: str
     active: bool
+    activity_status: str  # up (any consumer), single_active or waiting (single active consumer)
 
 
 @dataclass(frozen=True)
@@ -109,6 +80,7 @@ class QueueInfo:
     message_bytes_unacknowledged: int
     consumers: list[ConsumerInfo]
     single_active_consumer_tag: str | None
+    policy: str | None  # the effective policy's name
     exclusive_consumer_tag: str | None
     owner: ConnectionInfo | None
     # message_stats counters that are known exactly; absent keys are not reported at all.
@@ -129,23 +101,6 @@ class BindingInfo:
 
 
 @dataclass(frozen=True)
-class ConnectionInfo:
-    name: str
-    user: str
-    vhost: str
-    peer_host: str
-    peer_port: int
-    host: str
-    port: int
-    channels: int
-    state: str
-    frame_max: int
-    channel_max: int
-    timeout: int
-    auth_mechanism: str
-
-
-@dataclass(frozen=True)
 class NodeInfo:
     name: str
     os_pid: str
@@ -157,36 +112,6 @@ class NodeInfo:
     mem_used: int
 
 
-SAMPLE_INTERVAL = 5.0
-"""Seconds between rate samples: RabbitMQ's default `collect_statistics_interval`."""
-
-DEPTHS = ("messages", "messages_ready", "messages_unacknowledged")
-TOTALS = ("", "")
-"""The sample key of the broker-wide queue totals (no queue has an empty vhost name)."""
-
-
-class RateSamples:
-    """The two latest samples of every counter, so a rate is the change per second between them.
-
-    RabbitMQ's management reports each `*_details.rate` over its latest sampling interval: it drops
-    to 0.0 one interval after activity stops, and is 0.0 before two samples exist.
-    """
-
-    def __init__(self) -> None:
-        self._previous: tuple[float, dict[tuple[str, str], dict[str, int]]] = (0.0, {})
-        self._latest: tuple[float, dict[tuple[str, str], dict[str, int]]] = (0.0, {})
-
-    def take(self, now: float, values: dict[tuple[str, str], dict[str, int]]) -> None:
-        self._previous, self._latest = self._latest, (now, values)
-
-    def of(self, key: tuple[str, str]) -> dict[str, float]:
-        (t0, before), (t1, after) = self._previous, self._latest
-        old, new = before.get(key), after.get(key)
-        if old is None or new is None or t1 <= t0:
-            return {}
-        return {k: round((v - old.get(k, 0)) / (t1 - t0), 1) for k, v in new.items()}
-
-
 class BrokerState:
     """A read-only view over one running `broker.server.Broker`."""
 
@@ -194,22 +119,11 @@ class BrokerState:
         self.broker = broker
         self.rates = RateSamples()
         self.started = time.monotonic()
-        self.node_name = f"hashbroker@{socket.gethostname().split('.')[0] or 'localhost'}"
-        cluster = getattr(broker, "cluster", None)  # issue 4: the emulated cluster's local node
-        if cluster is not None:
-            self.node_name = cluster.local
+        self.node_name = broker.cluster.local
 
     def queue_node(self, name: str) -> str:
-        """A queue's node: a shard queue's node from its name (issue 4), else this node."""
-        policies: Any = getattr(self.broker, "policies", None)
-        return policies.queue_node(name) if hasattr(policies, "queue_node") else self.node_name
-
-    def queue_policy(self, vhost: str, name: str) -> str | None:
-        """Name of the queue's effective policy (issue 4), None when there is none."""
-        vh = self.broker.vhosts.get(vhost)
-        q = vh.queues.get(name) if vh is not None else None
-        policy = getattr(q, "policy", None)
-        return getattr(policy, "name", None)
+        """A queue's node: a shard queue's node from its name, else this node."""
+        return self.broker.policies.queue_node(name)
 
     # -- identity & auth ------------------------------------------------------------------------
 
@@ -262,7 +176,7 @@ class BrokerState:
         x = vh.exchanges.get(name) if vh is not None else None
         return self._exchange_info(vhost, x) if x is not None else None
 
-    def _exchange_info(self, vhost: str, x: Any) -> ExchangeInfo:
+    def _exchange_info(self, vhost: str, x: Exchange) -> ExchangeInfo:
         internal_origin = x.name == "" or x.name.startswith(_PREDECLARED_PREFIX)
         return ExchangeInfo(
             vhost=vhost,
@@ -274,6 +188,7 @@ class BrokerState:
             arguments=table_to_json(x.arguments),
             # single-user broker: anything not predeclared was declared by that user
             declared_by="rmq-internal" if internal_origin else self.broker.settings.default_user,
+            policy=x.policy.name if x.policy is not None else None,
         )
 
     # -- queues ---------------------------------------------------------------------------------
@@ -296,14 +211,15 @@ class BrokerState:
         """Bytes of delivered-but-unacked messages per queue (by id), read from the channels."""
         out: dict[int, int] = {}
         for conn in list(self.broker.connections):
-            for ch in list(getattr(conn, "channels", {}).values()):
-                for u in list(getattr(ch, "unacked", {}).values()):
+            for ch in list(conn.channels.values()):
+                for u in list(ch.unacked.values()):
                     out[id(u.queue)] = out.get(id(u.queue), 0) + len(u.entry.msg.body)
         return out
 
-    def _queue_info(self, vhost: str, q: Any, unacked_bytes: dict[int, int]) -> QueueInfo:
-        consumers = [self._consumer_info(vhost, q, c, i) for i, c in enumerate(q.consumers)]
-        sac = consumers[0].tag if q.single_active and consumers else None
+    def _queue_info(self, vhost: str, q: Queue, unacked_bytes: dict[int, int]) -> QueueInfo:
+        active = active_consumer(q)
+        consumers = [self._consumer_info(vhost, q, c, active) for c in q.consumers]
+        sac = active.tag if active is not None else None
         excl = next((c.tag for c in consumers if c.exclusive), None)
         owner = q.exclusive_owner
         return QueueInfo(
@@ -320,8 +236,10 @@ class BrokerState:
             message_bytes_unacknowledged=unacked_bytes.get(id(q), 0),
             consumers=consumers,
             single_active_consumer_tag=sac,
+            policy=q.policy.name if q.policy is not None else None,
             exclusive_consumer_tag=excl,
-            owner=self._connection_info(owner) if owner is not None else None,
+            # the owner of an exclusive queue is always an AMQP connection
+            owner=self._connection_info(cast("Connection", owner)) if owner is not None else None,
             stats=q.stats,  # RabbitMQ's per-queue message_stats counters (a fresh dict)
             rates=self.queue_rates(vhost, q.name),
         )
@@ -351,10 +269,9 @@ class BrokerState:
     def totals_rates(self) -> dict[str, float]:
         return self.rates.of(TOTALS)
 
-    def _consumer_info(self, vhost: str, q: Any, c: Any, index: int) -> ConsumerInfo:
-        ch = c.channel
-        conn = getattr(ch, "conn", None)
-        cinfo = self._connection_info(conn) if conn is not None else None
+    def _consumer_info(self, vhost: str, q: Queue, c: Consumer, active: Consumer | None) -> ConsumerInfo:
+        ch = cast("Channel", c.channel)  # every consumer's channel is an AMQP channel
+        cinfo = self._connection_info(ch.conn)
         return ConsumerInfo(
             tag=c.tag,
             queue=q.name,
@@ -363,12 +280,13 @@ class BrokerState:
             exclusive=bool(c.exclusive),
             prefetch_count=int(c.prefetch),
             arguments=table_to_json(c.args),
-            channel_number=int(getattr(ch, "number", 0)),
-            connection_name=cinfo.name if cinfo else "",
-            peer_host=cinfo.peer_host if cinfo else "",
-            peer_port=cinfo.peer_port if cinfo else 0,
-            user=cinfo.user if cinfo else "",
-            active=index == 0 or not q.single_active,
+            channel_number=ch.number,
+            connection_name=cinfo.name,
+            peer_host=cinfo.peer_host,
+            peer_port=cinfo.peer_port,
+            user=cinfo.user,
+            active=active is None or c is active,
+            activity_status="up" if active is None else "single_active" if c is active else "waiting",
         )
 
     # -- bindings -------------------------------------------------------------------------------
@@ -381,18 +299,7 @@ class BrokerState:
             for qname in vh.queues:
                 out.append(BindingInfo(vname, "", qname, "queue", qname, {}, properties_key(qname, None)))
             for x in vh.exchanges.values():
-                for b in x.binding_set:
-                    out.append(
-                        BindingInfo(
-                            vname,
-                            x.name,
-                            b.destination.name,
-                            b.destination.kind,
-                            b.key,
-                            table_to_json(b.arguments),
-                            properties_key(b.key, b.arguments),
-                        )
-                    )
+                out.extend(_binding_info(vname, x.name, b) for b in x.binding_set)
         out.sort(key=lambda b: (b.vhost, b.source, b.destination_type, b.destination, b.routing_key))
         return out
 
@@ -410,22 +317,11 @@ class BrokerState:
             for x in sorted(vh.exchanges.values(), key=lambda e: e.name):
                 if x.name == "":
                     continue
-                ordered = getattr(x.impl, "bindings", None)
+                ordered = x.impl.bindings if x.impl is not None else []
                 live = set(x.binding_set)
-                seq = [b for b in ordered if b in live] if isinstance(ordered, list) else []
+                seq = [b for b in ordered if b in live]
                 seq += sorted(live - set(seq), key=lambda b: (b.destination, b.key))
-                for b in seq:
-                    out.append(
-                        BindingInfo(
-                            vname,
-                            x.name,
-                            b.destination.name,
-                            b.destination.kind,
-                            b.key,
-                            table_to_json(b.arguments),
-                            properties_key(b.key, b.arguments),
-                        )
-                    )
+                out.extend(_binding_info(vname, x.name, b) for b in seq)
         return out
 
     # -- hash exchanges -----------------------------------------------------------------------------
@@ -439,67 +335,22 @@ class BrokerState:
         x = vh.exchanges.get(name) if vh is not None else None
         if x is None:
             return None
-        impl = x.impl
-        summary = getattr(impl, "state_summary", None) if impl is not None else None
-        return {str(k): json_value(v) for k, v in dict(summary or {}).items()}
-
-    # -- policies -----------------------------------------------------------------------------------
-
-    def native_policies(self) -> Any:
-        """The broker's own policy store, once it has one (issue 4); None until then.
-
-        Looked up by duck typing (`broker.policies`, or a `policies` attribute on each vhost) so the
-        management package picks it up without a code change here when it lands.
-        """
-        store = getattr(self.broker, "policies", None)
-        if store is not None:
-            return store
-        for vh in self.broker.vhosts.values():
-            per_vhost = getattr(vh, "policies", None)
-            if per_vhost is not None:
-                return per_vhost
-        return None
+        summary = x.impl.state_summary if x.impl is not None else {}
+        return {str(k): json_value(v) for k, v in dict(summary).items()}
 
     # -- connections ----------------------------------------------------------------------------
 
     def connections(self) -> list[ConnectionInfo]:
-        out = []
-        for conn in list(self.broker.connections):
-            if self._is_management_connection(conn) or getattr(conn, "state", "") in ("handshake", "closed"):
-                continue
-            out.append(self._connection_info(conn))
-        out.sort(key=lambda c: c.name)
-        return out
+        return sessions.connections(self.broker)
+
+    def channels(self) -> list[ChannelInfo]:
+        return sessions.channels(self.broker)
 
     def channel_count(self) -> int:
         return sum(c.channels for c in self.connections())
 
-    @staticmethod
-    def _is_management_connection(conn: Any) -> bool:
-        caps = getattr(conn, "capabilities", None)
-        if not isinstance(caps, FieldTable):
-            return False
-        f = caps.get(MANAGEMENT_CAPABILITY)
-        return bool(f is not None and f.value)
-
-    def _connection_info(self, conn: Any) -> ConnectionInfo:
-        peer = str(getattr(conn, "peer", ""))
-        host, _, port = peer.rpartition(":")
-        return ConnectionInfo(
-            name=str(getattr(conn, "name", peer)),
-            user=str(getattr(conn, "user", "")),
-            vhost=str(getattr(conn, "vhost_name", "")),
-            peer_host=host,
-            peer_port=int(port) if port.isdigit() else 0,
-            host=self.amqp_host,
-            port=self.amqp_port,
-            channels=len(getattr(conn, "channels", {})),
-            state="running" if getattr(conn, "state", "") == "running" else str(getattr(conn, "state", "")),
-            frame_max=int(getattr(conn, "frame_max", 0)),
-            channel_max=int(getattr(conn, "channel_max", 0)),
-            timeout=int(getattr(conn, "heartbeat", 0)),
-            auth_mechanism=str(getattr(conn, "_auth_mechanism", "") or "PLAIN"),
-        )
+    def _connection_info(self, conn: Connection) -> ConnectionInfo:
+        return sessions.connection_info(conn, self.amqp_host, self.amqp_port)
 
     # -- node -----------------------------------------------------------------------------------
 
@@ -527,37 +378,25 @@ class BrokerState:
         return [vhost] if vhost in self.broker.vhosts else []
 
 
-def properties_key(key: str, arguments: FieldTable | None) -> str:
-    """rabbit_mgmt_format:pack_binding_props: the id of a binding in /api/bindings/... URLs.
+def active_consumer(q: Queue) -> Consumer | None:
+    """The queue's single active consumer as the queue chose it (None: every consumer is active).
 
-    `quote_plus(key)` with "~" escaped, then for bindings with arguments "~" and
-    base64url(<<phash2(Args, 2^32):32>>) over the arguments as RabbitMQ stores them
-    ([{Key, Type, Value}]), so the ids match RabbitMQ's bit for bit.
+    The queue's own choice, never re-derived here: under "consistent-hash" selection it is the
+    ring's owner, not the first consumer.
     """
-    quoted = quote_plus(key, safe="").replace("~", "%7E")
-    if not arguments:
-        return quoted or "~"
-    digest = phash2(_args_term(arguments), 1 << 32).to_bytes(4, "big")
-    return f"{quoted}~{base64.urlsafe_b64encode(digest).decode().rstrip('=')}"
+    return q.sac_active if q.one_active else None
 
 
-def _args_term(table: FieldTable) -> list[Any]:
-    return [(k.encode("utf-8", errors="surrogateescape"), Atom(f.type), _value_term(f)) for k, f in table]
-
-
-def _value_term(f: Field) -> Any:
-    """A field value as the Erlang term RabbitMQ keeps (see exchanges.erlang_terms mapping)."""
-    if f.type == "table":
-        return _args_term(f.value)
-    if f.type == "array":
-        return [(Atom(v.type), _value_term(v)) for v in f.value]
-    if f.type == "bool":
-        return Atom("true" if f.value else "false")
-    if f.type == "void":
-        return Atom("undefined")
-    if f.type == "decimal":
-        return tuple(f.value)
-    return f.value
+def _binding_info(vhost: str, source: str, b: Binding) -> BindingInfo:
+    return BindingInfo(
+        vhost,
+        source,
+        b.destination.name,
+        b.destination.kind,
+        b.key,
+        table_to_json(b.arguments),
+        properties_key(b.key, b.arguments),
+    )
 
 
 def _rss_bytes() -> int:

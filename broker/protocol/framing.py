@@ -66,9 +66,9 @@ class FrameReader:
     """Buffers received bytes between reads: the protocol header, then at most one incomplete frame.
 
     `frame_max` is the negotiated maximum (4096 until tune-ok, like RabbitMQ's initial_frame_max);
-    0 means unlimited. The frames themselves are split by `broker.connection.Connection._ingest`,
-    which raises AmqpError(501) on an oversized frame or a bad end marker (after that the stream is
-    out of sync and the connection closes).
+    0 means unlimited. The frames themselves are split by `broker.protocol.assembler`, which
+    reports a 501 for an oversized frame or a bad end marker (after that the stream is out of sync
+    and the connection closes).
     """
 
     __slots__ = ("_buf", "_need", "frame_max")
@@ -109,6 +109,10 @@ class FrameReader:
     @property
     def buffered(self) -> int:
         return len(self._buf)
+
+    def peek(self) -> bytes:
+        """The buffered bytes that would start the protocol header (at most 8)."""
+        return bytes(self._buf[:8])
 
     def take(self, n: int) -> bytes | None:
         """Remove and return the first n raw bytes (protocol header), None if not yet received."""

@@ -1,0 +1,132 @@
+"""The management API's URL table: path pattern, who may call it (broker.management.authz), handlers.
+
+Patterns are the path segments after `/api/`; "*" matches one (percent-decoded) segment. Order
+matters only where two patterns could match the same path (none do today).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from broker.management.authz import Level, Rule
+from broker.management.http import Request, Response
+from broker.management.views import (
+    bindings,
+    connections,
+    definitions,
+    exchanges,
+    overview,
+    policies,
+    queues,
+    users,
+    vhosts,
+)
+
+if TYPE_CHECKING:
+    from broker.management.api import Api
+
+Handler = Callable[["Api", Request, list[str]], Awaitable[Response]]
+
+MANAGEMENT = Rule(Level.MANAGEMENT)
+MONITOR = Rule(Level.MONITOR)
+ADMIN = Rule(Level.ADMIN)
+VHOST = Rule(Level.VHOST, 1)
+POLICIES = Rule(Level.POLICIES)
+VHOST_POLICIES = Rule(Level.POLICIES, 1)
+
+ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
+    (("overview",), MANAGEMENT, {"GET": overview.get_overview}),
+    (("whoami",), MANAGEMENT, {"GET": overview.get_whoami}),
+    (("nodes",), MONITOR, {"GET": overview.get_nodes}),
+    (("nodes", "*"), MONITOR, {"GET": overview.get_nodes}),
+    (("vhosts",), MANAGEMENT, {"GET": vhosts.get_vhosts}),
+    (
+        ("vhosts", "*"),
+        ADMIN,
+        {"GET": vhosts.get_vhosts, "PUT": vhosts.put_vhost, "DELETE": vhosts.delete_vhost},
+    ),
+    (("vhosts", "*", "permissions"), ADMIN, {"GET": users.get_vhost_permissions}),
+    (("users",), ADMIN, {"GET": users.get_users}),
+    (("users", "*"), ADMIN, {"GET": users.get_users, "PUT": users.put_user, "DELETE": users.delete_user}),
+    (("users", "*", "permissions"), ADMIN, {"GET": users.get_user_permissions}),
+    (("permissions",), ADMIN, {"GET": users.get_permissions}),
+    (
+        ("permissions", "*", "*"),
+        ADMIN,
+        {"GET": users.get_permission, "PUT": users.put_permission, "DELETE": users.delete_permission},
+    ),
+    (("connections",), MANAGEMENT, {"GET": connections.get_connections}),
+    (("channels",), MANAGEMENT, {"GET": connections.get_channels}),
+    (("consumers",), MANAGEMENT, {"GET": connections.get_consumers}),
+    (("consumers", "*"), MANAGEMENT, {"GET": connections.get_consumers}),  # filtered, never refused
+    (("exchanges",), MANAGEMENT, {"GET": exchanges.get_exchanges}),
+    (("exchanges", "*"), VHOST, {"GET": exchanges.get_exchanges}),
+    (
+        ("exchanges", "*", "*"),
+        VHOST,
+        {"GET": exchanges.get_exchanges, "PUT": exchanges.put_exchange, "DELETE": exchanges.delete_exchange},
+    ),
+    (("exchanges", "*", "*", "publish"), VHOST, {"POST": exchanges.publish}),
+    (("exchanges", "*", "*", "bindings", "source"), VHOST, {"GET": bindings.get_exchange_bindings}),
+    (("exchanges", "*", "*", "bindings", "destination"), VHOST, {"GET": bindings.get_exchange_bindings}),
+    (("queues",), MANAGEMENT, {"GET": queues.get_queues}),
+    (("queues", "*"), VHOST, {"GET": queues.get_queues}),
+    (
+        ("queues", "*", "*"),
+        VHOST,
+        {"GET": queues.get_queues, "PUT": queues.put_queue, "DELETE": queues.delete_queue},
+    ),
+    (("queues", "*", "*", "contents"), VHOST, {"DELETE": queues.purge_queue}),
+    (("queues", "*", "*", "get"), VHOST, {"POST": queues.get_messages}),
+    (("queues", "*", "*", "bindings"), VHOST, {"GET": bindings.get_queue_bindings}),
+    (("bindings",), MANAGEMENT, {"GET": bindings.get_bindings}),
+    (("bindings", "*"), VHOST, {"GET": bindings.get_bindings}),
+    (
+        ("bindings", "*", "e", "*", "*", "*"),
+        VHOST,
+        {"GET": bindings.get_binding_pair, "POST": bindings.post_binding},
+    ),
+    (
+        ("bindings", "*", "e", "*", "*", "*", "*"),
+        VHOST,
+        {"GET": bindings.get_binding_pair, "DELETE": bindings.delete_binding},
+    ),
+    (("definitions",), ADMIN, {"GET": definitions.get_definitions, "POST": definitions.post_definitions}),
+    (("definitions", "*"), ADMIN, {"GET": definitions.get_definitions, "POST": definitions.post_definitions}),
+    (("policies",), MANAGEMENT, {"GET": policies.get_policies}),
+    (("policies", "*"), VHOST, {"GET": policies.get_policies}),
+    (
+        ("policies", "*", "*"),
+        VHOST_POLICIES,
+        {"GET": policies.get_policies, "PUT": policies.put_policy, "DELETE": policies.delete_policy},
+    ),
+    (("parameters",), POLICIES, {"GET": policies.get_parameters}),
+    (("parameters", "*"), POLICIES, {"GET": policies.get_parameters}),
+    (("parameters", "*", "*"), Rule(Level.POLICIES, 2), {"GET": policies.get_parameters}),
+    (("hashbroker", "exchanges", "*", "*", "ring"), Rule(Level.VHOST, 2), {"GET": exchanges.get_ring}),
+    (("hashbroker", "nodes"), MONITOR, {"GET": overview.get_cluster_nodes}),
+    (
+        ("hashbroker", "nodes", "*"),
+        ADMIN,
+        {"POST": overview.post_cluster_node, "DELETE": overview.delete_cluster_node},
+    ),
+]
+
+
+def match(method: str, segs: list[str]) -> tuple[Handler | None, Rule | None, set[str]]:
+    """The handler and rule for `method` on `segs`, and the methods the path allows (for 405)."""
+    allowed: set[str] = set()
+    for pattern, rule, methods in ROUTES:
+        if len(pattern) != len(segs):
+            continue
+        if not all(p == "*" or p == s for p, s in zip(pattern, segs, strict=True)):
+            continue
+        names = set(methods)
+        if "GET" in names:
+            names |= {"HEAD", "OPTIONS"}
+        allowed |= names
+        handler = methods.get("GET" if method == "HEAD" else method)
+        if handler is not None:
+            return handler, rule, allowed
+    return None, None, allowed

@@ -1,0 +1,1 @@
+"""One module per management resource: its JSON rendering and its route handlers."""

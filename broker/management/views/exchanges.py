@@ -1,0 +1,172 @@
+"""/api/exchanges: list, declare, delete, publish, and hashbroker's ring view of a hash exchange."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import TYPE_CHECKING, Any
+
+from broker.management.http import Request, Response
+from broker.management.render import (
+    access_refused,
+    bad_request,
+    body_bool,
+    exchange_name,
+    flag,
+    has_null,
+    json_body,
+    not_found,
+    operation_failed,
+)
+from broker.management.state import ExchangeInfo
+from broker.management.writes import AmqpOpError
+
+if TYPE_CHECKING:
+    from broker.management.api import Api
+
+
+def fmt_exchange(api: Api, e: ExchangeInfo, detail: bool = False) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "arguments": e.arguments,
+        "auto_delete": e.auto_delete,
+        "durable": e.durable,
+        "internal": e.internal,
+        "name": e.name,
+        **({"policy": e.policy} if e.policy is not None else {}),
+        "type": e.type,
+        "user_who_performed_action": e.declared_by,
+        "vhost": e.vhost,
+    }
+    if detail:
+        d["incoming"] = []
+        d["outgoing"] = []
+    return d
+
+
+async def get_exchanges(api: Api, req: Request, segs: list[str]) -> Response:
+    if len(segs) >= 2 and not api.state.has_vhost(segs[1]):
+        return not_found()
+    if len(segs) == 3:
+        e = api.state.exchange(segs[1], exchange_name(segs[2]))
+        return Response.json(fmt_exchange(api, e, detail=True)) if e is not None else not_found()
+    vhost = segs[1] if len(segs) == 2 else None
+    seen = api.visible_vhosts(req)
+    return Response.json([fmt_exchange(api, e) for e in api.state.exchanges(vhost) if e.vhost in seen])
+
+
+async def put_exchange(api: Api, req: Request, segs: list[str]) -> Response:
+    vhost, name = segs[1], exchange_name(segs[2])
+    if not api.state.has_vhost(vhost):
+        return not_found()
+    if not api.may_use_vhost(req, vhost):
+        return access_refused()
+    if name == "" or name.startswith("amq."):
+        return access_refused()
+    body = json_body(req)
+    if isinstance(body, Response):
+        return body
+    existed = api.state.exchange(vhost, name) is not None
+    try:
+        await api.writes.declare_exchange(
+            req,
+            vhost,
+            name,
+            body.get("type") or "direct",
+            body_bool(body, "durable"),
+            body_bool(body, "auto_delete"),
+            body_bool(body, "internal"),
+            body.get("arguments") or {},
+        )
+    except AmqpOpError as exc:
+        return operation_failed(exc.code, exc.text)
+    return Response(204 if existed else 201)
+
+
+async def delete_exchange(api: Api, req: Request, segs: list[str]) -> Response:
+    vhost, name = segs[1], exchange_name(segs[2])
+    if api.state.has_vhost(vhost) and not api.may_use_vhost(req, vhost):
+        return access_refused()
+    if name == "" or name.startswith("amq."):
+        return access_refused()
+    if api.state.exchange(vhost, name) is None:
+        return not_found()
+    try:
+        await api.writes.delete_exchange(req, vhost, name, flag(req, "if-unused"))
+    except AmqpOpError as exc:
+        return operation_failed(exc.code, exc.text)
+    return Response(204)
+
+
+async def publish(api: Api, req: Request, segs: list[str]) -> Response:
+    vhost, name = segs[1], exchange_name(segs[2])
+    if not api.state.has_vhost(vhost):
+        return not_found()
+    if not api.may_use_vhost(req, vhost):
+        return access_refused()
+    body = json_body(req)
+    if isinstance(body, Response):
+        return body
+    missing = [k for k in ("routing_key", "properties", "payload", "payload_encoding") if k not in body]
+    if missing:
+        return bad_request("[" + ",".join(f"{{key_missing,{k}}}" for k in missing) + "]")
+    enc = body["payload_encoding"]
+    if enc == "string":
+        payload = str(body["payload"]).encode("utf-8")
+    elif enc == "base64":
+        try:
+            payload = base64.b64decode(str(body["payload"]), validate=True)
+        except binascii.Error:
+            return bad_request("not_base64")
+    else:
+        return bad_request(["unsupported_encoding", enc])
+    props = body["properties"] if isinstance(body["properties"], dict) else {}
+    if has_null(props):
+        return bad_request("null_not_allowed")
+    try:
+        routed = await api.writes.publish(req, vhost, name, str(body["routing_key"]), props, payload)
+    except AmqpOpError as exc:
+        return bad_request(f"{exc.code} {exc.text}")
+    return Response.json({"routed": bool(routed)})
+
+
+async def get_ring(api: Api, req: Request, segs: list[str]) -> Response:
+    """GET /api/hashbroker/exchanges/{vhost}/{name}/ring: the routing state for the dashboard.
+
+    For x-consistent-hash: the ring's runs (`segments`: [first, count, kind, name]), plus
+    per-destination bucket counts, the share of messages the weights predict, and each
+    queue's current message count.
+    """
+    vhost, name = segs[2], exchange_name(segs[3])
+    e = api.state.exchange(vhost, name)
+    summary = api.state.routing_state(vhost, name)
+    if e is None or summary is None:
+        return not_found()
+    raw = summary.get("segments")
+    segments: list[Any] = raw if isinstance(raw, list) else []
+    total = sum(count for _first, count, _kind, _dest in segments)
+    queues = {q.name: q for q in api.state.queues(vhost)}
+    destinations = []
+    for first, count, kind, dest in segments:
+        q = queues.get(dest) if kind == "queue" else None
+        destinations.append(
+            {
+                "kind": kind,
+                "name": dest,
+                "buckets": count,
+                "first_bucket": first,
+                "share": count / total if total else 0.0,
+                "messages": (q.messages_ready + q.messages_unacknowledged) if q is not None else None,
+            }
+        )
+    destinations.sort(key=lambda d: d["first_bucket"])
+    return Response.json(
+        {
+            "vhost": vhost,
+            "name": name,
+            "type": e.type,
+            "arguments": e.arguments,
+            "state": summary,
+            "ring_size": total,
+            "destinations": destinations,
+        }
+    )

@@ -1,0 +1,181 @@
+"""Node-wide resources: /api/overview, /api/nodes, /api/whoami, and hashbroker's emulated cluster nodes."""
+
+from __future__ import annotations
+
+import platform
+from typing import TYPE_CHECKING, Any
+
+from broker import __version__
+from broker.management.http import Request, Response
+from broker.management.rates import DEPTHS
+from broker.management.render import (
+    bad_request,
+    not_found,
+    with_rates,
+)
+
+if TYPE_CHECKING:
+    from broker.management.api import Api
+
+EXCHANGE_TYPE_DESCRIPTIONS = {
+    "direct": "AMQP direct exchange, as per the AMQP specification",
+    "fanout": "AMQP fanout exchange, as per the AMQP specification",
+    "headers": "AMQP headers exchange, as per the AMQP specification",
+    "topic": "AMQP topic exchange, as per the AMQP specification",
+    "x-consistent-hash": "Consistent Hashing Exchange",
+    "x-modulus-hash": "Modulus Hashing Exchange",
+    "x-delayed-message": "Delayed Message Exchange",
+}
+
+
+def exchange_types(api: Api) -> list[dict[str, Any]]:
+    return [
+        {"name": t, "description": EXCHANGE_TYPE_DESCRIPTIONS.get(t, ""), "enabled": True}
+        for t in api.state.exchange_types()
+    ]
+
+
+async def get_overview(api: Api, req: Request, segs: list[str]) -> Response:
+    """The whole node for monitors; for other users, only their vhosts and their own connections,
+    without the node's listeners (rabbit_mgmt_wm_overview)."""
+    s = api.state
+    full = api.who(req).is_monitor
+    seen = api.visible_vhosts(req)
+    qs = [q for q in s.queues() if full or q.vhost in seen]
+    ready = sum(q.messages_ready for q in qs)
+    unacked = sum(q.messages_unacknowledged for q in qs)
+    rates = s.totals_rates() if full else {k: sum(q.rates.get(k, 0.0) for q in qs) for k in DEPTHS}
+    totals = {
+        "channels": sum(1 for ch in s.channels() if full or ch.connection.user == req.user),
+        "connections": sum(1 for c in s.connections() if full or c.user == req.user),
+        "exchanges": sum(1 for e in s.exchanges() if full or e.vhost in seen),
+        "queues": len(qs),
+    }
+    if full:
+        totals["consumers"] = sum(len(q.consumers) for q in qs)
+    node = s.node_name
+    body = {
+        "management_version": s.compat_version,
+        "rates_mode": "basic",
+        "sample_retention_policies": {
+            "global": [600, 3600, 28800, 86400],
+            "basic": [600, 3600],
+            "detailed": [600],
+        },
+        "exchange_types": exchange_types(api),
+        "product_version": __version__,
+        "product_name": "hashbroker",
+        "rabbitmq_version": s.compat_version,
+        "cluster_name": node,
+        "erlang_version": f"none (Python {platform.python_version()})",
+        "erlang_full_version": (f"none ({platform.python_implementation()} {platform.python_version()})"),
+        "disable_stats": False,
+        "enable_queue_totals": False,
+        "message_stats": {},
+        "churn_rates": {},
+        "queue_totals": with_rates(
+            {
+                "messages": ready + unacked,
+                "messages_ready": ready,
+                "messages_unacknowledged": unacked,
+            },
+            "messages",
+            "messages_ready",
+            "messages_unacknowledged",
+            rates=rates,
+        ),
+        "object_totals": dict(sorted(totals.items())),
+        "statistics_db_event_queue": 0,
+        "node": node,
+        "listeners": [
+            {
+                "node": node,
+                "protocol": "amqp",
+                "ip_address": s.amqp_host,
+                "port": s.amqp_port,
+                "socket_opts": {},
+            },
+            {
+                "node": node,
+                "protocol": "http",
+                "ip_address": api.http_host,
+                "port": api.http_port,
+                "socket_opts": {},
+            },
+        ],
+        "contexts": [
+            {
+                "node": node,
+                "description": "RabbitMQ Management",
+                "path": "/",
+                "port": str(api.http_port),
+            }
+        ],
+    }
+    if not full:
+        for key in ("node", "listeners", "contexts"):
+            del body[key]
+    return Response.json(body)
+
+
+async def get_nodes(api: Api, req: Request, segs: list[str]) -> Response:
+    n = api.state.node()
+    node = {
+        "name": n.name,
+        "type": "disc",
+        "running": True,
+        "os_pid": n.os_pid,
+        "uptime": n.uptime_ms,
+        "processors": n.processors,
+        "rates_mode": "basic",
+        "partitions": [],
+        "mem_used": n.mem_used,
+        "mem_alarm": False,
+        "disk_free_alarm": False,
+        "being_drained": False,
+        "exchange_types": exchange_types(api),
+        "auth_mechanisms": [
+            {"name": "PLAIN", "description": "SASL PLAIN authentication mechanism", "enabled": True},
+            {"name": "AMQPLAIN", "description": "QPid AMQPLAIN mechanism", "enabled": True},
+        ],
+        "applications": [{"name": "hashbroker", "description": "hashbroker", "version": __version__}],
+        "enabled_plugins": ["rabbitmq_management"],
+    }
+    nodes = [{**node, "name": name} for name in api.state.broker.cluster.nodes]  # the emulated cluster
+    if len(segs) == 2:
+        found = [x for x in nodes if x["name"] == segs[1]]
+        return Response.json(found[0]) if found else not_found()
+    return Response.json(nodes)
+
+
+async def get_whoami(api: Api, req: Request, segs: list[str]) -> Response:
+    user = req.user
+    return Response.json({"name": user, "tags": api.state.user_tags(user)})
+
+
+async def get_cluster_nodes(api: Api, req: Request, segs: list[str]) -> Response:
+    """GET /api/hashbroker/nodes: the emulated cluster."""
+    cluster = api.state.broker.cluster
+    return Response.json({"local": cluster.local, "nodes": cluster.nodes})
+
+
+async def post_cluster_node(api: Api, req: Request, segs: list[str]) -> Response:
+    """POST /api/hashbroker/nodes/{name}: a node joins; sharded exchanges get its shards."""
+    from broker.cluster import ClusterError
+
+    try:
+        added = api.state.broker.policies.add_node(segs[2])
+    except ClusterError as exc:
+        return bad_request(str(exc))
+    return Response(201 if added else 204)
+
+
+async def delete_cluster_node(api: Api, req: Request, segs: list[str]) -> Response:
+    """DELETE /api/hashbroker/nodes/{name}: a node leaves (its shard queues stay)."""
+    from broker.cluster import ClusterError
+
+    try:
+        api.state.broker.policies.remove_node(segs[2])
+    except ClusterError as exc:
+        return not_found() if "not a cluster node" in str(exc) else bad_request(str(exc))
+    return Response(204)

@@ -1,0 +1,179 @@
+"""/api/queues: list, declare, delete, purge (`/contents`) and get messages (`/get`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.management.http import Request, Response
+from broker.management.render import (
+    access_refused,
+    bad_request,
+    body_bool,
+    flag,
+    json_body,
+    not_authorised,
+    not_found,
+    operation_failed,
+    with_rates,
+)
+from broker.management.state import QueueInfo
+from broker.management.views.connections import fmt_consumer
+from broker.management.writes import ACK_MODES, AmqpOpError
+
+if TYPE_CHECKING:
+    from broker.management.api import Api
+
+
+def fmt_queue(api: Api, q: QueueInfo, detail: bool = False) -> dict[str, Any]:
+    messages = q.messages_ready + q.messages_unacknowledged
+    nbytes = q.message_bytes_ready + q.message_bytes_unacknowledged
+    d: dict[str, Any] = {
+        "arguments": q.arguments,
+        "auto_delete": q.auto_delete,
+        "consumer_capacity": 1.0 if q.consumers else 0,
+        "consumer_utilisation": 1.0 if q.consumers else 0,
+        "consumers": len(q.consumers),
+        "durable": q.durable,
+        "effective_policy_definition": {},
+        "exclusive": q.exclusive,
+        "exclusive_consumer_tag": q.exclusive_consumer_tag,
+        "head_message_timestamp": None,
+        "memory": nbytes,
+        "message_bytes": nbytes,
+        "message_bytes_paged_out": 0,
+        "message_bytes_persistent": 0,  # not tracked: durable messages are in broker.store
+        "message_bytes_ram": nbytes,
+        "message_bytes_ready": q.message_bytes_ready,
+        "message_bytes_unacknowledged": q.message_bytes_unacknowledged,
+        "messages": messages,
+        "messages_paged_out": 0,
+        "messages_persistent": 0,
+        "messages_ram": messages,
+        "messages_ready": q.messages_ready,
+        "messages_ready_ram": q.messages_ready,
+        "messages_unacknowledged": q.messages_unacknowledged,
+        "messages_unacknowledged_ram": q.messages_unacknowledged,
+        "name": q.name,
+        "node": api.state.queue_node(q.name),
+        "operator_policy": None,
+        "policy": q.policy,
+        "recoverable_slaves": None,
+        "single_active_consumer_tag": q.single_active_consumer_tag,
+        "state": "running",
+        "type": "classic",
+        "vhost": q.vhost,
+    }
+    with_rates(d, "messages", "messages_ready", "messages_unacknowledged", rates=q.rates)
+    if q.stats:
+        d["message_stats"] = with_rates(dict(q.stats), *q.stats, rates=q.rates)
+    if q.owner is not None:
+        d["owner_pid_details"] = {
+            "name": q.owner.name,
+            "peer_port": q.owner.peer_port,
+            "peer_host": q.owner.peer_host,
+        }
+    if detail:
+        d["consumer_details"] = [fmt_consumer(api, c) for c in q.consumers]
+        d["deliveries"] = []
+        d["incoming"] = []
+    return d
+
+
+async def get_queues(api: Api, req: Request, segs: list[str]) -> Response:
+    if len(segs) >= 2 and not api.state.has_vhost(segs[1]):
+        return not_found()
+    if len(segs) == 3:
+        q = api.state.queue(segs[1], segs[2])
+        return Response.json(fmt_queue(api, q, detail=True)) if q is not None else not_found()
+    vhost = segs[1] if len(segs) == 2 else None
+    seen = api.visible_vhosts(req)
+    return Response.json([fmt_queue(api, q) for q in api.state.queues(vhost) if q.vhost in seen])
+
+
+async def put_queue(api: Api, req: Request, segs: list[str]) -> Response:
+    vhost, name = segs[1], segs[2]
+    if not api.state.has_vhost(vhost):
+        return not_found()
+    if not api.may_use_vhost(req, vhost):
+        return access_refused()
+    body = json_body(req)
+    if isinstance(body, Response):
+        return body
+    existed = api.state.queue(vhost, name) is not None
+    try:
+        await api.writes.declare_queue(
+            req,
+            vhost,
+            name,
+            body_bool(body, "durable"),
+            body_bool(body, "auto_delete"),
+            body.get("arguments") or {},
+        )
+    except AmqpOpError as exc:
+        return operation_failed(exc.code, exc.text)
+    return Response(204 if existed else 201)
+
+
+async def delete_queue(api: Api, req: Request, segs: list[str]) -> Response:
+    vhost, name = segs[1], segs[2]
+    if api.state.has_vhost(vhost) and not api.may_use_vhost(req, vhost):
+        return access_refused()
+    if api.state.queue(vhost, name) is None:
+        return not_found()
+    try:
+        await api.writes.delete_queue(
+            req,
+            vhost,
+            name,
+            flag(req, "if-unused"),
+            flag(req, "if-empty"),
+        )
+    except AmqpOpError as exc:
+        return operation_failed(exc.code, exc.text)
+    return Response(204)
+
+
+async def purge_queue(api: Api, req: Request, segs: list[str]) -> Response:
+    vhost, name = segs[1], segs[2]
+    if api.state.has_vhost(vhost) and not api.may_use_vhost(req, vhost):
+        return access_refused()
+    if api.state.queue(vhost, name) is None:
+        return not_found()
+    try:
+        await api.writes.purge_queue(req, vhost, name)
+    except AmqpOpError as exc:
+        return operation_failed(exc.code, exc.text)
+    return Response(204)
+
+
+async def get_messages(api: Api, req: Request, segs: list[str]) -> Response:
+    vhost, name = segs[1], segs[2]
+    if not api.state.has_vhost(vhost):
+        return not_found()
+    if not api.may_use_vhost(req, vhost):
+        return access_refused()
+    body = json_body(req)
+    if isinstance(body, Response):
+        return body
+    missing = [k for k in ("count", "ackmode", "encoding") if k not in body]
+    if missing:
+        return bad_request("[" + ",".join(f"{{key_missing,{k}}}" for k in missing) + "]")
+    ackmode, encoding = body["ackmode"], body["encoding"]
+    if encoding not in ("auto", "base64"):
+        return bad_request("Unsupported encoding. Please use auto or base64.")
+    if ackmode not in ACK_MODES:
+        return bad_request(f"unknown ackmode {ackmode!r}")
+    try:
+        count = int(body["count"])
+        truncate = int(body["truncate"]) if body.get("truncate") not in (None, "") else None
+    except (TypeError, ValueError):
+        return bad_request("count and truncate must be integers")
+    try:
+        msgs = await api.writes.get_messages(req, vhost, name, count, ackmode, encoding, truncate)
+    except AmqpOpError as exc:
+        if exc.code == 404:
+            return Response.json({"error": "not_found", "reason": exc.text}, 404)
+        if exc.code == 403:  # rabbit_mgmt_wm_queue_get shows the channel's full reply text
+            return not_authorised(exc.text)
+        return operation_failed(exc.code, exc.text)
+    return Response.json(msgs)

@@ -1,0 +1,483 @@
+"""Bytes in, typed commands out: the frame reader and command assembler of one connection.
+
+Modelled on h11 and on RabbitMQ's rabbit_reader + rabbit_command_assembler. `receive_data` takes
+what the socket read; `events()` (or `next_event()`) yields ``(channel, command)`` pairs: a typed
+method tuple from `broker.protocol.commands`, a whole `Publish` (method, content header and body
+assembled), or a `ProtocolHeader`, `FrameFailure` or `Crash` for the adapter to act on. Errors are
+events rather than exceptions so that the stream keeps being read after a connection error (the
+peer's close-ok must still be seen). Nothing here knows sockets, the event loop or the clock.
+
+The channel bookkeeping the framing rules need lives here too: which channels are open (frames on
+others are 504 "expected 'channel.open'"), which ones the server is closing (everything but
+close/close-ok is dropped), and the connection's closing state.
+
+Shortcut: a basic.publish whose content header and single body frame already follow it in the
+same read is taken whole, slicing the property bytes and body straight out of the read; when the
+content is not all in this read, or anything is unusual (wrong type or channel, oversized, bad end
+marker, several body frames), the publish goes to the frame-by-frame assembly, which then reports
+RabbitMQ's errors. The basic.publish fields are decoded in one place (`events`) for both paths;
+the shortcut is inlined there because it runs once per message.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from amqpwire.errors import AmqpError, ReplyCode, not_allowed, unexpected_frame
+from amqpwire.errors import frame_error as frame_error_text
+from broker.protocol.commands import (
+    ChannelClose,
+    ChannelOpen,
+    ConnectionClose,
+    ConnectionCloseOk,
+    decode_method,
+    method_ids,
+)
+from broker.protocol.framing import (
+    ACCEPTED_HEADERS,
+    EMPTY_FRAME_SIZE,
+    FRAME_BODY,
+    FRAME_END,
+    FRAME_HEADER,
+    FRAME_HEARTBEAT,
+    FRAME_METHOD,
+    FRAME_MIN_SIZE,
+    PROTOCOL_HEADER,
+    FrameReader,
+    ReaderCrash,
+    erl_binary,
+    frame_error,
+    unexpected_frame_error,
+)
+from broker.protocol.methods import method_frame, simple_payload
+
+_HDR = struct.Struct(">BHI")
+_HEADER_FRAME = struct.Struct(">BHIHHQ")  # frame header + content header's class, weight, body size
+_CONTENT_HEAD = struct.Struct(">HHQ")
+PUBLISH_IDS = (60, 40)
+_PUBLISH_HEAD = b"\x00\x3c\x00\x28"
+_CHANNEL_CLOSE = (20, 40)
+_CHANNEL_CLOSES = frozenset({_CHANNEL_CLOSE, (20, 41)})
+_NO_METHOD = (0, 0)
+
+
+Publish = tuple[str, str, bool, bool, bytes, bytes]
+"""A whole basic.publish: (exchange, routing key, mandatory, immediate, the content header's
+property bytes as received, body). The one command built once per message travels as a plain
+tuple: building a NamedTuple instance costs as much as the rest of its decoding. Every other
+command is a NamedTuple subclass, so a dispatch table finds it under `PUBLISH` (`tuple`)."""
+
+PUBLISH = tuple
+
+
+class ProtocolHeader(NamedTuple):
+    """The first octets of the connection: all 8, or fewer that already differ from ours."""
+
+    data: bytes
+
+    @property
+    def accepted(self) -> bool:
+        return self.data in ACCEPTED_HEADERS
+
+
+class FrameFailure(NamedTuple):
+    """A frame the assembler refused. `culprit` is the (class, method) the close names (as
+    rabbit_command_assembler: the frame's own method, the pending basic.publish for content frames,
+    0/0 for a crash or a frame no method owns); `fatal`: the stream lost sync, close at once."""
+
+    error: AmqpError
+    channel: int
+    culprit: tuple[int, int]
+    fatal: bool = False
+
+
+class Crash(NamedTuple):
+    """Input that crashes RabbitMQ's reader: the socket closes without a word."""
+
+    reason: str
+
+
+class _Content:
+    """A basic.publish waiting for its content header (size < 0) or for the rest of its body."""
+
+    __slots__ = ("exchange", "got", "immediate", "mandatory", "parts", "props", "routing_key", "size")
+
+    def __init__(self, exchange: str, routing_key: str, bits: int) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.mandatory = bits & 1 == 1
+        self.immediate = bits & 2 == 2
+        self.props = b""
+        self.size = -1
+        self.parts: list[bytes] = []
+        self.got = 0
+
+    def complete(self, body: bytes) -> Publish:
+        return (self.exchange, self.routing_key, self.mandatory, self.immediate, self.props, body)
+
+
+class CommandAssembler:
+    """One connection's inbound protocol state (see the module docstring)."""
+
+    __slots__ = (
+        "_awaiting_header",
+        "_chunk",
+        "_content",
+        "_gen",
+        "_header",
+        "channel_max",
+        "channels",
+        "closing",
+        "closing_channels",
+        "fast",
+        "frame_max",
+        "frames_in",
+        "outbox",
+        "reader",
+        "running",
+    )
+
+    def __init__(self) -> None:
+        self.reader = FrameReader(FRAME_MIN_SIZE)
+        self.frame_max = FRAME_MIN_SIZE  # RabbitMQ's initial_frame_max until tune-ok; 0: no limit
+        self.channel_max = 0
+        self.running = False  # connection.open done: channel frames are allowed
+        self.closing = False  # the server sent connection.close: only close/close-ok matter now
+        self.channels: set[int] = set()
+        self.closing_channels: set[int] = set()
+        self.fast = True  # the single-read publish shortcut (off only to compare both paths)
+        self.outbox: list[bytes] = []  # frames the protocol itself answers (a crossing channel.close)
+        self.frames_in = 0
+        self._content: dict[int, _Content] = {}
+        self._awaiting_header = True
+        self._header: ProtocolHeader | None = None
+        self._chunk = b""
+        self._gen: Iterator[tuple[int, Any]] | None = None
+
+    # -- input ------------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Take one read; drain `events()` before the next one."""
+        reader = self.reader
+        if self._awaiting_header:
+            reader.feed(data)
+            raw = reader.take(8)
+            if raw is None:
+                seen = reader.peek()
+                if seen and not PROTOCOL_HEADER.startswith(seen):
+                    self._header = ProtocolHeader(seen)
+                    self._awaiting_header = False
+                return
+            self._header = ProtocolHeader(raw)
+            self._awaiting_header = False
+            chunk = reader.gather(b"")
+        else:
+            chunk = reader.gather(data)
+        if chunk:
+            self._chunk = chunk
+
+    def next_event(self) -> tuple[int, Any] | None:
+        """The next command of the data received so far, None when more data is needed."""
+        gen = self._gen
+        if gen is None:
+            gen = self._gen = self.events()
+        event = next(gen, None)
+        if event is None:
+            self._gen = None
+        return event
+
+    def events(self) -> Iterator[tuple[int, Any]]:
+        """Every command the received data completes, in order, evaluated lazily so that a command
+        the adapter handles (tune-ok setting frame_max, a close) applies to the frames after it."""
+        header = self._header
+        if header is not None:
+            self._header = None
+            yield 0, header
+            if not header.accepted:
+                return
+        data = self._chunk
+        if not data:
+            return
+        self._chunk = b""
+        unpack = _HDR.unpack_from
+        channels = self.channels
+        content = self._content
+        fast = self.fast
+        limit = self.frame_max
+        pos = 0
+        end = len(data)
+        frames = 0
+        try:
+            while end - pos >= 7:
+                ftype, channel, size = unpack(data, pos)
+                if limit and size > limit:
+                    err = frame_error(ftype, b"", f"{{frame_too_large,{size},{limit - EMPTY_FRAME_SIZE}}}")
+                    pos = end
+                    yield 0, FrameFailure(err, 0, _NO_METHOD, True)
+                    return
+                stop = pos + 7 + size
+                if stop >= end:
+                    break
+                if data[stop] != FRAME_END:
+                    marker = f"{{invalid_frame_end_marker,{data[stop]}}}"
+                    err = frame_error(ftype, data[pos + 7 : stop], marker)
+                    pos = end
+                    yield 0, FrameFailure(err, 0, _NO_METHOD, True)
+                    return
+                frames += 1
+                if (
+                    ftype == FRAME_METHOD
+                    and channel in channels
+                    and channel not in content
+                    and data.startswith(_PUBLISH_HEAD, pos + 7)
+                ):
+                    # basic.publish, the one decoder of its fields (a payload they do not fit goes
+                    # on to `_channel_frame`, which reports the 501)
+                    p = pos + 13  # frame header, class, method, ticket
+                    ex_end = p + 1 + data[p] if p < stop else stop
+                    rk_end = ex_end + 1 + data[ex_end] if ex_end < stop else stop
+                    if rk_end < stop:
+                        exchange = (
+                            data[p + 1 : ex_end].decode("utf-8", "surrogateescape") if ex_end > p + 1 else ""
+                        )
+                        routing_key = data[ex_end + 1 : rk_end].decode("utf-8", "surrogateescape")
+                        bits = data[rk_end]
+                        h = stop + 1
+                        if fast and end - h >= 22:  # the single-read shortcut (see the docstring)
+                            ftype, hchannel, hsize, class_id, weight, body_size = _HEADER_FRAME.unpack_from(
+                                data, h
+                            )
+                            hstop = h + 7 + hsize
+                            if (
+                                ftype == FRAME_HEADER
+                                and hchannel == channel
+                                and class_id == 60
+                                and not weight
+                                and hsize >= 14
+                                and not (limit and hsize > limit)
+                                and hstop < end
+                                and data[hstop] == FRAME_END
+                            ):
+                                after = hstop + 1
+                                if not body_size:
+                                    frames += 1
+                                    pos = after
+                                    yield (
+                                        channel,
+                                        (
+                                            exchange,
+                                            routing_key,
+                                            bits & 1 == 1,
+                                            bits & 2 == 2,
+                                            data[h + 19 : hstop],
+                                            b"",
+                                        ),
+                                    )
+                                    continue
+                                if end - after >= 8:
+                                    ftype, bchannel, bsize = unpack(data, after)
+                                    bstop = after + 7 + bsize
+                                    if (
+                                        ftype == FRAME_BODY
+                                        and bchannel == channel
+                                        and bsize == body_size
+                                        and not (limit and bsize > limit)
+                                        and bstop < end
+                                        and data[bstop] == FRAME_END
+                                    ):
+                                        frames += 2
+                                        pos = bstop + 1
+                                        yield (
+                                            channel,
+                                            (
+                                                exchange,
+                                                routing_key,
+                                                bits & 1 == 1,
+                                                bits & 2 == 2,
+                                                data[h + 19 : hstop],
+                                                data[after + 7 : bstop],
+                                            ),
+                                        )
+                                        continue
+                        content[channel] = _Content(exchange, routing_key, bits)
+                        pos = h
+                        continue
+                payload = data[pos + 7 : stop]
+                pos = stop + 1
+                if channel in channels and 0 < ftype <= FRAME_BODY:
+                    event = self._channel_frame(ftype, channel, payload)
+                else:
+                    event = self._other_frame(ftype, channel, payload)
+                if event is not None:
+                    yield event
+                    limit = self.frame_max  # the adapter may have applied a tune-ok meanwhile
+        finally:
+            self.frames_in += frames
+            self.reader.keep(data, pos)
+
+    def _channel_frame(self, ftype: int, channel: int, payload: bytes) -> tuple[int, Any] | None:
+        """A method, header or body frame on an open channel."""
+        pending = self._content.get(channel)
+        if pending is None:
+            if ftype != FRAME_METHOD:
+                return _fail(unexpected_frame("expected method frame, got non method frame instead"), channel)
+            if payload.startswith(_PUBLISH_HEAD):  # `_publish` could not parse its fields
+                err = AmqpError(ReplyCode.FRAME_ERROR, f"cannot decode {erl_binary(payload[4:])}")
+                return _fail(err, channel, PUBLISH_IDS)
+            try:
+                command = decode_method(payload)
+            except AmqpError as err:
+                return _fail(err, channel, method_ids(payload))
+            except ReaderCrash as crash:
+                return 0, Crash(str(crash))
+            if type(command) is ChannelClose:  # the session answers close-ok: the channel is gone
+                self.channels.discard(channel)
+            return channel, command
+        if pending.size < 0:
+            return self._content_header(ftype, channel, payload, pending)
+        if ftype != FRAME_BODY:
+            return _fail(
+                unexpected_frame("expected content body, got non content body frame instead"),
+                channel,
+                PUBLISH_IDS,
+            )
+        pending.got += len(payload)
+        if pending.got == pending.size:
+            del self._content[channel]
+            parts = pending.parts
+            if parts:
+                parts.append(payload)
+                return channel, pending.complete(b"".join(parts))
+            return channel, pending.complete(payload)
+        if pending.got < pending.size:
+            pending.parts.append(payload)
+        else:
+            # More body than the header declared: RabbitMQ's assembler completes only when the
+            # remaining size hits exactly 0, so it waits for body frames for ever (the next method
+            # frame is UNEXPECTED_FRAME). Drop the parts: this content can never complete.
+            pending.parts = []
+        return None
+
+    def _content_header(
+        self, ftype: int, channel: int, payload: bytes, pending: _Content
+    ) -> tuple[int, Any] | None:
+        wrong = "expected content header for class 60, got non content header frame instead"
+        if ftype != FRAME_HEADER:
+            return _fail(unexpected_frame(wrong), channel, PUBLISH_IDS)
+        if len(payload) < 12:  # too short for analyze_frame's header pattern
+            return _fail(frame_error(ftype, payload, "unknown_frame"), channel, PUBLISH_IDS)
+        if len(payload) < 14:
+            return _fail(frame_error_text(f"cannot decode {payload!r}"), channel, PUBLISH_IDS)
+        class_id, weight, size = _CONTENT_HEAD.unpack_from(payload, 0)
+        if weight != 0:
+            return _fail(unexpected_frame(wrong), channel, PUBLISH_IDS)
+        if class_id != 60:
+            text = f"expected content header for class 60, got one for class {class_id} instead"
+            return _fail(unexpected_frame(text), channel, PUBLISH_IDS)
+        pending.props = payload[12:]
+        if size == 0:
+            del self._content[channel]
+            return channel, pending.complete(b"")
+        pending.size = size
+        return None
+
+    def _other_frame(self, ftype: int, channel: int, payload: bytes) -> tuple[int, Any] | None:
+        """Frames on channel 0, on channels that are not open, and heartbeats."""
+        if ftype == FRAME_HEARTBEAT:
+            if channel != 0:
+                return _fail(unexpected_frame_error(ftype, payload), channel)
+            return None
+        if ftype not in (FRAME_METHOD, FRAME_HEADER, FRAME_BODY):
+            return _fail(frame_error(ftype, payload, "unknown_frame"), channel)
+        culprit = method_ids(payload) if ftype == FRAME_METHOD else _NO_METHOD
+        if self.closing:
+            if channel == 0 and ftype == FRAME_METHOD:
+                try:
+                    command = decode_method(payload)
+                except (AmqpError, ReaderCrash):
+                    return None
+                if type(command) in (ConnectionClose, ConnectionCloseOk):
+                    return 0, command
+            return None
+        try:
+            if channel == 0:
+                if ftype != FRAME_METHOD:
+                    return _fail(unexpected_frame_error(ftype, payload), 0)
+                return 0, decode_method(payload)
+            if not self.running:
+                # RabbitMQ 3.10.8's reader rejects a channel frame before connection.open as a bare
+                # frame: 505 with class/method 0/0 even when it is a method frame (e.g. channel.open)
+                return _fail(unexpected_frame_error(ftype, payload), channel)
+            if channel in self.closing_channels:
+                # we sent channel.close: only close-ok (or a crossing close, answered) matters now
+                if culprit in _CHANNEL_CLOSES:
+                    if culprit == _CHANNEL_CLOSE:
+                        self.outbox.append(method_frame(channel, simple_payload(20, 41)))
+                    self.closing_channels.discard(channel)
+                return None
+            # undecodable methods report 501 (or crash) before the channel is found closed
+            command = decode_method(payload) if ftype == FRAME_METHOD else None
+            if type(command) is not ChannelOpen:
+                return _fail(AmqpError(ReplyCode.CHANNEL_ERROR, "expected 'channel.open'"), channel, culprit)
+            if self.channel_max and len(self.channels) >= self.channel_max:
+                text = (
+                    f"number of channels opened ({len(self.channels)}) has reached the "
+                    f"negotiated channel_max ({self.channel_max})"
+                )
+                return _fail(not_allowed(text), channel, culprit)
+            self.channels.add(channel)
+            return channel, command
+        except AmqpError as err:
+            return _fail(err, channel, culprit)
+        except ReaderCrash as crash:
+            return 0, Crash(str(crash))
+
+    # -- what the session tells the protocol -------------------------------------------------------
+
+    def opened(self, frame_max: int, channel_max: int) -> None:
+        """connection.open accepted, with the limits tune-ok negotiated."""
+        self.frame_max = frame_max
+        self.reader.frame_max = frame_max
+        self.channel_max = channel_max
+        self.running = True
+
+    def tuned(self, frame_max: int, channel_max: int) -> None:
+        """tune-ok accepted: its frame_max applies to the frames after it."""
+        self.frame_max = frame_max
+        self.reader.frame_max = frame_max
+        self.channel_max = channel_max
+
+    def channel_closing(self, channel: int) -> None:
+        """The server sent channel.close: drop the channel's content, wait for close-ok."""
+        self.channels.discard(channel)
+        self._content.pop(channel, None)
+        self.closing_channels.add(channel)
+
+    def channel_closed(self, channel: int) -> None:
+        """A channel is gone (the client closed it, or its close-ok arrived)."""
+        self.channels.discard(channel)
+        self._content.pop(channel, None)
+        self.closing_channels.discard(channel)
+
+    def connection_closing(self) -> None:
+        """The server sent connection.close: every channel is gone."""
+        self.closing = True
+        self.channels.clear()
+        self._content.clear()
+
+
+def _fail(err: AmqpError, channel: int, culprit: tuple[int, int] = _NO_METHOD) -> tuple[int, FrameFailure]:
+    return 0, FrameFailure(err, channel, culprit if err.in_method else _NO_METHOD)
+
+
+__all__ = [
+    "PUBLISH",
+    "PUBLISH_IDS",
+    "CommandAssembler",
+    "Crash",
+    "FrameFailure",
+    "ProtocolHeader",
+    "Publish",
+]

@@ -1,0 +1,244 @@
+"""The AMQP 0-9-1 connection handshake as a pure state machine (rabbit_reader's handshake half).
+
+States: ``awaiting_header`` -> ``starting`` (we sent connection.start) -> ``tuning`` (start-ok
+authenticated, we sent connection.tune) -> ``opening`` (tune-ok negotiated) -> ``running``
+(connection.open accepted). Each input returns a list of actions for the adapter to perform:
+`Send` bytes, `Authenticate` the credentials (auth stays in the broker), `OpenVhost`, `Tuned`
+(apply the limits, start heartbeats), `ArmTimer` / `CancelTimer` for the handshake timeout, and
+`CloseSocket`. The transitions are the `_TRANSITIONS` table; a method without a row is 504
+"unexpected method in connection state ...". Errors are raised as `AmqpError`; what the adapter
+does with them depends on `state` (RabbitMQ closes silently before tune-ok, see `silent_errors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from amqpwire.errors import AmqpError, ReplyCode, command_invalid, not_allowed, syntax_error
+from amqpwire.fields import FieldDecodeError, FieldTable
+from broker.protocol.assembler import ProtocolHeader
+from broker.protocol.commands import (
+    ConnectionOpen,
+    ConnectionSecureOk,
+    ConnectionStartOk,
+    ConnectionTuneOk,
+)
+from broker.protocol.framing import FRAME_MIN_SIZE, PROTOCOL_HEADER
+from broker.protocol.methods import close_payload, encode_method, method_frame, simple_payload
+
+HANDSHAKE_TIMEOUT = 10.0  # seconds; RabbitMQ's handshake_timeout default (10000 ms)
+
+
+class Send(NamedTuple):
+    data: bytes
+
+
+class Authenticate(NamedTuple):
+    """Check these credentials, then call `Handshake.authenticated`."""
+
+    mechanism: str
+    username: str
+    password: str
+
+
+class OpenVhost(NamedTuple):
+    """Resolve the vhost and the user's access (raise AmqpError 530), then call `Handshake.opened`."""
+
+    name: str
+
+
+class Tuned(NamedTuple):
+    """Apply the negotiated limits; a non-zero heartbeat starts the heartbeat policy."""
+
+    frame_max: int
+    channel_max: int
+    heartbeat: int
+
+
+class ArmTimer(NamedTuple):
+    """Call `Handshake.timed_out` after this many seconds (unless cancelled)."""
+
+    seconds: float
+
+
+class CancelTimer(NamedTuple):
+    pass
+
+
+class CloseSocket(NamedTuple):
+    """Close the connection's socket; `reset` aborts it (RST) as RabbitMQ's exiting reader does."""
+
+    reason: str
+    reset: bool = False
+
+
+Action = Send | Authenticate | OpenVhost | Tuned | ArmTimer | CancelTimer | CloseSocket
+
+
+class Handshake:
+    """One connection's handshake (see the module docstring)."""
+
+    def __init__(
+        self,
+        server_properties: dict[str, Any],
+        *,
+        channel_max: int,
+        frame_max: int,
+        heartbeat: int,
+        timeout: float = HANDSHAKE_TIMEOUT,
+    ) -> None:
+        self.server_properties = server_properties
+        self.server_limits = (channel_max, frame_max, heartbeat)
+        self.timeout = timeout
+        self.state = "awaiting_header"
+        self.client_properties = FieldTable()
+        self.capabilities = FieldTable()
+        self.mechanism = ""
+        self.username = ""
+        self.frame_max = FRAME_MIN_SIZE
+        self.channel_max = channel_max
+        self.heartbeat = 0
+        self.vhost = ""
+
+    @property
+    def done(self) -> bool:
+        return self.state == "running"
+
+    @property
+    def silent_errors(self) -> bool:
+        """rabbit_reader closes silently (after a delay) on errors before connection.open: every
+        handshake error but a refused login and a refused connection.open. A failed tune
+        negotiation is raised with the method already set, so it misses the tuning clause too."""
+        return self.state in ("starting", "securing", "tuning")
+
+    def capability(self, name: str) -> bool:
+        value = self.capabilities.get(name)
+        return value is not None and value.type == "bool" and bool(value.value)
+
+    # -- inputs -----------------------------------------------------------------------------------
+
+    def begin(self) -> list[Action]:
+        """The socket is connected: the handshake must complete within `timeout`."""
+        return [ArmTimer(self.timeout)] if self.timeout else []
+
+    def protocol_header(self, header: ProtocolHeader) -> list[Action]:
+        """Our connection.start for an accepted header; ours in reply to any other, then close
+        (rabbit_reader:refuse_connection)."""
+        if not header.accepted:
+            return [Send(PROTOCOL_HEADER), CloseSocket("bad protocol header")]
+        from pamqp import commands
+
+        start = commands.Connection.Start(
+            version_major=0,
+            version_minor=9,
+            server_properties=self.server_properties,
+            mechanisms="PLAIN AMQPLAIN",
+            locales="en_US",
+        )
+        self.state = "starting"
+        return [Send(encode_method(0, start))]
+
+    def receive(self, command: Any) -> list[Action]:
+        """A channel-0 method during the handshake."""
+        step = _TRANSITIONS.get((self.state, type(command)))
+        if step is None:
+            raise AmqpError(ReplyCode.CHANNEL_ERROR, f"unexpected method in connection state {self.state}")
+        return step(self, command)
+
+    def authenticated(self, refusal: str | None) -> list[Action]:
+        """The broker's answer to `Authenticate`: None, or why the login is refused."""
+        if refusal is not None:
+            out: list[Action] = []
+            if self.capability("authentication_failure_close"):
+                text = (
+                    f"ACCESS_REFUSED - Login was refused using authentication mechanism {self.mechanism}. "
+                    "For details see the broker logfile."
+                )
+                out.append(Send(method_frame(0, close_payload(10, 403, text, 0, 0))))
+            out.append(CloseSocket("authentication failure"))
+            return out
+        from pamqp import commands
+
+        channel_max, frame_max, heartbeat = self.server_limits
+        self.state = "tuning"
+        tune = commands.Connection.Tune(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat)
+        return [Send(encode_method(0, tune))]
+
+    def opened(self) -> list[Action]:
+        """The broker granted the vhost: connection.open-ok, the handshake is over."""
+        self.state = "running"
+        return [Send(method_frame(0, simple_payload(10, 41, b"\x00"))), CancelTimer()]
+
+    def timed_out(self) -> list[Action]:
+        """The handshake timer fired. RabbitMQ 3.10.8 (observed with a client that sends only the
+        protocol header, or stops after start-ok) says nothing and resets the socket after 10 s."""
+        if self.done:
+            return []
+        return [CloseSocket("handshake timeout", reset=True)]
+
+    # -- transitions ------------------------------------------------------------------------------
+
+    def _start_ok(self, command: ConnectionStartOk) -> list[Action]:
+        props = command.client_properties
+        self.client_properties = props
+        caps = props.get("capabilities")
+        if caps is not None and caps.type == "table":
+            self.capabilities = caps.value
+        self.mechanism = mech = command.mechanism
+        response = command.response
+        if mech == "PLAIN":
+            parts = response.split(b"\x00")
+            if len(parts) != 3:
+                raise syntax_error(f"response {response!r} invalid")
+            user, password = parts[1], parts[2]
+        elif mech == "AMQPLAIN":
+            try:
+                table = FieldTable.decode(response)
+            except FieldDecodeError:
+                raise syntax_error("AMQPLAIN response invalid") from None
+            lf, pf = table.get("LOGIN"), table.get("PASSWORD")
+            if lf is None or pf is None or lf.type != "longstr" or pf.type != "longstr":
+                raise syntax_error("AMQPLAIN auth info invalid")
+            user, password = lf.value, pf.value
+        else:
+            raise command_invalid(f"unknown authentication mechanism '{mech}'")
+        self.username = user.decode("utf-8", errors="replace")
+        return [Authenticate(mech, self.username, password.decode("utf-8", errors="replace"))]
+
+    def _secure_ok(self, command: ConnectionSecureOk) -> list[Action]:
+        raise command_invalid("unexpected connection.secure_ok")
+
+    def _tune_ok(self, command: ConnectionTuneOk) -> list[Action]:
+        channel_max, frame_max, _heartbeat = self.server_limits
+        _negotiate("frame_max", FRAME_MIN_SIZE, frame_max, command.frame_max)
+        _negotiate("channel_max", 1, channel_max, command.channel_max)
+        self.frame_max = command.frame_max or frame_max
+        self.channel_max = command.channel_max or channel_max
+        self.heartbeat = command.heartbeat
+        self.state = "opening"
+        return [Tuned(self.frame_max, self.channel_max, self.heartbeat)]
+
+    def _open(self, command: ConnectionOpen) -> list[Action]:
+        self.vhost = command.virtual_host
+        return [OpenVhost(command.virtual_host)]
+
+
+def _negotiate(field: str, minimum: int, server: int, client: int) -> None:
+    detail = " (no limit)" if client == 0 and field == "channel_max" else ""
+    if client != 0 and client < minimum:
+        raise not_allowed(
+            f"negotiated {field} = {client}{detail} is lower than the minimum allowed value ({minimum})"
+        )
+    if server != 0 and (client == 0 or client > server):
+        raise not_allowed(
+            f"negotiated {field} = {client}{detail} is higher than the maximum allowed value ({server})"
+        )
+
+
+_TRANSITIONS: dict[tuple[str, type[Any]], Callable[[Handshake, Any], list[Action]]] = {
+    ("starting", ConnectionStartOk): Handshake._start_ok,
+    ("securing", ConnectionSecureOk): Handshake._secure_ok,
+    ("tuning", ConnectionTuneOk): Handshake._tune_ok,
+    ("opening", ConnectionOpen): Handshake._open,
+}

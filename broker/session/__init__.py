@@ -1,0 +1,1 @@
+"""The AMQP session layer: the connection adapter and the channel's parts, above the protocol core."""

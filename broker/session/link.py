@@ -1,0 +1,255 @@
+"""The connection's output, heartbeats and every way it closes (the I/O half of the adapter).
+
+Error handling follows rabbit_reader: handshake errors close the socket silently after a delay (a
+refused login and a refused connection.open excepted), hard errors send connection.close and wait
+briefly for close-ok, soft errors close only the channel. Every close for an internal error names
+class/method 0/0, as a crashed RabbitMQ process reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import socket
+import struct
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from amqpwire.errors import AmqpError, ReplyCode
+from broker.protocol.assembler import CommandAssembler
+from broker.protocol.framing import HEARTBEAT_FRAME
+from broker.protocol.handshake import Handshake
+from broker.protocol.heartbeat import Beat, HeartbeatPolicy
+from broker.protocol.methods import close_payload, method_frame
+from broker.session.channel_base import ChannelBase
+from broker.session.identity import ConnectionIdentity
+
+if TYPE_CHECKING:
+    from broker.entities.queue import Queue
+    from broker.entities.vhost import VHost
+    from broker.server import Broker
+    from broker.session.channel import Channel
+    from broker.session.connection import Connection
+
+log = logging.getLogger("hashbroker.connection")
+_ids = itertools.count(1)
+# After connection.close RabbitMQ 3.10.8 keeps reading (discarding all but close/close-ok) and
+# resets the socket 30 s later if no close-ok came (observed with a raw socket).
+CLOSE_OK_TIMEOUT = 30.0
+SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds)
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
+
+
+class Transport(Protocol):
+    def write(self, data: bytes) -> None: ...
+    def close(self) -> None: ...
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
+
+
+class Link(ConnectionIdentity):
+    """One client connection's state, output and closing; `Connection` adds the input side."""
+
+    def __init__(
+        self, broker: Broker, transport: Transport, loop: asyncio.AbstractEventLoop, handshake: Handshake
+    ) -> None:
+        super().__init__(handshake, transport.get_extra_info("peername"), f"{broker.host}:{broker.port}")
+        self.broker = broker
+        self.transport = transport
+        self.loop = loop
+        self.id = next(_ids)
+        self.core = CommandAssembler()
+        self._out = self.core.outbox
+        self.vhost_obj: VHost = None  # type: ignore[assignment]  # set on connection.open
+        self.channels: dict[int, Channel] = {}
+        self.exclusive_queues: list[Queue] = []
+        self.paused = False
+        self.closed = False
+        self.silent = False
+        self._halted = False  # closed or silent: the rest of a read is ignored
+        self._flush_scheduled = False
+        self._confirm_channels: set[ChannelBase] = set()
+        self._heartbeat: HeartbeatPolicy | None = None
+        self._hb_timer: asyncio.TimerHandle | None = None
+        self._close_timer: asyncio.TimerHandle | None = None
+        self._hs_timer: asyncio.TimerHandle | None = None
+        log.info("accepting AMQP connection %s (%s)", self.id, self.name)
+
+    @property
+    def recv_cnt(self) -> int:
+        """Frames received (the assembler adds them up once per read)."""
+        return self.core.frames_in
+
+    def send_method(self, channel: int, payload: bytes) -> None:
+        self._out.append(method_frame(channel, payload))
+        self.send_cnt += 1
+        self._schedule_flush()
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        """Frames given as (header, payload, end marker) triples."""
+        self._out.extend(frames)
+        self.send_cnt += len(frames) // 3
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def want_flush_confirms(self, channel: ChannelBase) -> None:
+        self._confirm_channels.add(channel)
+        self._schedule_flush()
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        if self._confirm_channels:
+            chans = self._confirm_channels
+            self._confirm_channels = set()
+            for ch in chans:
+                if ch.open:
+                    ch.flush_confirms()
+        if self._out and not self.closed:
+            data = b"".join(self._out)
+            self._out.clear()
+            self.send_oct += len(data)
+            self.transport.write(data)
+        elif self._out:
+            self._out.clear()
+
+    def _heartbeat_tick(self) -> None:
+        self._hb_timer = None
+        policy = self._heartbeat
+        if self.closed or policy is None:
+            return
+        beat = policy.tick(self.recv_oct, self.send_oct)
+        if beat is Beat.DEAD:
+            log.error(
+                "closing AMQP connection %s (%s): missed heartbeats from client, timeout: %ss",
+                *(self.id, self.name, policy.interval),
+            )
+            self._out.clear()
+            self._shutdown("missed heartbeats", reset=True)
+            return
+        if beat is Beat.SEND:
+            self._out.append(HEARTBEAT_FRAME)
+            self.send_cnt += 1
+            self.flush()
+            policy.sent_heartbeat(self.send_oct)
+        self._hb_timer = self.loop.call_later(policy.period, self._heartbeat_tick)
+
+    def fail(self, err: AmqpError, culprit: tuple[int, int], fatal: bool = False, detail: str = "") -> None:
+        """A connection-level error: log it, send connection.close (when RabbitMQ would), close.
+
+        `culprit` is the (class, method) the close names; 0/0 for every internal error. During
+        the handshake (`Handshake.silent_errors`) RabbitMQ says nothing and closes after a delay.
+        """
+        log.error(
+            "closing AMQP connection %s (%s, vhost: '%s', user: '%s'): %d %s%s",
+            *(self.id, self.name, self.vhost_name, self.user, err.reply_code, err.reply_text, detail),
+        )
+        if self.handshake.silent_errors:
+            self._silent_close(err.reply_text)
+            return
+        if self.core.closing or self.closed:
+            return
+        class_id, method_id = (0, 0) if err.reply_code == ReplyCode.INTERNAL_ERROR else culprit
+        self._out.append(
+            method_frame(0, close_payload(10, err.reply_code, err.reply_text, class_id, method_id))
+        )
+        self.core.connection_closing()
+        self._teardown_channels()
+        self.flush()
+        if fatal:
+            self._shutdown(err.reply_text)
+            return
+        self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._shutdown, "close-ok timeout", True)
+
+    def _silent_close(self, reason: str) -> None:
+        """rabbit_reader's handshake-error path: say nothing, wait SILENT_CLOSE_DELAY, reset.
+
+        RabbitMQ sleeps so that a misbehaving client cannot retry in a tight loop, then its reader
+        exits with the socket still holding our unread frames, which the kernel turns into a reset.
+        """
+        self.silent = self._halted = True
+        self._out.clear()
+        self.transport.pause_reading()
+        self._cancel_timers()
+        self._close_timer = self.loop.call_later(
+            SILENT_CLOSE_DELAY, self._shutdown, f"handshake error: {reason}", True
+        )
+
+    def close_channel(self, ch: ChannelBase, err: AmqpError, culprit: tuple[int, int] = (0, 0)) -> None:
+        """A soft error: channel.close with the error; the channel is gone once close-ok arrives."""
+        log.warning(
+            "channel error on connection %s (%s), channel %d: %d %s",
+            *(self.id, self.name, ch.number, err.reply_code, err.reply_text),
+        )
+        class_id, method_id = (0, 0) if err.reply_code == ReplyCode.INTERNAL_ERROR else culprit
+        self.send_method(ch.number, close_payload(20, err.reply_code, err.reply_text, class_id, method_id))
+        ch.closing = True
+        ch.teardown()
+        self.channels.pop(ch.number, None)
+        self.core.channel_closing(ch.number)
+
+    def channel_closed(self, ch: Channel) -> None:
+        """Called by the channel after close (client-initiated) or close-ok (server-initiated)."""
+        if self.channels.get(ch.number) is ch:
+            del self.channels[ch.number]
+            ch.teardown()
+        self.core.channel_closed(ch.number)
+
+    def _teardown_channels(self) -> None:
+        chans = list(self.channels.values())
+        self.channels.clear()
+        for ch in chans:
+            ch.teardown()
+        for q in self.exclusive_queues:
+            if not q.deleted:
+                q.vhost.delete_queue(q, reason="owner closed")
+        self.exclusive_queues.clear()
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._hb_timer, self._close_timer, self._hs_timer):
+            if timer is not None:
+                timer.cancel()
+        self._hb_timer = self._close_timer = self._hs_timer = None
+
+    def _shutdown(self, reason: str, reset: bool = False) -> None:
+        """Close the socket (after flushing pending output); `reset` aborts it with an RST instead."""
+        if self.closed:
+            return
+        self.flush()
+        self.closed = self._halted = True
+        self._cancel_timers()
+        self._teardown_channels()
+        if reset:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+        self.transport.close()
+        self.broker.connection_lost(cast("Connection", self))
+        log.info("connection %s closed: %s", self.id, reason)
+
+    def connection_lost(self) -> None:
+        """The socket went away (client vanished or we closed it)."""
+        if not self.closed:
+            if self.handshake.done and not self.core.closing:
+                log.warning("client unexpectedly closed TCP connection %s (%s)", self.id, self.name)
+            self._out.clear()
+            self.closed = self._halted = True
+            self._cancel_timers()
+            self._teardown_channels()
+            self.broker.connection_lost(cast("Connection", self))
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self.transport.resume_reading()
+        for ch in list(self.channels.values()):
+            ch.kick_queues()
