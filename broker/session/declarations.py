@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Protocol
 from amqpwire.errors import AmqpError, access_refused, not_found, precondition_failed, resource_locked
 from amqpwire.fields import FieldTable
 from broker.entities.arguments import (
-    CLASSIC_QUEUE_ARGS,
     assert_args_equivalence,
     assert_field_equivalence,
     check_queue_arguments,
@@ -178,12 +177,9 @@ def queue_declare(vhost: VHost, principal: Principal, name: str, a: C.QueueDecla
     principal.check_access("configure", "queue", name)
     q = vhost.queues.get(name)
     if q is not None:
-        rs = vhost.rs("queue", name)
         if q.exclusive_owner is not (principal if exclusive else None):
             raise locked_error(q)
-        assert_field_equivalence(q.durable, durable, rs, "durable")
-        assert_field_equivalence(q.auto_delete, a.auto_delete, rs, "auto_delete")
-        assert_args_equivalence(q.arguments, args, rs, CLASSIC_QUEUE_ARGS)
+        q.check_equivalent(durable, a.auto_delete, args)
         q.reset_expiry()
         return q
     dlx = args.get("x-dead-letter-exchange")
@@ -223,8 +219,5 @@ def queue_delete(vhost: VHost, principal: Principal, name: str, a: C.QueueDelete
     if q is None:
         return 0
     check_exclusive(principal, q)
-    if a.if_unused and q.consumers:
-        raise precondition_failed(f"{vhost.rs('queue', name)} in use")
-    if a.if_empty and q.message_count:
-        raise precondition_failed(f"{vhost.rs('queue', name)} not empty")
+    q.check_delete(if_unused=a.if_unused, if_empty=a.if_empty)
     return vhost.delete_queue(q)
