@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, cast
 from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
 from broker import replies
-from broker.entities.arguments import check_consume_arguments
 from broker.entities.queue import Consumer, Queue
 from broker.protocol import commands as C
 from broker.protocol import methods as M
@@ -59,10 +58,11 @@ class ConsumeMixin(DeclareMixin):
         q.add_consumer(consumer)
 
     def _check_consumable(self, q: Queue, a: C.BasicConsume) -> None:
-        """basic.consume's checks of the consume arguments and exclusive use, as RabbitMQ orders them."""
-        check_consume_arguments(a.arguments, q.name, self.vhost.name)
-        if q.consumers and (a.exclusive or any(c.exclusive for c in q.consumers)):
-            raise AmqpError(403, f"{self.vhost.rs('queue', q.name)} in exclusive use")
+        """basic.consume's checks, which the queue's type makes (consume arguments, exclusive use,
+        the prefetch it needs: the consumer's, 0 when none is set or a channel-wide limit is)."""
+        limiter = self.limiter
+        prefetch = 0 if limiter.global_prefetch else limiter.prefetch
+        q.check_consume(a.arguments, exclusive=a.exclusive, no_ack=a.no_ack, prefetch=prefetch)
 
     def _new_consumer(self, tag: str, q: Queue, a: C.BasicConsume) -> Consumer:
         args: FieldTable = a.arguments
