@@ -5,6 +5,7 @@ from __future__ import annotations
 from amqpwire.errors import AmqpError, ReplyCode
 from broker import replies
 from broker.entities.queue import Entry, Queue
+from broker.entities.stream_queue import StreamQueue
 from broker.protocol import commands as C
 from broker.session.channel_base import Unacked, members
 from broker.session.publish import PublishMixin
@@ -107,8 +108,16 @@ class AcksMixin(PublishMixin):
         for q in touched:
             q.try_deliver()
 
+    @staticmethod
+    def _check_rejectable(items: list[tuple[int, Unacked]]) -> None:
+        """A stream refuses basic.reject and basic.nack of its deliveries (540, connection)."""
+        for _t, u in items:
+            if isinstance(u.queue, StreamQueue):
+                u.queue.check_reject()
+
     def on_basic_reject(self, a: C.BasicReject) -> None:
         items = self._collect(a.delivery_tag, False)
+        self._check_rejectable(items)
         if self.tx is not None:
             self._tx_reject(items, a.requeue)
             return
@@ -116,6 +125,7 @@ class AcksMixin(PublishMixin):
 
     def on_basic_nack(self, a: C.BasicNack) -> None:
         items = self._collect(a.delivery_tag, a.multiple)
+        self._check_rejectable(items)
         if self.tx is not None:
             self._tx_reject(items, a.requeue)
             return
