@@ -145,8 +145,8 @@ class StreamLog:
             return nxt
         if spec.kind == "last":  # the start of the last chunk (one record per chunk)
             return self.records[-1].offset if len(self) else nxt
-        if spec.kind == "offset":
-            return min(max(spec.value, first), nxt)
+        if spec.kind == "offset":  # past the end: the consumer waits for that offset
+            return max(spec.value, first)
         for record in self.records[self.head :]:  # timestamp: the first chunk at or after it
             if record.timestamp >= spec.value:
                 return record.offset

@@ -171,7 +171,7 @@ def test_start_offsets() -> None:
     assert log.start_offset(OffsetSpec("last")) == 9
     assert log.start_offset(OffsetSpec("next")) == 10
     assert log.start_offset(OffsetSpec("offset", -5)) == 0
-    assert log.start_offset(OffsetSpec("offset", 100)) == 10
+    assert log.start_offset(OffsetSpec("offset", 100)) == 100
     assert log.start_offset(OffsetSpec("timestamp", 4500)) == 5
     assert log.start_offset(OffsetSpec("timestamp", 99_000)) == 10
 
