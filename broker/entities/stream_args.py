@@ -168,9 +168,8 @@ def parse_offset(f: Field | None, rs: str, now_ms: int) -> OffsetSpec:
 
 
 def check_consume(args: FieldTable, rs: str, *, no_ack: bool, prefetch: int, now_ms: int) -> OffsetSpec:
-    """basic.consume on a stream: refused consume arguments, the prefetch a stream needs (a
-    consumer prefetch, no channel-wide limit: `prefetch` 0 stands for either), no-ack, then the
-    offset."""
+    """basic.consume on a stream: refused consume arguments, the consumer prefetch a stream needs
+    (a channel-wide one alone is not enough), no-ack, then the offset."""
     for key, _f in args:
         if key in CONSUME_UNSUPPORTED:
             raise precondition_failed(f"invalid arg '{key}' for {rs} of queue type {MODULE}")

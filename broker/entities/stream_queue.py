@@ -135,9 +135,14 @@ class StreamQueue(Queue):
         A.assert_args_equivalence(self.arguments, arguments, rs, SA.STREAM_QUEUE_ARGS)
 
     def check_consume(self, arguments: FieldTable, *, exclusive: bool, no_ack: bool, prefetch: int) -> None:
-        """`prefetch`: the consumer's prefetch, 0 when there is none or a channel-wide limit is set
-        (RabbitMQ 3.10.8 refuses both). Exclusive consumers do not lock a stream."""
+        """`prefetch`: the consumer's (0: none, refused). Exclusive consumers do not lock a stream."""
         SA.check_consume(arguments, self.rs, no_ack=no_ack, prefetch=prefetch, now_ms=self._now_ms())
+
+    def check_global_qos(self, global_prefetch: int) -> None:
+        """A channel-wide prefetch on top of the consumer's: 540, checked after `check_consume`
+        (observed: a bad offset or no-ack is reported first)."""
+        if global_prefetch:
+            raise not_implemented(f"{self.rs} does not support global qos")
 
     def check_delete(self, *, if_unused: bool, if_empty: bool) -> None:
         """A stream ignores if-unused and if-empty."""

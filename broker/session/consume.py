@@ -58,11 +58,11 @@ class ConsumeMixin(DeclareMixin):
         q.add_consumer(consumer)
 
     def _check_consumable(self, q: Queue, a: C.BasicConsume) -> None:
-        """basic.consume's checks, which the queue's type makes (consume arguments, exclusive use,
-        the prefetch it needs: the consumer's, 0 when none is set or a channel-wide limit is)."""
-        limiter = self.limiter
-        prefetch = 0 if limiter.global_prefetch else limiter.prefetch
-        q.check_consume(a.arguments, exclusive=a.exclusive, no_ack=a.no_ack, prefetch=prefetch)
+        """basic.consume's checks of the consume arguments and exclusive use, as RabbitMQ orders them."""
+        q.check_consume(a.arguments, exclusive=a.exclusive, no_ack=a.no_ack, prefetch=self.limiter.prefetch)
+        check_global_qos = getattr(q, "check_global_qos", None)  # types without a channel-wide limit
+        if check_global_qos is not None:
+            check_global_qos(self.limiter.global_prefetch)
 
     def _new_consumer(self, tag: str, q: Queue, a: C.BasicConsume) -> Consumer:
         args: FieldTable = a.arguments

@@ -253,3 +253,9 @@ def test_store_positions_follow_offsets_across_a_restart() -> None:
     ch = RecordingChannel()
     again.add_consumer(Consumer(ch, "c", again, False, False, 10, table(x_stream_offset=Field("long", 3))))
     assert [b[:2] for _t, b in ch.delivered] == [b"m2", b"m3", b"m4", b"m5"]
+
+
+def test_global_qos_is_refused_after_the_consume_checks() -> None:
+    q = stream()
+    q.check_global_qos(0)
+    assert refusal(q.check_global_qos, 5)[:2] == (540, f"NOT_IMPLEMENTED - {RS} does not support global qos")
