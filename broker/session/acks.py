@@ -5,7 +5,6 @@ from __future__ import annotations
 from amqpwire.errors import AmqpError, ReplyCode
 from broker import replies
 from broker.entities.queue import Entry, Queue
-from broker.entities.stream_queue import StreamQueue
 from broker.protocol import commands as C
 from broker.session.channel_base import Unacked, members
 from broker.session.publish import PublishMixin
@@ -110,10 +109,11 @@ class AcksMixin(PublishMixin):
 
     @staticmethod
     def _check_rejectable(items: list[tuple[int, Unacked]]) -> None:
-        """A stream refuses basic.reject and basic.nack of its deliveries (540, connection)."""
+        """A type may refuse basic.reject and basic.nack of its deliveries (streams: 540)."""
         for _t, u in items:
-            if isinstance(u.queue, StreamQueue):
-                u.queue.check_reject()
+            check_reject = getattr(u.queue, "check_reject", None)
+            if check_reject is not None:
+                check_reject()
 
     def on_basic_reject(self, a: C.BasicReject) -> None:
         items = self._collect(a.delivery_tag, False)
