@@ -1,4 +1,5 @@
-"""A stream across a broker restart: its persistent messages come back at their offsets.
+"""A stream in the store: persistent messages come back at their offsets after a restart, and
+bodies leave memory once committed (read back a page at a time as consumers reach them).
 
 Each message is stored at its offset plus one, so offsets survive even where segment rolls left
 gaps. (RabbitMQ keeps every message of a stream, persistent or not; hashbroker's persistence
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pika
+import pytest
 
 from broker.embedded import BrokerThread
 
@@ -59,3 +61,39 @@ def test_persistent_stream_messages_keep_their_offsets_across_a_restart(tmp_path
         ch.basic_publish("", "s", b"after", pika.BasicProperties(delivery_mode=2))
         conn.close()
         assert _read(b.url, "s", "last") == [(11, "after")]
+
+
+def test_bodies_leave_memory_once_stored_and_are_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a small resident budget, a long stream keeps only its newest bodies in memory; a
+    consumer from `first` still reads every message (paged back from the store), before and
+    after a restart."""
+    from broker.entities import stream_queue
+
+    monkeypatch.setattr(stream_queue, "RESIDENT_BYTES", 20_000)
+    n = 3000
+    with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
+        conn = pika.BlockingConnection(pika.URLParameters(b.url))
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("big", durable=True, arguments={"x-queue-type": "stream"})
+        for i in range(n):
+            ch.basic_publish(
+                "", "big", f"{i:05d}".encode() + b"y" * 95, pika.BasicProperties(delivery_mode=2)
+            )
+        conn.close()
+
+        def resident() -> tuple[int, int]:
+            q = b.broker.vhosts["/"].queues["big"]
+            return q.resident, sum(r.msg is not None for r in q.log.records)
+
+        held_bytes, held = resident()
+        assert held_bytes <= 20_000 + stream_queue.PAGE * 100 and held < n // 4
+        got = _read(b.url, "big", "first")
+        assert got == [(i, f"{i:05d}" + "y" * 95) for i in range(n)]
+        assert resident()[1] == held  # reading pages through the store, not back into the log
+    with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
+        q = b.broker.vhosts["/"].queues["big"]
+        assert sum(r.msg is not None for r in q.log.records) < n // 4
+        assert _read(b.url, "big", 2990) == [(i, f"{i:05d}" + "y" * 95) for i in range(2990, n)]

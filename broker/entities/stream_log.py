@@ -41,9 +41,10 @@ def chunk_size(msg: StoredMessage) -> int:
 @dataclass(slots=True)
 class Record:
     offset: int
-    seq: int  # the store's position of the message (0: not stored)
+    seq: int  # the store's position of the message
     timestamp: int  # the chunk's wall-clock time, ms
-    msg: StoredMessage
+    msg: StoredMessage | None  # None: the body was dropped from memory, the store has it
+    body_size: int = 0
 
 
 @dataclass(slots=True)
@@ -87,7 +88,7 @@ class StreamLog:
             self.segments.append(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms))
             self.next_offset += 1
             rolled = True
-        self._write(Record(self.next_offset, seq, now_ms, msg))
+        self._write(Record(self.next_offset, seq, now_ms, msg, len(msg.body)), msg)
         return self._retain(now_ms) if rolled else []
 
     def restore(self, offset: int, seq: int, msg: StoredMessage, now_ms: int) -> None:
@@ -96,14 +97,14 @@ class StreamLog:
         if not self.segments or offset > self.next_offset:
             self.segments.append(Segment(SEGMENT_HEADER + (TRACKING_CHUNK if self.segments else 0)))
         self.next_offset = offset
-        self._write(Record(offset, seq, now_ms, msg))
+        self._write(Record(offset, seq, now_ms, msg, len(msg.body)), msg)
 
-    def _write(self, record: Record) -> None:
+    def _write(self, record: Record, msg: StoredMessage) -> None:
         seg = self.segments[-1]
         self.next_offset = record.offset + 1
         self.records.append(record)
         self.offsets.append(record.offset)
-        seg.size += chunk_size(record.msg)
+        seg.size += chunk_size(msg)
         seg.records += 1
         seg.last_timestamp = record.timestamp
 
@@ -131,9 +132,13 @@ class StreamLog:
             self.head = 0
         return dropped
 
+    def index_of(self, offset: int) -> int:
+        """The index in `records` of the first retained record at `offset` or later."""
+        return bisect.bisect_left(self.offsets, offset, lo=self.head)
+
     def at_or_after(self, offset: int) -> Record | None:
         """The first retained record at `offset` or later."""
-        i = bisect.bisect_left(self.offsets, offset, lo=self.head)
+        i = self.index_of(offset)
         return self.records[i] if i < len(self.records) else None
 
     def start_offset(self, spec: OffsetSpec) -> int:

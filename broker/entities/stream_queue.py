@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from amqpwire.errors import internal_error, not_implemented
+from amqpwire.errors import AmqpError, internal_error, not_implemented
 from amqpwire.fields import Field, FieldTable
 from broker.entities import arguments as A
 from broker.entities import stream_args as SA
@@ -34,6 +34,13 @@ if TYPE_CHECKING:
 #: place for them); a decimal crashes the conversion.
 _DROPPED_TYPES = frozenset({"array", "table"})
 OFFSET_HEADER = "x-stream-offset"
+_DELIVERY_MODE_FLAG = 1 << 12
+#: Bodies of the newest records kept in memory; older ones the store has committed are dropped
+#: and read back a page at a time when a consumer reaches them.
+RESIDENT_BYTES = 8 * 1024 * 1024
+PAGE = 256
+#: What persistence needs to forget a record whose body left memory (it was stored).
+_STORED_STUB = StoredMessage("", "", P.encode({"delivery_mode": 2}), b"")
 
 
 def stream_message(msg: StoredMessage) -> StoredMessage:
@@ -53,15 +60,19 @@ def stream_message(msg: StoredMessage) -> StoredMessage:
     return msg.with_props(P.rewrite(msg.props, changes))
 
 
-def delivered_message(record: Record) -> StoredMessage:
+def delivered_message(msg: StoredMessage, offset: int) -> StoredMessage:
     """A log record as a consumer receives it: `x-stream-offset` (long) appended to the headers,
     replacing any header of that name."""
-    msg = record.msg
     headers = msg.headers() or FieldTable()
     table = FieldTable(
-        [*((k, f) for k, f in headers if k != OFFSET_HEADER), (OFFSET_HEADER, Field("long", record.offset))]
+        [*((k, f) for k, f in headers if k != OFFSET_HEADER), (OFFSET_HEADER, Field("long", offset))]
     )
     return msg.with_props(P.rewrite(msg.props, {"headers": table}))
+
+
+def is_stored(msg: StoredMessage) -> bool:
+    """Persistence writes delivery_mode 2 messages (broker.durability.is_persistent)."""
+    return bool(msg.flags & _DELIVERY_MODE_FLAG) and msg.prop("delivery_mode") == 2
 
 
 def _int_setting(args: FieldTable, key: str) -> int | None:
@@ -113,6 +124,12 @@ class StreamQueue(Queue):
         self.published = 0  # message_stats publish (`seq` follows the log's offsets)
         self.log = StreamLog(SA.DEFAULT_SEGMENT_BYTES)
         self._delivering = False
+        self.resident = 0  # body bytes of the records held in memory
+        self._committed_below = 0  # offsets below this one are committed to the store
+        self._evicted_below = 0  # eviction went this far
+        self._since_sync = 0
+        self._sync_pending = False
+        self._page: dict[int, StoredMessage] = {}
         self.apply_policy(None)
 
     @property
@@ -188,22 +205,94 @@ class StreamQueue(Queue):
         self.try_deliver()
 
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
+        """A message read from the store at boot: it is committed, its body may leave memory. (One
+        that crashed its publish, a decimal header, was stored before it was refused: skipped.)"""
+        try:
+            msg = stream_message(msg)
+        except AmqpError:
+            return
         self.log.restore(seq - 1, seq, msg, self._now_ms())
         self.count += 1
         self.bytes += len(msg.body)
+        self.resident += len(msg.body)
         self.seq = self.log.write_offset
+        self._committed_below = self.log.next_offset
+        self._evict()
 
     def _append(self, seq: int, msg: StoredMessage, now_ms: int) -> None:
         dropped = self.log.append(seq, msg, now_ms)
         self.seq = self.log.write_offset
         self.count += 1
         self.bytes += len(msg.body)
+        self.resident += len(msg.body)
         if dropped:
             self.count -= len(dropped)
-            self.bytes -= sum(len(r.msg.body) for r in dropped)
+            self.bytes -= sum(r.body_size for r in dropped)
+            self.resident -= sum(r.body_size for r in dropped if r.msg is not None)
             persistence = self.vhost.persistence
             if self.store is not None and persistence is not None:
-                persistence.messages_removed(self, [Entry(r.seq, r.msg, 0.0) for r in dropped])
+                entries = [Entry(r.seq, r.msg or _STORED_STUB, 0.0) for r in dropped]
+                persistence.messages_removed(self, entries)
+        if self.store is not None:
+            self._track_commits()
+
+    # -- paging -------------------------------------------------------------------------------
+
+    def _track_commits(self) -> None:
+        """Every PAGE appends, learn from the store when what came before has committed."""
+        self._since_sync += 1
+        if self._since_sync < PAGE or self._sync_pending or self.store is None:
+            self._evict()
+            return
+        self._since_sync = 0
+        self._sync_pending = True
+        mark = self.log.next_offset
+        self.store.sync().add_done_callback(lambda _f: self._committed(mark))
+
+    def _committed(self, mark: int) -> None:
+        self._sync_pending = False
+        self._committed_below = max(self._committed_below, mark)
+        self._evict()
+
+    def _evict(self) -> None:
+        """Drop the oldest committed, stored bodies while more than RESIDENT_BYTES are held."""
+        if self.resident <= RESIDENT_BYTES:
+            return
+        log = self.log
+        records = log.records
+        i = log.index_of(self._evicted_below)
+        while i < len(records) and self.resident > RESIDENT_BYTES:
+            record = records[i]
+            if record.offset >= self._committed_below:
+                break
+            if record.msg is not None and is_stored(record.msg):
+                self.resident -= record.body_size
+                record.msg = None
+            i += 1
+        if i < len(records):
+            self._evicted_below = records[i].offset
+        else:
+            self._evicted_below = log.next_offset
+
+    def _message(self, record: Record) -> StoredMessage:
+        """The record's message, read back from the store (a page at a time) if it left memory."""
+        if record.msg is not None:
+            return record.msg
+        msg = self._page.get(record.seq)
+        if msg is None:
+            if self.store is None:
+                raise internal_error()
+            from broker.store.stream_log import reader_for
+
+            rows = reader_for(self.store.location).read_from(self.vhost.name, self.name, record.seq, PAGE)
+            self._page = {
+                r.seq: stream_message(StoredMessage(r.exchange, r.routing_key, r.properties, r.body))
+                for r in rows
+            }
+            msg = self._page.get(record.seq)
+            if msg is None:  # the store lost a committed message
+                raise internal_error()
+        return msg
 
     def _now_ms(self) -> int:
         return int(self.clock.wall() * 1000)
@@ -231,7 +320,8 @@ class StreamQueue(Queue):
                     self.positions[c] = pos
                     self.unacked += 1
                     self.stat_deliver += 1
-                    channel.deliver(c, self, Entry(0, delivered_message(record), 0.0))
+                    msg = delivered_message(self._message(record), record.offset)
+                    channel.deliver(c, self, Entry(0, msg, 0.0))
                 self.positions[c] = pos
         finally:
             self._delivering = False
@@ -263,7 +353,8 @@ class StreamQueue(Queue):
         self.consumers.clear()
         self.positions.clear()
         self.log.clear()
-        self.count = self.bytes = 0
+        self._page = {}
+        self.count = self.bytes = self.resident = 0
         return 0
 
     # -- consumers ----------------------------------------------------------------------------
