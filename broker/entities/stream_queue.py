@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError, internal_error, not_implemented
@@ -39,6 +39,9 @@ _DELIVERY_MODE_FLAG = 1 << 12
 #: and read back a page at a time when a consumer reaches them.
 RESIDENT_BYTES = 8 * 1024 * 1024
 PAGE = 256
+#: `store.read_stream_page(vhost, queue, seq, limit)`: up to `limit` stored messages of the queue
+#: from position `seq` on, as (seq, properties, body, exchange, routing_key) rows in order.
+PageReader = Callable[[str, str, int, int], list[tuple[int, bytes, bytes, str, str]]]
 #: What persistence needs to forget a record whose body left memory (it was stored).
 _STORED_STUB = StoredMessage("", "", P.encode({"delivery_mode": 2}), b"")
 
@@ -255,8 +258,9 @@ class StreamQueue(Queue):
         self._evict()
 
     def _evict(self) -> None:
-        """Drop the oldest committed, stored bodies while more than RESIDENT_BYTES are held."""
-        if self.resident <= RESIDENT_BYTES:
+        """Drop the oldest committed, stored bodies while more than RESIDENT_BYTES are held (only
+        with a store that can read them back)."""
+        if self.resident <= RESIDENT_BYTES or self._page_reader() is None:
             return
         log = self.log
         records = log.records
@@ -274,20 +278,24 @@ class StreamQueue(Queue):
         else:
             self._evicted_below = log.next_offset
 
+    def _page_reader(self) -> PageReader | None:
+        """The store's page read, when it has one: bodies leave memory only if they can return."""
+        reader: PageReader | None = getattr(self.store, "read_stream_page", None)
+        return reader
+
     def _message(self, record: Record) -> StoredMessage:
         """The record's message, read back from the store (a page at a time) if it left memory."""
         if record.msg is not None:
             return record.msg
         msg = self._page.get(record.seq)
         if msg is None:
-            if self.store is None:
+            reader = self._page_reader()
+            if reader is None:
                 raise internal_error()
-            from broker.store.stream_log import reader_for
-
-            rows = reader_for(self.store.location).read_from(self.vhost.name, self.name, record.seq, PAGE)
+            rows = reader(self.vhost.name, self.name, record.seq, PAGE)
             self._page = {
-                r.seq: stream_message(StoredMessage(r.exchange, r.routing_key, r.properties, r.body))
-                for r in rows
+                seq: stream_message(StoredMessage(exchange, routing_key, props, body))
+                for seq, props, body, exchange, routing_key in rows
             }
             msg = self._page.get(record.seq)
             if msg is None:  # the store lost a committed message
@@ -363,6 +371,7 @@ class StreamQueue(Queue):
         spec = SA.parse_offset(consumer.args.get(SA.OFFSET_ARG), self.rs, self._now_ms())
         self.consumers.append(consumer)
         self.positions[consumer] = self.log.start_offset(spec)
+        self._evict()  # after a restart the store is attached only once the log is rebuilt
         self.try_deliver()
 
     def remove_consumer(self, consumer: Consumer) -> None:

@@ -2,6 +2,8 @@
 
 A stream keeps its whole log, so it cannot keep every body in memory: once the store has
 committed a message, the stream may drop the body and read it here when a consumer reaches it.
+A store offers this to streams as `store.read_stream_page(vhost, queue, seq, limit)`
+(`reader_for(store.location).read_from`); without it, bodies stay in memory.
 Reads go through a read-only connection of their own (WAL lets it read while the writer thread
 writes), one range query per page of positions, so a consumer reading a long log from `first`
 costs one query per page, not one per message.
@@ -10,7 +12,6 @@ costs one query per page, not one per message.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 
 from broker.store.sqlite_schema import to_blob
@@ -22,15 +23,9 @@ READ_RANGE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class StoredRow:
-    """One message as the store holds it (`properties`: StoredMessage.props)."""
-
-    seq: int
-    properties: bytes
-    body: bytes
-    exchange: str
-    routing_key: str
+#: One stored message: (seq, properties, body, exchange, routing_key); properties are
+#: StoredMessage.props.
+Row = tuple[int, bytes, bytes, str, str]
 
 
 class StreamReader:
@@ -46,14 +41,14 @@ class StreamReader:
             self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         return self._conn
 
-    def read_from(self, vhost: str, queue: str, seq: int, limit: int) -> list[StoredRow]:
+    def read_from(self, vhost: str, queue: str, seq: int, limit: int) -> list[Row]:
         """Up to `limit` stored messages of the queue at position `seq` or later, in order."""
         if self.location == ":memory:":
             return []
         rows = self._connection().execute(READ_RANGE, (to_blob(vhost), to_blob(queue), seq, limit))
         return [
-            StoredRow(int(s), bytes(p), bytes(b), bytes(x).decode("utf-8", "surrogateescape"),
-                      bytes(k).decode("utf-8", "surrogateescape"))
+            (int(s), bytes(p), bytes(b), bytes(x).decode("utf-8", "surrogateescape"),
+             bytes(k).decode("utf-8", "surrogateescape"))
             for s, p, b, x, k in rows
         ]  # fmt: skip
 
