@@ -109,3 +109,23 @@ def test_bodies_leave_memory_once_stored_and_are_read_back(
         q = b.broker.vhosts["/"].queues["big"]  # the first consumer let the restored bodies go
         assert sum(r.msg is not None for r in q.log.records) < n // 4
         assert _read(b.url, "big", "first")[:3] == [(i, f"{i:05d}" + "y" * 95) for i in range(3)]
+
+
+def test_transient_messages_and_retention_across_a_restart(tmp_path: Path) -> None:
+    """A stream keeps every message, persistent or not (RabbitMQ writes all of a stream to disk),
+    and what retention dropped stays dropped after a restart."""
+    args = {"x-queue-type": "stream", "x-max-length-bytes": 2000, "x-stream-max-segment-size-bytes": 500}
+    bodies = [f"{i:03d}" + "x" * 97 for i in range(60)]
+    with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
+        conn = pika.BlockingConnection(pika.URLParameters(b.url))
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("qsobs-12345678-s", durable=True, arguments=args)  # the recording's name length
+        for i, body in enumerate(bodies):
+            mode = 2 if i % 2 else 1
+            ch.basic_publish("", "qsobs-12345678-s", body.encode(), pika.BasicProperties(delivery_mode=mode))
+        conn.close()
+        before = _read(b.url, "qsobs-12345678-s", "first")
+    assert [b[:3] for _o, b in before] == ["054", "055", "056", "057", "058", "059"]
+    with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
+        assert _read(b.url, "qsobs-12345678-s", "first") == before

@@ -42,8 +42,6 @@ PAGE = 256
 #: `store.read_stream_page(vhost, queue, seq, limit)`: up to `limit` stored messages of the queue
 #: from position `seq` on, as (seq, properties, body, exchange, routing_key) rows in order.
 PageReader = Callable[[str, str, int, int], list[tuple[int, bytes, bytes, str, str]]]
-#: What persistence needs to forget a record whose body left memory (it was stored).
-_STORED_STUB = StoredMessage("", "", P.encode({"delivery_mode": 2}), b"")
 
 
 def stream_message(msg: StoredMessage) -> StoredMessage:
@@ -74,7 +72,8 @@ def delivered_message(msg: StoredMessage, offset: int) -> StoredMessage:
 
 
 def is_stored(msg: StoredMessage) -> bool:
-    """Persistence writes delivery_mode 2 messages (broker.durability.is_persistent)."""
+    """Whether persistence wrote the message already: it writes delivery_mode 2 messages only
+    (broker.durability.is_persistent), a stream writes the others itself."""
     return bool(msg.flags & _DELIVERY_MODE_FLAG) and msg.prop("delivery_mode") == 2
 
 
@@ -204,7 +203,13 @@ class StreamQueue(Queue):
         at its offset."""
         kept = stream_message(msg)
         self.published += 1
-        self._append(self.log.write_offset + 1, kept, self._now_ms())
+        seq = self.log.write_offset + 1
+        store = self.store
+        if store is not None and not is_stored(msg):  # a stream keeps transient messages too
+            store.persist(
+                self.vhost.name, [(self.name, seq)], kept.props, kept.body, kept.exchange, kept.routing_key
+            )
+        self._append(seq, kept, self._now_ms())
         self.try_deliver()
 
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
@@ -232,10 +237,8 @@ class StreamQueue(Queue):
             self.count -= len(dropped)
             self.bytes -= sum(r.body_size for r in dropped)
             self.resident -= sum(r.body_size for r in dropped if r.msg is not None)
-            persistence = self.vhost.persistence
-            if self.store is not None and persistence is not None:
-                entries = [Entry(r.seq, r.msg or _STORED_STUB, 0.0) for r in dropped]
-                persistence.messages_removed(self, entries)
+            if self.store is not None:  # every message of a kept stream is stored
+                self.store.remove_messages(self.vhost.name, self.name, [r.seq for r in dropped])
         if self.store is not None:
             self._track_commits()
 
@@ -269,7 +272,7 @@ class StreamQueue(Queue):
             record = records[i]
             if record.offset >= self._committed_below:
                 break
-            if record.msg is not None and is_stored(record.msg):
+            if record.msg is not None:  # with a store every record is stored (see `enqueue`)
                 self.resident -= record.body_size
                 record.msg = None
             i += 1
