@@ -2,8 +2,7 @@
 bodies leave memory once committed (read back a page at a time as consumers reach them).
 
 Each message is stored at its offset plus one, so offsets survive even where segment rolls left
-gaps. (RabbitMQ keeps every message of a stream, persistent or not; hashbroker's persistence
-writes delivery_mode 2 messages only, see the README's known differences.)
+gaps; transient messages are kept too, as RabbitMQ keeps every message of a stream.
 """
 
 from __future__ import annotations
