@@ -1,4 +1,5 @@
-"""Benchmark: rows/s published by the `amqp` Spark sink from local[2], hashbroker vs RabbitMQ.
+"""Benchmark: rows/s published by the `amqp` Spark sink and read by the `amqp` source, hashbroker
+vs RabbitMQ.
 
     .venv/bin/python bench/spark_publish.py                 # 1,000,000 rows into both brokers
     .venv/bin/python bench/spark_publish.py --rows 200000 --json out.json
@@ -9,6 +10,10 @@ unless --hashbroker-uri is given. Each target gets the seed topology (x-consiste
 with weights 1,1,2,2), one untimed warm-up write (Python workers start, code ships), then the timed
 write of --rows rows with routing keys "0".."N-1" and a 16-byte body, confirms on. The time is the
 wall clock of `save()`; the queue depths are checked afterwards, then the topology is deleted.
+
+The source: --rows messages are published into one classic queue, then read back twice, timed:
+a batch read (`spark.read.format("amqp")`, acking, one task) and, after refilling, a streaming
+query (`spark.readStream.format("amqp")`, maxMessagesPerBatch 50,000) until every row arrived.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ TARGET_ROWS_PER_S = 50_000
 QUEUES = [f"bench.spark.q{i}" for i in range(4)]
 WEIGHTS = [1, 1, 2, 2]
 EXCHANGE = "bench.spark.chx"
+SOURCE_QUEUE = "bench.spark.source"
 
 _BROKER_CHILD = """
 import sys
@@ -102,6 +108,88 @@ def write(spark: Any, uri: str, rows: int, partitions: int, max_in_flight: int) 
     return time.perf_counter() - started
 
 
+def fill_queue(spark: Any, uri: str, rows: int, args: argparse.Namespace) -> None:
+    from pamqp import commands
+    from pyspark.sql import functions as F
+
+    from spark_bridge._amqp import AmqpAddress, AmqpConnection
+
+    with AmqpConnection(AmqpAddress.parse(uri)) as conn:
+        conn.rpc(commands.Queue.Declare(queue=SOURCE_QUEUE), commands.Queue.DeclareOk)
+    df = spark.range(0, rows, numPartitions=args.partitions).select(F.lit(b"0123456789abcdef").alias("body"))
+    (
+        df.write.format("amqp")
+        .option("uri", uri)
+        .option("routingKey", SOURCE_QUEUE)
+        .option("bodyColumn", "body")
+        .option("maxInFlight", str(args.max_in_flight))
+        .mode("append")
+        .save()
+    )
+
+
+def read_batch(spark: Any, uri: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    rows = spark.read.format("amqp").option("uri", uri).option("queue", SOURCE_QUEUE).load().count()
+    return time.perf_counter() - started, int(rows)
+
+
+def read_stream(spark: Any, uri: str, rows: int) -> tuple[float, int]:
+    import tempfile
+
+    seen = [0]
+
+    def count(batch: Any, _batch_id: int) -> None:
+        seen[0] += batch.count()
+
+    reader = (
+        spark.readStream.format("amqp")
+        .option("uri", uri)
+        .option("queue", SOURCE_QUEUE)
+        .option("prefetch", "60000")
+        .option("maxMessagesPerBatch", "50000")
+    )
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench_source_") as checkpoint:
+        query = reader.load().writeStream.foreachBatch(count).option("checkpointLocation", checkpoint).start()
+        deadline = time.monotonic() + 1800
+        while seen[0] < rows and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seconds = time.perf_counter() - started
+        query.stop()
+    return seconds, seen[0]
+
+
+def run_source(spark: Any, name: str, uri: str, args: argparse.Namespace) -> dict[str, Any]:
+    from spark_bridge.topology import delete_topology
+
+    delete_topology(uri, None, [SOURCE_QUEUE])
+    fill_queue(spark, uri, 20_000, args)  # warm-up: the readers' Python workers start
+    read_batch(spark, uri)
+    fill_queue(spark, uri, 20_000, args)
+    read_stream(spark, uri, 20_000)  # its last batch was never committed: those come back
+    delete_topology(uri, None, [SOURCE_QUEUE])
+    fill_queue(spark, uri, args.rows, args)
+    batch_seconds, batch_rows = read_batch(spark, uri)
+    fill_queue(spark, uri, args.rows, args)
+    stream_seconds, stream_rows = read_stream(spark, uri, args.rows)
+    delete_topology(uri, None, [SOURCE_QUEUE])
+    result = {
+        "target": name,
+        "rows": args.rows,
+        "batch_read_rows": batch_rows,
+        "batch_read_rows_per_s": round(batch_rows / batch_seconds),
+        "stream_read_rows": stream_rows,
+        "stream_read_rows_per_s": round(stream_rows / stream_seconds),
+    }
+    print(
+        f"{name:>10}: source batch read {batch_rows:,} rows = {batch_rows / batch_seconds:10,.0f} rows/s; "
+        f"stream {stream_rows:,} rows = {stream_rows / stream_seconds:10,.0f} rows/s",
+        flush=True,
+    )
+    return result
+
+
 def run_target(spark: Any, name: str, uri: str, args: argparse.Namespace) -> dict[str, Any]:
     from spark_bridge.counts import collect_queue_counts
     from spark_bridge.topology import delete_topology
@@ -144,6 +232,7 @@ def main() -> int:
         help="the reference RabbitMQ ('' to skip)",
     )
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--no-source", action="store_true", help="measure the sink only")
     args = parser.parse_args()
 
     child = None
@@ -152,17 +241,27 @@ def main() -> int:
         child, hb_uri = start_hashbroker()
     spark = spark_session(args.master)
     results = []
+    source_results = []
     try:
         results.append(run_target(spark, "hashbroker", hb_uri, args))
         if args.rabbitmq_uri:
             results.append(run_target(spark, "rabbitmq", args.rabbitmq_uri, args))
+        if not args.no_source:
+            source_results.append(run_source(spark, "hashbroker", hb_uri, args))
+            if args.rabbitmq_uri:
+                source_results.append(run_source(spark, "rabbitmq", args.rabbitmq_uri, args))
     finally:
         spark.stop()
         if child is not None:
             assert child.stdin is not None
             child.stdin.close()
             child.wait(timeout=30)
-    summary: dict[str, Any] = {"master": args.master, "results": results}
+    summary: dict[str, Any] = {"master": args.master, "results": results, "source": source_results}
+    if len(source_results) == 2:
+        for kind in ("batch_read_rows_per_s", "stream_read_rows_per_s"):
+            ratio = source_results[0][kind] / source_results[1][kind]
+            summary[f"source_{kind}_ratio"] = round(ratio, 3)
+            print(f"source {kind}: ratio hashbroker / rabbitmq = {ratio:.2f}")
     hb = results[0]["rows_per_s"]
     if len(results) == 2:
         summary["hashbroker_over_rabbitmq"] = round(hb / results[1]["rows_per_s"], 3)

@@ -59,6 +59,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "demo", help="route 100,000 messages through x-consistent-hash and compare with RabbitMQ"
     )
     demo.add_argument("--messages", type=int, default=100_000, help=argparse.SUPPRESS)
+    demo.add_argument(
+        "--spark",
+        action="store_true",
+        help="run examples/spark_pipeline.py instead: Spark -> broker -> counts vs prediction",
+    )
     demo.set_defaults(func=cmd_demo)
     if command in ("serve", "demo"):
         sub.add_parser("ctl", help=CTL_HELP)
@@ -120,9 +125,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from broker.demo import run_demo
+    from broker import demo
 
-    return run_demo(args.messages)
+    return demo.run_spark_demo() if args.spark else demo.run_demo(args.messages)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Policies, the emulated cluster, sharding and delayed messages, applied to a live broker.
 
 The decisions live in the sans-I/O modules (`broker.policy`, `broker.sharding`, `broker.cluster`,
-`broker.delayed`, `broker.active_consumers`); this module executes them against vhosts, exchanges and
+`broker.delayed`, `broker.entities.consumers`); this module executes them against vhosts, exchanges and
 queues. `Broker.policies` is a `BrokerPolicies`; `/api/policies` and `hashbroker ctl set_policy`
 store and apply policies through it.
 

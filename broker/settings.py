@@ -2,7 +2,7 @@
 
 A plain pydantic model validates every source; the environment is read here rather than by
 pydantic-settings, whose import alone cost ~5 MB of resident memory and ~40 ms before the broker
-could listen (issue 3's idle-RSS and time-to-listen targets). The rules are pydantic-settings'
+could listen (the idle-RSS and time-to-listen targets). The rules are pydantic-settings'
 defaults: `HASHBROKER_<FIELD>` matched case-insensitively, list fields given as JSON, other
 `HASHBROKER_*` variables ignored.
 """
@@ -39,17 +39,19 @@ class Settings(BaseModel):
     heartbeat: int = Field(default=60, ge=0, le=65535)
     frame_max: int = Field(default=131072, ge=4096)
     channel_max: int = Field(default=2047, ge=0, le=65535)
+    handshake_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a connection may take to reach connection.open (RabbitMQ's handshake_timeout)."""
     rabbitmq_compat_version: str = "3.10.8"
     management_port: int | None = Field(default=None, ge=0, le=65535)
     """RabbitMQ-style management HTTP API; None (default) = off, 0 = any free port."""
     management_host: str | None = None
     log_level: LogLevel = "INFO"
     data_dir: str | None = None
-    """Issue 5: where durable state is kept. None = keep nothing (":memory:") for `Broker`,
+    """Where durable state is kept. None = keep nothing (":memory:") for `Broker`,
     `BrokerThread` and the pytest fixture; `hashbroker serve` uses the per-user default directory."""
     store_sync: Literal["normal", "full"] = "normal"
     """"normal" survives a killed broker; "full" also fsyncs every commit (power loss)."""
-    # issue 4: emulated cluster node names (the first is the local node) and PIP-392 selection
+    # emulated cluster node names (the first is the local node) and PIP-392 selection
     nodes: list[str] = Field(default_factory=lambda: ["rabbit@localhost"])
     """HASHBROKER_NODES: "rabbit@a,rabbit@b" (as `--nodes`) or a JSON list."""
     active_consumer_selection: Literal["first", "consistent-hash"] = "first"

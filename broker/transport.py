@@ -28,7 +28,12 @@ class AmqpProtocol(asyncio.Protocol):
 
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.conn = Connection(self.broker, transport, asyncio.get_running_loop())
+        self.conn = Connection(
+            self.broker,
+            transport,
+            asyncio.get_running_loop(),
+            handshake_timeout=self.broker.settings.handshake_timeout,
+        )
         self.broker.connection_made(self.conn)
 
     def data_received(self, data: bytes) -> None:

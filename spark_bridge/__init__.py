@@ -1,6 +1,7 @@
 """Spark bridge for hashbroker and RabbitMQ.
 
-* `register(spark)` makes `format("amqp")` available for `df.write` and `df.writeStream`;
+* `register(spark)` makes `format("amqp")` available for `df.write` / `df.writeStream` and for
+  `spark.read` / `spark.readStream`;
 * `queue_counts(spark, uri, queues)` reads queue depths into a DataFrame;
 * `predict_queues(df, ...)` computes where each row's routing key would go, without a broker;
 * `uniformity(df, ...)` is the chi-squared table of the consistent-hash README.
@@ -20,12 +21,13 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spark_bridge._amqp import (
+from spark_bridge.errors import (
     AmqpBridgeError,
     BrokerUnavailableError,
     ChannelClosedError,
     ConnectionLostError,
     PublishFailedError,
+    WorkerEnvironmentError,
 )
 
 if TYPE_CHECKING:
@@ -37,6 +39,7 @@ __all__ = [
     "ChannelClosedError",
     "ConnectionLostError",
     "PublishFailedError",
+    "WorkerEnvironmentError",
     "chi2_critical",
     "predict_queues",
     "queue_counts",
@@ -74,13 +77,26 @@ def _package_zip() -> str:
     return os.fspath(target)
 
 
-def register(spark: SparkSession) -> None:
-    """Register the `amqp` data source on `spark` and ship the bridge's code to its executors."""
+def register(spark: SparkSession, check_workers: bool = True, ship_code: bool = True) -> None:
+    """Register the `amqp` data source on `spark` and ship the bridge's code to its executors.
+
+    `ship_code=False` leaves shipping to the deployment (hashbroker installed on every node, or its
+    wheel in spark.submit.pyFiles / --py-files).
+
+    With `check_workers` (once per SparkContext) a one-task job imports the bridge's dependencies
+    in a Python worker and raises `WorkerEnvironmentError`, naming the interpreter Spark uses and
+    what to set, when they are missing there.
+    """
     from spark_bridge.datasource import AmqpDataSource
 
     context = spark.sparkContext
     if not getattr(context, _SHIPPED_MARK, False):
-        context.addPyFile(_package_zip())
+        if ship_code:
+            context.addPyFile(_package_zip())
+        if check_workers:
+            from spark_bridge.environment import check_workers as check
+
+            check(spark)
         setattr(context, _SHIPPED_MARK, True)
     spark.dataSource.register(AmqpDataSource)
 

@@ -1,15 +1,16 @@
-"""A minimal synchronous AMQP 0-9-1 client with pipelined publisher confirms.
+"""A minimal synchronous AMQP 0-9-1 client: pipelined publisher confirms and plain consuming.
 
 Why not pika: the bridge publishes from Spark executors, where one Python process per task must
 push tens of thousands of messages a second. pika's BlockingConnection waits for every confirm (or
 dispatches callbacks per frame), which costs several times more per message than encoding the three
 publish frames by hand. The hand-rolled path below only builds `basic.publish` frames itself; every
-other frame (handshake, declarations, closes, returns) goes through pamqp, which is already a core
-dependency of hashbroker, so the bridge needs no extra AMQP library at all.
+other frame (handshake, declarations, deliveries, closes, returns) goes through pamqp, which is
+already a core dependency of hashbroker, so the bridge needs no extra AMQP library at all.
 
-The client is deliberately small: one connection, one channel, confirms always on when publishing,
-no heartbeats (the task either publishes or waits for confirms; a dead peer shows up as a socket
-error or as `confirm_timeout` expiring).
+The client is deliberately small: one connection, one channel, no heartbeats (the task either
+publishes, waits for confirms or waits for deliveries; a dead peer shows up as a socket error or a
+timeout). Deliveries are assembled here and handed to `_delivered`, which `consumer.AmqpConsumer`
+overrides; everything else ignores them.
 """
 
 from __future__ import annotations
@@ -19,141 +20,60 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import unquote, urlsplit
+from typing import Any, Self
 
 from pamqp import commands, frame, header
-from pamqp import encode as pamqp_encode
 from pamqp.exceptions import UnmarshalingException
+
+from spark_bridge.errors import (
+    AmqpBridgeError,
+    BrokerUnavailableError,
+    ChannelClosedError,
+    ConnectionLostError,
+    PublishFailedError,
+)
+from spark_bridge.wire import (
+    FLAG_MESSAGE_ID,
+    AmqpAddress,
+    decode_properties,
+    encode_properties,
+    field_table,
+    parse_deliver,
+    shortstr,
+)
+
+__all__ = [
+    "FLAG_MESSAGE_ID",
+    "AmqpAddress",
+    "AmqpBridgeError",
+    "AmqpConnection",
+    "BrokerUnavailableError",
+    "ChannelClosedError",
+    "ConnectionLostError",
+    "PublishFailedError",
+    "encode_properties",
+    "field_table",
+    "shortstr",
+]
 
 FRAME_END = b"\xce"
 _FRAME_HDR = struct.Struct(">BHI")
 _PUBLISH_METHOD = struct.Struct(">HHH")  # class 60, method 40, reserved-1
 _CONTENT_HDR = struct.Struct(">HHQH")  # class 60, weight 0, body size, property flags
 _ACK = struct.Struct(">HHQB")
-
-# Basic property flags, most significant bit first (AMQP 0-9-1 section 4.2.6 / 1.8).
-FLAG_CONTENT_TYPE = 1 << 15
-FLAG_CONTENT_ENCODING = 1 << 14
-FLAG_HEADERS = 1 << 13
-FLAG_DELIVERY_MODE = 1 << 12
-FLAG_PRIORITY = 1 << 11
-FLAG_CORRELATION_ID = 1 << 10
-FLAG_REPLY_TO = 1 << 9
-FLAG_EXPIRATION = 1 << 8
-FLAG_MESSAGE_ID = 1 << 7
-FLAG_TIMESTAMP = 1 << 6
-FLAG_TYPE = 1 << 5
-FLAG_USER_ID = 1 << 4
-FLAG_APP_ID = 1 << 3
+_BODY_SIZE_FLAGS = struct.Struct(">QH")
 
 
-class AmqpBridgeError(RuntimeError):
-    """Base class of every error the bridge raises about the broker."""
+class _Content:
+    """A delivery whose content header and body frames are still arriving."""
 
+    __slots__ = ("body", "method", "properties", "size")
 
-class BrokerUnavailableError(AmqpBridgeError):
-    """No AMQP broker answered (refused, timed out, or the handshake failed)."""
-
-
-class ConnectionLostError(AmqpBridgeError):
-    """The connection dropped or the broker closed it while messages were in flight."""
-
-
-class PublishFailedError(AmqpBridgeError):
-    """The broker nacked or (under `mandatory`) returned messages, or a row cannot be encoded as an
-    AMQP message (a value out of the range the protocol allows); the message names the row."""
-
-
-class ChannelClosedError(AmqpBridgeError):
-    """The broker closed the channel in answer to a synchronous method (404, 406, ...).
-
-    `reply_code` and `reply_text` are the broker's; the message is "<reply_code> <reply_text>"
-    unless `message` (the same facts with more context) is given.
-    """
-
-    def __init__(self, reply_code: int, reply_text: str, message: str | None = None) -> None:
-        super().__init__(message if message is not None else f"{reply_code} {reply_text}")
-        self.reply_code = reply_code
-        self.reply_text = reply_text
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.reply_code, self.reply_text, str(self)))
-
-
-@dataclass(frozen=True)
-class AmqpAddress:
-    """Where and how to connect, parsed from an `amqp://user:pass@host:port/vhost` URI.
-
-    `connect_timeout` is in seconds; in the URI it is the `connection_timeout` query parameter,
-    in milliseconds as RabbitMQ's URI query parameters specify (`?connection_timeout=5000`).
-    """
-
-    host: str
-    port: int
-    username: str
-    password: str
-    vhost: str
-    connect_timeout: float = 10.0
-
-    @classmethod
-    def parse(cls, uri: str) -> AmqpAddress:
-        """Parse an AMQP URI (RabbitMQ's URI spec: empty path means vhost "/", %2F escapes "/")."""
-        parts = urlsplit(uri)
-        if parts.scheme == "amqps":
-            raise ValueError("amqps:// is not supported by spark_bridge yet; use amqp://")
-        if parts.scheme != "amqp":
-            raise ValueError(f"not an AMQP URI (expected amqp://...): {uri!r}")
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        vhost = unquote(path) if path else "/"
-        timeout = 10.0
-        for item in parts.query.split("&") if parts.query else []:
-            key, _, value = item.partition("=")
-            if key == "connection_timeout":
-                try:
-                    millis = float(value)
-                except ValueError:
-                    millis = -1.0
-                if not millis > 0 or millis == float("inf"):
-                    raise ValueError(
-                        "URI parameter connection_timeout must be a positive number of "
-                        f"milliseconds, got {value!r}"
-                    )
-                timeout = millis / 1000.0
-            elif key == "connect_timeout":
-                # Accepted (in seconds) by earlier versions of the bridge, but neither a RabbitMQ
-                # nor a pika URI parameter: refuse it rather than silently changing its unit.
-                raise ValueError(
-                    "URI parameter connect_timeout is not supported; use connection_timeout, "
-                    f"in milliseconds (connection_timeout={value}000 for {value} s)"
-                )
-        return cls(
-            host=parts.hostname or "localhost",
-            port=parts.port or 5672,
-            username=unquote(parts.username) if parts.username is not None else "guest",
-            password=unquote(parts.password) if parts.password is not None else "guest",
-            vhost=vhost,
-            connect_timeout=timeout,
-        )
-
-    def display(self) -> str:
-        """The address without credentials, for error messages and logs."""
-        return f"amqp://{self.host}:{self.port}/{self.vhost if self.vhost != '/' else '%2F'}"
-
-
-def shortstr(value: str | bytes) -> bytes:
-    """AMQP short string: one length byte, then at most 255 bytes."""
-    raw = value.encode("utf-8") if isinstance(value, str) else value
-    if len(raw) > 255:
-        raise ValueError(f"AMQP short string of {len(raw)} bytes, at most 255 allowed: {raw[:40]!r}...")
-    return bytes((len(raw),)) + raw
-
-
-def field_table(value: Mapping[str, Any]) -> bytes:
-    """Encode a headers table (pamqp knows every AMQP field type)."""
-    return pamqp_encode.field_table(dict(value))
+    def __init__(self, method: Any) -> None:
+        self.method = method
+        self.properties: Any = None
+        self.size = -1
+        self.body = bytearray()
 
 
 class AmqpConnection:
@@ -177,9 +97,10 @@ class AmqpConnection:
         self.first_return: str | None = None
         self._settled_upto = 0
         self._sparse: set[int] = set()
+        self._content: _Content | None = None
 
     # -- connection lifecycle -------------------------------------------------------------------
-    def connect(self) -> AmqpConnection:
+    def connect(self) -> Self:
         """Open the TCP connection, do the AMQP handshake and open channel 1."""
         addr = self.address
         try:
@@ -256,7 +177,7 @@ class AmqpConnection:
             finally:
                 self._sock = None
 
-    def __enter__(self) -> AmqpConnection:
+    def __enter__(self) -> Self:
         return self.connect() if self._sock is None else self
 
     def __exit__(self, *exc: object) -> None:
@@ -455,8 +376,14 @@ class AmqpConnection:
                 if ftype == 8:
                     pos = end + 1
                     continue
+                if ftype == 1 and buf[pos + 7 : pos + 11] == b"\x00\x3c\x00\x3c":
+                    self._content = _Content(parse_deliver(buf, pos + 11))
+                    pos = end + 1
+                    continue
                 if ftype == 3 or ftype == 2:
-                    # content of a basic.return (or of anything we do not consume): skip it
+                    # a delivery's content is assembled; a basic.return's is skipped
+                    if self._content is not None:
+                        self._on_content(ftype, buf, pos, end)
                     pos = end + 1
                     continue
                 try:
@@ -489,6 +416,21 @@ class AmqpConnection:
             del buf[:pos]
         return result
 
+    def _on_content(self, ftype: int, buf: bytearray, pos: int, end: int) -> None:
+        content = self._content
+        assert content is not None
+        if ftype == 2:
+            content.size, flags = _BODY_SIZE_FLAGS.unpack_from(buf, pos + 11)
+            content.properties = decode_properties(flags, buf, pos + 21)
+        else:
+            content.body += buf[pos + 7 : end]
+        if content.size >= 0 and len(content.body) >= content.size:
+            self._content = None
+            self._delivered(content.method, content.properties, bytes(content.body))
+
+    def _delivered(self, method: Any, properties: Any, body: bytes) -> None:
+        """A complete basic.deliver arrived; a publishing connection never consumes, so drop it."""
+
     def _on_ack(self, tag: int, multiple: bool, *, nack: bool) -> None:
         """Count a (multiple) ack or nack exactly once per delivery tag.
 
@@ -519,56 +461,3 @@ class AmqpConnection:
 
 class _ChannelClosed(ChannelClosedError):
     """Internal: the broker closed our channel; `rpc` answers the close and re-raises it public."""
-
-
-def encode_properties(
-    *,
-    content_type: str | None = None,
-    headers: Mapping[str, Any] | None = None,
-    delivery_mode: int | None = None,
-    priority: int | None = None,
-    correlation_id: str | None = None,
-    expiration: str | None = None,
-    message_id: str | bytes | None = None,
-    timestamp: int | None = None,
-    type_: str | None = None,
-    app_id: str | None = None,
-) -> tuple[int, bytes]:
-    """Encode basic properties as (flags, bytes) in the order the spec fixes."""
-    flags = 0
-    parts: list[bytes] = []
-    if content_type is not None:
-        flags |= FLAG_CONTENT_TYPE
-        parts.append(shortstr(content_type))
-    if headers is not None:
-        flags |= FLAG_HEADERS
-        parts.append(field_table(headers))
-    if delivery_mode is not None:
-        flags |= FLAG_DELIVERY_MODE
-        parts.append(bytes((delivery_mode,)))
-    if priority is not None:
-        if not 0 <= priority <= 255:
-            raise ValueError(f"priority must be between 0 and 255 (an AMQP octet), got {priority}")
-        flags |= FLAG_PRIORITY
-        parts.append(bytes((priority,)))
-    if correlation_id is not None:
-        flags |= FLAG_CORRELATION_ID
-        parts.append(shortstr(correlation_id))
-    if expiration is not None:
-        flags |= FLAG_EXPIRATION
-        parts.append(shortstr(expiration))
-    if message_id is not None:
-        flags |= FLAG_MESSAGE_ID
-        parts.append(shortstr(message_id))
-    if timestamp is not None:
-        if not 0 <= timestamp < 1 << 64:
-            raise ValueError(f"timestamp must be between 0 and 2**64 - 1 seconds, got {timestamp}")
-        flags |= FLAG_TIMESTAMP
-        parts.append(struct.pack(">Q", timestamp))
-    if type_ is not None:
-        flags |= FLAG_TYPE
-        parts.append(shortstr(type_))
-    if app_id is not None:
-        flags |= FLAG_APP_ID
-        parts.append(shortstr(app_id))
-    return flags, b"".join(parts)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from spark_bridge._amqp import AmqpAddress
 from spark_bridge.topology import passive_counts
+from spark_bridge.wire import AmqpAddress
 
 SCHEMA = "queue string, messages long, messages_ready long, messages_unacknowledged long, consumers long"
 

@@ -1,4 +1,5 @@
-"""The `amqp` Python Data Source: batch and streaming writers that publish rows to an exchange.
+"""The `amqp` Python Data Source: writers that publish rows to an exchange, and the source
+(`source.py`) that reads a queue.
 
 Delivery is at least once. A task publishes its partition over one connection with pipelined
 publisher confirms and only returns its commit message once every message is confirmed; any nack,
@@ -22,15 +23,15 @@ from typing import Any
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceReader,
     DataSourceStreamWriter,
     DataSourceWriter,
     WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
-from spark_bridge._amqp import AmqpAddress, AmqpConnection
+from spark_bridge.environment import require_worker_modules
 from spark_bridge.options import SinkOptions
-from spark_bridge.topology import declare_topology
 
 try:  # pyspark >= 4.0
     from pyspark.sql.datasource import DataSourceArrowWriter as _BatchWriterBase
@@ -85,9 +86,13 @@ def _report(options: SinkOptions, kind: str, totals: dict[str, Any]) -> None:
 
 def _prepare(options: SinkOptions, schema: StructType, overwrite: bool) -> None:
     """Driver-side checks: options vs schema, the broker answers, test topology declared once."""
+    require_worker_modules()
     if overwrite:
         raise ValueError("the amqp sink can only append: use mode('append') / outputMode('append')")
     options.check_columns(list(schema.fieldNames()))
+    from spark_bridge._amqp import AmqpAddress, AmqpConnection
+    from spark_bridge.topology import declare_topology
+
     with AmqpConnection(AmqpAddress.parse(options.uri), connection_name="spark_bridge driver") as conn:
         if options.declare_exchange:
             declare_topology(
@@ -122,11 +127,26 @@ def stream_message_id_prefix(user_prefix: str | None, query_id: str | None, batc
 
 
 class AmqpDataSource(DataSource):
-    """`format("amqp")`: publish each row as one AMQP message (write-only)."""
+    """`format("amqp")`: publish each row as one AMQP message, or read messages as rows."""
 
     @classmethod
     def name(cls) -> str:
         return "amqp"
+
+    def schema(self) -> str:
+        from spark_bridge.source import SCHEMA
+
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from spark_bridge.source import AmqpBatchReader
+
+        return AmqpBatchReader(_checked_source_options(self.options))
+
+    def simpleStreamReader(self, schema: StructType) -> Any:
+        from spark_bridge.source import AmqpStreamReader
+
+        return AmqpStreamReader(_checked_source_options(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = SinkOptions.parse(self.options)
@@ -140,9 +160,23 @@ class AmqpDataSource(DataSource):
         return AmqpStreamWriter(options, schema)
 
 
+def _checked_source_options(raw: Any) -> Any:
+    """Parse the source's options and make sure the queue exists, on the driver, before any task."""
+    from spark_bridge.consumer import AmqpConsumer
+    from spark_bridge.source import SourceOptions
+    from spark_bridge.wire import AmqpAddress
+
+    require_worker_modules()
+    options = SourceOptions.parse(raw)
+    with AmqpConsumer(AmqpAddress.parse(options.uri), connection_name="spark_bridge driver") as conn:
+        conn.message_count(options.queue)
+    return options
+
+
 def _publish(
     options: SinkOptions, schema: StructType, prefix: str, iterator: Iterator[Any], arrow: bool
 ) -> Any:
+    require_worker_modules()
     from spark_bridge.writer import PartitionPublisher, TaskScope, rows_to_batches
 
     ctx = TaskContext.get()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from spark_bridge.topology import Binding
+from spark_bridge.options import Binding
 
 # Exchange types that deliver a message to at most one destination: their prediction is a string
 # column (null when unroutable) rather than an array.

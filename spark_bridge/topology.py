@@ -9,7 +9,6 @@ executors at once could permute that order and change the routing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,40 +16,16 @@ from typing import Any
 from pamqp import commands
 
 from spark_bridge._amqp import AmqpAddress, AmqpConnection, ChannelClosedError
+from spark_bridge.options import Binding, parse_bindings
 
-
-@dataclass(frozen=True)
-class Binding:
-    """One binding of a queue to the sink's exchange: `key` is the weight for hash exchanges."""
-
-    queue: str
-    key: str
-
-    @classmethod
-    def parse(cls, item: Any) -> Binding:
-        if isinstance(item, list | tuple) and len(item) == 2:
-            return cls(queue=str(item[0]), key=str(item[1]))
-        if not isinstance(item, Mapping) or "queue" not in item:
-            raise ValueError(
-                f"each binding must be an object with 'queue' and 'weight' or 'key' (got {item!r})"
-            )
-        if "weight" in item and "key" in item:
-            raise ValueError(f"binding {item!r}: give 'weight' or 'key', not both")
-        key = item.get("weight", item.get("key", ""))
-        return cls(queue=str(item["queue"]), key=str(key))
-
-
-def parse_bindings(text: str | None) -> list[Binding]:
-    """Parse the `bindings` option: a JSON list of {queue, weight} or {queue, key} objects."""
-    if not text:
-        return []
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"option 'bindings' is not valid JSON: {exc}") from exc
-    if not isinstance(raw, list):
-        raise ValueError("option 'bindings' must be a JSON list")
-    return [Binding.parse(item) for item in raw]
+__all__ = [
+    "Binding",
+    "PassiveCount",
+    "declare_topology",
+    "delete_topology",
+    "parse_bindings",
+    "passive_counts",
+]
 
 
 def declare_topology(

@@ -1,4 +1,4 @@
-"""broker.active_consumers: Pulsar's Murmur3-32 and consistent-hash ring, and the `first` policy."""
+"""The consumer ring and selection: Pulsar's Murmur3-32, the consistent-hash ring, the `first` policy."""
 
 from __future__ import annotations
 
@@ -8,13 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.active_consumers import (
-    ActiveConsumerSelector,
-    ConsumerInfo,
-    HashRing,
-    murmur3_32,
-    pulsar_hash,
-)
+from broker.entities.consumer_ring import ConsumerInfo, HashRing, murmur3_32, pulsar_hash
+from broker.entities.consumers import ActiveConsumerSelector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.active_consumers import measure

@@ -128,8 +128,12 @@ def test_hashbroker_command_uses_cli_flags_and_matching_port() -> None:
     for flag in (a.split("=")[0] for a in argv[2:] if a.startswith("--")):
         assert flag in help_text, f"{flag} is not an option of `hashbroker serve` ({help_text})"
     listen_port = int(argv[argv.index("--port") + 1])
+    management_port = int(argv[argv.index("--management-port") + 1])
     assert argv[argv.index("--host") + 1] == "0.0.0.0"  # reachable from outside the container
-    assert [c for _h, c in host_ports(service)] == [listen_port]
+    assert [c for _h, c in host_ports(service)] == [listen_port, management_port]
+    volume = service["volumes"][0].split(":")
+    assert volume[1] == dockerfile_env()["HASHBROKER_DATA_DIR"]  # the data dir is the volume
+    assert volume[0] in load_compose()["volumes"]
 
 
 def test_rabbitmq_enables_both_plugins_and_ports_differ() -> None:
@@ -142,14 +146,42 @@ def test_rabbitmq_enables_both_plugins_and_ports_differ() -> None:
     assert any(c == 5672 for _h, c in host_ports(services["rabbitmq"]))
 
 
+def dockerfile_env() -> dict[str, str]:
+    """The run stage's ENV variables (`ENV K=V K=V \\` continued lines)."""
+    text = DOCKERFILE.read_text().split("\nFROM python:3.11-slim", 1)[1]
+    block = re.search(r"^ENV ((?:.*\\\n)*.*)$", text, re.M)
+    assert block, "the run stage sets no ENV"
+    return dict(pair.split("=", 1) for pair in block.group(1).replace("\\\n", " ").split())
+
+
 def test_dockerfile_matches_compose_and_cli() -> None:
     text = DOCKERFILE.read_text()
+    # a build stage with a compiler (mypyc compiles the hash core), a slim run stage
+    assert re.search(r"^FROM python:3\.11 AS build\s*$", text, re.M)
     assert re.search(r"^FROM python:3\.11-slim\s*$", text, re.M)
-    assert re.search(r"^RUN pip install \.", text, re.M)
+    assert re.search(r"^RUN pip wheel --no-deps --wheel-dir /wheels \.", text, re.M)
+    assert "hash_implementation() == 'mypyc'" in text  # the image refuses to build without it
+    assert "compileall" in text and "PYTHONDONTWRITEBYTECODE" not in text  # starts from bytecode
     cmd = re.search(r"^CMD (\[.*\])\s*$", text, re.M)
     assert cmd, "Dockerfile needs an exec-form CMD"
     argv = json.loads(cmd.group(1))
     assert argv == as_argv(load_compose()["services"]["hashbroker"]["command"])
-    assert f"EXPOSE {argv[argv.index('--port') + 1]}" in text
-    for path in re.findall(r"^COPY (\S+)", text, re.M):
+    exposed = re.search(r"^EXPOSE (.*)$", text, re.M)
+    assert exposed
+    ports = {argv[argv.index("--port") + 1], argv[argv.index("--management-port") + 1]}
+    assert set(exposed.group(1).split()) == ports
+    assert re.search(r"^VOLUME /var/lib/hashbroker\s*$", text, re.M)
+    assert re.search(r"^HEALTHCHECK ", text, re.M)
+    for path in re.findall(r"^COPY (?!--)(\S+)", text, re.M):
         assert (REPO / path).exists(), f"Dockerfile copies {path}, which is not in the repository"
+
+
+def test_dockerfile_environment_is_valid_settings() -> None:
+    """The image's HASHBROKER_* variables parse as the broker's settings, and let guest in from
+    outside the container as RabbitMQ's official image does (loopback_users.guest = false)."""
+    from broker.settings import Settings, environment_values
+
+    env = dockerfile_env()
+    settings = Settings(**environment_values(env))
+    assert settings.loopback_users == []
+    assert settings.data_dir == "/var/lib/hashbroker"

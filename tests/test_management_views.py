@@ -15,8 +15,8 @@ from typing import Any
 import pika
 import pytest
 
-from broker.active_consumers import HashRing
 from broker.embedded import BrokerThread
+from broker.entities.consumer_ring import HashRing
 from broker.management.sessions import TracksClient
 from tests.conftest import rabbitmq_reachable
 from tests.test_management_api import RABBIT_API, http
@@ -80,10 +80,12 @@ def test_consistent_hash_names_the_ring_owner_as_single_active_consumer() -> Non
 
 
 def connection_named(api: str, name: str, wait: float) -> dict[str, Any]:
+    """The connection once it is listed with its socket counters (RabbitMQ adds them with its first
+    stats emission, up to 5 s after the connection is listed)."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         for c in http(api, "GET", "/api/connections")[1]:
-            if c.get("user_provided_name") == name:
+            if c.get("user_provided_name") == name and "recv_oct" in c:
                 return dict(c)
         time.sleep(0.2)
     pytest.fail(f"{api} never listed the connection {name!r}")

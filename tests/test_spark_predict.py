@@ -19,7 +19,7 @@ from tests.spark_support import drain, fresh_topology
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
-SEED = Path(__file__).resolve().parent.parent.parent / "shared" / "seeds" / "000_50a3686fefeb186a.txt"
+SEED = Path(__file__).resolve().parent / "data" / "rabbitmq_consistent_hash_exchange_README.txt"
 
 # Upper-tail chi-squared critical values (p = 0.05, p = 0.01) by degrees of freedom, from standard
 # statistical tables (two decimals): independent of `chi2_critical`, which they check.

@@ -352,7 +352,7 @@ def format_cases() -> list[tuple[str, Term]]:
     ]
 
 
-# Values that /work/shared/reference/NOTES.md states; erl is the authority, these are cross-checked.
+# Values that tests/data/reference/NOTES.md states; erl is the authority, these are cross-checked.
 NOTES_CLAIMS: list[tuple[str, str, int]] = [
     ('<<"hello">>', "phash2", 47480723),
     ('<<"Scott9">>', "phash2", 38990304),

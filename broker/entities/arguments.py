@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from amqpwire.errors import AmqpError, ReplyCode, internal_error
+from amqpwire.errors import AmqpError, ReplyCode, internal_error, precondition_failed
 from amqpwire.fields import Field, FieldTable
 from broker.entities.queue_type import find_queue_type, type_name_of
 
@@ -303,6 +303,25 @@ def _check_other_type(
             raise AmqpError(406, f"invalid property '{prop}' for {rs}")
 
 
+def str_value(f: Field | None) -> str | None:
+    """A longstr argument's text (None when absent or of another type)."""
+    if f is None or f.type != "longstr":
+        return None
+    return str(f.value.decode("utf-8", errors="surrogateescape"))
+
+
+def check_server_named(args: FieldTable) -> None:
+    """rabbit_channel: queue.declare with an empty name is refused for the types that cannot have a
+    server-generated name (before any other check of the declaration)."""
+    qtype = args.get("x-queue-type")
+    if qtype is not None and qtype.type == "longstr" and qtype.value in _TYPE_UNSUPPORTED:
+        module = _TYPE_UNSUPPORTED[qtype.value][0]
+        raise precondition_failed(f"Cannot declare a server-named queue for type {module}")
+
+
+# -- consumers ---------------------------------------------------------------------------------------
+
+
 def check_consume_arguments(args: FieldTable, qname: str, vhost: str) -> None:
     rs = resource("queue", qname, vhost)
     prio = args.get("x-priority")
@@ -359,10 +378,18 @@ def type_class(t: str) -> str:
     return _TYPE_CLASS.get(t, t)
 
 
+_CLASSIC_TYPE = Field("longstr", b"classic")
+
+
 def assert_args_equivalence(orig: FieldTable, new: FieldTable, rs: str, keys: Sequence[str]) -> None:
+    """rabbit_misc:assert_args_equivalence over `keys`, first difference wins. An absent
+    x-queue-type and `classic` are the same type (RabbitMQ 3.10.8 accepts either on a redeclare of a
+    classic queue, whichever it was declared with)."""
     for key in keys:
         a, b = orig.get(key), new.get(key)
         if a == b:
+            continue
+        if key == "x-queue-type" and (a or b) == _CLASSIC_TYPE and (a is None or b is None):
             continue
         if a is not None and b is not None:
             # both present: RabbitMQ compares (and prints) the bare values

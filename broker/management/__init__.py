@@ -5,8 +5,9 @@
     await server.close()
 
 It runs on the broker's own event loop so it can read state without locks; reads go through
-`broker.management.state` (the only module that knows broker internals), writes through a real
-AMQP connection (`broker.management.amqp_ops`) so they obey exactly the AMQP semantics.
+`broker.management.state` (the only module that knows broker internals), writes through
+`broker.management.writes`, which runs them on the broker's loop through the AMQP channel's own
+code as the HTTP user, so they obey exactly the AMQP semantics.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ class Api:
         self.http_port = 0
         self.http_host = ""
         self.policies = state.broker.policies
-        self.writes = Writes(state.amqp_host, state.amqp_port)
+        self.writes = Writes(state.broker)
 
     async def handle(self, req: Request) -> Response:
         segments = split_path(req.raw_path)

@@ -9,7 +9,8 @@ the bucket ring; re-importing the file into hashbroker rebuilds the identical ri
 Import validates the whole document first and changes nothing if any part asks for something the
 broker cannot do (runtime parameters, unknown password hashing). Users, then vhosts, then
 permissions are created first, as rabbit_definitions does. Queues, exchanges and bindings
-are then declared over AMQP in file order; one the broker refuses (e.g. a weight that is not a
+are then declared in file order by the internal superuser (broker.management.writes), so the
+importer's own permissions do not limit them; one the broker refuses (e.g. a weight that is not a
 number) stops the import with its error and leaves what was declared before it, as RabbitMQ's
 import does. Policies are stored last, only when every declaration succeeded.
 """

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 # Client capability the management's own AMQP connections announce, so they can be left out of
 # /api/connections and object_totals (RabbitMQ's management uses internal direct connections that
 # tools never count either).
-MANAGEMENT_CAPABILITY = "hashbroker_management"
 
 
 @runtime_checkable
@@ -30,7 +29,7 @@ class TracksClient(Protocol):
 
     client_properties: FieldTable
     user_provided_name: str | None
-    connected_at: float  # time.time() at accept
+    connected_at: int  # ms since the epoch
     recv_oct: int
     send_oct: int
     recv_cnt: int
@@ -79,11 +78,8 @@ class ChannelInfo:
 
 
 def is_listed(conn: Connection) -> bool:
-    """Open client connections: not mid-handshake, not closed, not the management's own."""
-    if conn.state in ("handshake", "closed"):
-        return False
-    f = conn.capabilities.get(MANAGEMENT_CAPABILITY)
-    return not (f is not None and f.value)
+    """Open client connections: not mid-handshake, not closed."""
+    return conn.state not in ("handshake", "closed")
 
 
 def traffic(conn: Connection) -> Traffic | None:
@@ -92,7 +88,7 @@ def traffic(conn: Connection) -> Traffic | None:
     return Traffic(
         client_properties=table_to_json(conn.client_properties),
         user_provided_name=conn.user_provided_name,
-        connected_at=int(conn.connected_at * 1000),
+        connected_at=conn.connected_at,
         recv_oct=conn.recv_oct,
         send_oct=conn.send_oct,
         recv_cnt=conn.recv_cnt,
@@ -115,7 +111,7 @@ def connection_info(conn: Connection, host: str, port: int) -> ConnectionInfo:
         frame_max=conn.frame_max,
         channel_max=conn.channel_max,
         timeout=conn.heartbeat,
-        auth_mechanism=conn._auth_mechanism or "PLAIN",
+        auth_mechanism=conn.auth_mechanism or "PLAIN",
         traffic=traffic(conn),
     )
 
@@ -139,8 +135,8 @@ def channels(broker: Broker) -> list[ChannelInfo]:
                     connection=cinfo,
                     consumer_count=len(ch.consumers),
                     messages_unacknowledged=len(ch.unacked),
-                    prefetch_count=ch.prefetch,
-                    global_prefetch_count=ch.global_prefetch,
+                    prefetch_count=ch.limiter.prefetch,
+                    global_prefetch_count=ch.limiter.global_prefetch,
                     confirm=ch.confirm,
                     transactional=ch.tx is not None,
                 )

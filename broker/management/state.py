@@ -1,10 +1,9 @@
 """Read-only adapter between the management API and the broker's internals.
 
 Everything the HTTP layer knows about the broker goes through this module, as plain snapshot
-dataclasses. The broker's entities (VHost, Queue, Exchange, Connection, Channel) are being actively
-reshaped; when they change, only this file has to follow. Nothing here mutates broker state:
-mutations go through a real AMQP connection (see `broker.management.amqp_ops`) so they get exactly
-the checks and error texts of the AMQP code path.
+dataclasses built from the entities' read model (`broker.entities.info`). Nothing here mutates
+broker state: mutations go through `broker.management.writes`, so they get exactly the checks and
+error texts of the AMQP code path.
 
 All functions must be called on the broker's event loop thread (the management server runs
 there), which is what makes reading the broker's unlocked dicts safe.
@@ -384,7 +383,7 @@ def active_consumer(q: Queue) -> Consumer | None:
     The queue's own choice, never re-derived here: under "consistent-hash" selection it is the
     ring's owner, not the first consumer.
     """
-    return q.sac_active if q.one_active else None
+    return q.active_consumer
 
 
 def _binding_info(vhost: str, source: str, b: Binding) -> BindingInfo:

@@ -1,63 +1,70 @@
 """Every change the management API makes to queues, exchanges, bindings and messages.
 
-The views call only this module, so how a write reaches the broker is decided here alone: today
-each runs as the calling user over a loopback AMQP connection (broker.management.amqp_ops, in a
-worker thread, so the channel code makes every check and error text); replacing that with direct
-calls into the session layer changes this file and no view.
+The views call only this module. Each write runs on the broker's event loop as the request's user,
+through the code an AMQP channel of that user runs (`broker.management.direct`): the declarations'
+plain functions for queues, exchanges and bindings, a socketless channel's basic.publish and
+basic.get for messages. So the HTTP API makes RabbitMQ's checks in RabbitMQ's order with the AMQP
+error texts, which `AmqpOpError` carries to the views. A definitions import acts as the internal
+superuser, as rabbit_definitions does: it declares in any vhost, whatever the importer's permissions.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from collections.abc import Callable
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from broker.management.write_errors import ACK_MODES, AmqpOpError, DefinitionError, Target
+from amqpwire.errors import AmqpError
+from amqpwire.fields import FieldTable
+from broker.management import direct
+from broker.management.direct import DirectSession
+from broker.management.write_errors import ACK_MODES, AmqpOpError, DefinitionError, PropertyTypeError
+from broker.protocol import commands as C
+from broker.session import declarations as D
+from broker.session.channel_base import REPLY_TO
+from exchanges.base import Destination
 
 if TYPE_CHECKING:
     from broker.management.http import Request
+    from broker.server import Broker
 
-__all__ = ["ACK_MODES", "AmqpOpError", "DefinitionError", "Writes"]
+__all__ = ["ACK_MODES", "AmqpOpError", "DefinitionError", "PropertyTypeError", "Writes"]
+
+T = TypeVar("T")
 
 
 class Writes:
-    """Writes on the broker listening at host:port, each as the request's user (user_id checks)."""
+    """Writes on `broker`, each as the request's user (permissions, user_id checks)."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host = host
-        self.port = port
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
 
-    def _target(self, req: Request, vhost: str) -> Target:
-        return Target(self.host, self.port, req.user, req.password, vhost)
-
-    @staticmethod
-    async def _run(pick: Callable[[ModuleType], Callable[..., Any]], *args: Any) -> Any:
-        """Run the blocking amqp_ops function `pick` names off the loop, which must stay free to serve it.
-
-        amqp_ops (and pika with it) is imported on the first write, not when the server starts.
-        """
-        from broker.management import amqp_ops
-
-        fn = pick(amqp_ops)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(fn, *args))
+    def _as_user(self, req: Request, vhost: str, op: Callable[[DirectSession], T]) -> T:
+        """Run `op` as the request's user on `vhost`; a refusal becomes AmqpOpError."""
+        try:
+            return op(DirectSession(self.broker, vhost, req.user))
+        except AmqpError as exc:
+            raise AmqpOpError(exc.reply_code, exc.reply_text) from None
 
     async def declare_queue(
         self, req: Request, vhost: str, name: str, durable: bool, auto_delete: bool, arguments: dict[str, Any]
     ) -> None:
-        await self._run(
-            lambda ops: ops.declare_queue, self._target(req, vhost), name, durable, auto_delete, arguments
-        )
+        self._as_user(req, vhost, lambda s: _declare_queue(s, name, durable, auto_delete, arguments))
 
     async def delete_queue(
         self, req: Request, vhost: str, name: str, if_unused: bool, if_empty: bool
     ) -> None:
-        await self._run(lambda ops: ops.delete_queue, self._target(req, vhost), name, if_unused, if_empty)
+        def op(s: DirectSession) -> None:
+            method = C.QueueDelete(0, name, if_unused, if_empty, False)
+            D.queue_delete(s.vhost_obj, s, _queue(s, "queue.delete", name), method)
+
+        self._as_user(req, vhost, op)
 
     async def purge_queue(self, req: Request, vhost: str, name: str) -> None:
-        await self._run(lambda ops: ops.purge_queue, self._target(req, vhost), name)
+        self._as_user(
+            req,
+            vhost,
+            lambda s: D.queue_purge(s.vhost_obj, s, _queue(s, "queue.purge", name)),
+        )
 
     async def get_messages(
         self,
@@ -69,11 +76,9 @@ class Writes:
         encoding: str,
         truncate: int | None,
     ) -> list[dict[str, Any]]:
-        target = self._target(req, vhost)
-        got: list[dict[str, Any]] = await self._run(
-            lambda ops: ops.get_messages, target, queue, count, ackmode, encoding, truncate
+        return self._as_user(
+            req, vhost, lambda s: direct.get_messages(s, queue, count, ackmode, encoding, truncate)
         )
-        return got
 
     async def declare_exchange(
         self,
@@ -86,13 +91,16 @@ class Writes:
         internal: bool,
         arguments: dict[str, Any],
     ) -> None:
-        target = self._target(req, vhost)
-        await self._run(
-            lambda ops: ops.declare_exchange, target, name, type_, durable, auto_delete, internal, arguments
+        self._as_user(
+            req, vhost, lambda s: _declare_exchange(s, name, type_, durable, auto_delete, internal, arguments)
         )
 
     async def delete_exchange(self, req: Request, vhost: str, name: str, if_unused: bool) -> None:
-        await self._run(lambda ops: ops.delete_exchange, self._target(req, vhost), name, if_unused)
+        self._as_user(
+            req,
+            vhost,
+            lambda s: D.exchange_delete(s.vhost_obj, s, C.ExchangeDelete(0, name, if_unused, False)),
+        )
 
     async def publish(
         self,
@@ -103,8 +111,11 @@ class Writes:
         properties: dict[str, Any],
         body: bytes,
     ) -> bool:
-        target = self._target(req, vhost)
-        return bool(await self._run(lambda ops: ops.publish, target, exchange, routing_key, properties, body))
+        try:
+            session = DirectSession(self.broker, vhost, req.user)
+            return await direct.publish(session, exchange, routing_key, properties, body)
+        except AmqpError as exc:
+            raise AmqpOpError(exc.reply_code, exc.reply_text) from None
 
     async def bind(
         self,
@@ -116,8 +127,7 @@ class Writes:
         key: str,
         args: dict[str, Any],
     ) -> None:
-        target = self._target(req, vhost)
-        await self._run(lambda ops: ops.bind, target, source, destination, destination_type, key, args)
+        self._as_user(req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args))
 
     async def unbind(
         self,
@@ -129,8 +139,9 @@ class Writes:
         key: str,
         args: dict[str, Any],
     ) -> None:
-        target = self._target(req, vhost)
-        await self._run(lambda ops: ops.unbind, target, source, destination, destination_type, key, args)
+        self._as_user(
+            req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args, remove=True)
+        )
 
     async def apply_definitions(
         self,
@@ -140,7 +151,93 @@ class Writes:
         exchanges: list[dict[str, Any]],
         bindings: list[dict[str, Any]],
     ) -> None:
-        """Queues, then exchanges, then bindings, in file order; DefinitionError names the failing one."""
-        await self._run(
-            lambda ops: ops.apply_definitions, self._target(req, vhost), queues, exchanges, bindings
-        )
+        """Queues, then exchanges, then bindings (rabbit_definitions' order), each in file order.
+
+        File order matters for bindings: on x-consistent-hash the n-th binding made decides which
+        buckets its queue gets. The first failure stops the import (DefinitionError names the item)
+        and keeps what was declared before it, as RabbitMQ's import does.
+        """
+        current = ""
+        try:
+            s = DirectSession(self.broker, vhost, req.user, superuser=True)
+            for q in queues:
+                current = f"queue '{q['name']}'"
+                _declare_queue(
+                    s,
+                    q["name"],
+                    bool(q.get("durable", False)),
+                    bool(q.get("auto_delete", False)),
+                    q.get("arguments") or {},
+                )
+            for x in exchanges:
+                current = f"exchange '{x['name']}'"
+                _declare_exchange(
+                    s,
+                    x["name"],
+                    x.get("type") or "direct",
+                    bool(x.get("durable", False)),
+                    bool(x.get("auto_delete", False)),
+                    bool(x.get("internal", False)),
+                    x.get("arguments") or {},
+                )
+            for b in bindings:
+                kind = str(b.get("destination_type", "queue"))
+                current = f"binding '{b['source']}' -> {kind} '{b['destination']}'"
+                key, args = str(b.get("routing_key", "")), b.get("arguments") or {}
+                _bind(s, b["source"], b["destination"], kind, key, args)
+        except AmqpError as exc:
+            raise DefinitionError(exc.reply_code, exc.reply_text, current) from None
+
+
+def _queue(s: DirectSession, method: str, name: str) -> str:
+    """The queue `method` really acts on, as the channel resolves a name it is given."""
+    return D.sharded_queue(s.vhost_obj, method, D.strip_cr_lf(name))
+
+
+def _declare_queue(
+    s: DirectSession, name: str, durable: bool, auto_delete: bool, arguments: dict[str, Any]
+) -> None:
+    name = D.strip_cr_lf(name)
+    if name.startswith(REPLY_TO):  # rabbit_channel's direct reply-to clause comes first
+        D.check_reply_to_declare(s.vhost_obj, name, s.broker.reply_channel_exists)
+        return
+    method = C.QueueDeclare(
+        0, name, False, durable, False, auto_delete, False, FieldTable.from_python(arguments)
+    )
+    D.queue_declare(s.vhost_obj, s, D.sharded_queue(s.vhost_obj, "queue.declare", name), method)
+
+
+def _declare_exchange(
+    s: DirectSession,
+    name: str,
+    type_: str,
+    durable: bool,
+    auto_delete: bool,
+    internal: bool,
+    arguments: dict[str, Any],
+) -> None:
+    args = FieldTable.from_python(arguments)
+    D.exchange_declare(
+        s.vhost_obj, s, C.ExchangeDeclare(0, name, type_, False, durable, auto_delete, internal, False, args)
+    )
+
+
+def _bind(
+    s: DirectSession,
+    source: str,
+    destination: str,
+    destination_type: str,
+    key: str,
+    args: dict[str, Any],
+    *,
+    remove: bool = False,
+) -> None:
+    """exchange.bind/unbind or queue.bind/unbind, the names resolved as the channel resolves them."""
+    dest_name = D.strip_cr_lf(destination)
+    if destination_type == "exchange":
+        dest = Destination.exchange(dest_name)
+    else:
+        method = "queue.unbind" if remove else "queue.bind"
+        dest = Destination.queue(D.sharded_queue(s.vhost_obj, method, dest_name))
+    fn = D.unbind if remove else D.bind
+    fn(s.vhost_obj, s, D.strip_cr_lf(source), dest, key, FieldTable.from_python(args))

@@ -61,7 +61,9 @@ class Channel(ConsumeMixin):
                 by_queue.setdefault(u.queue, []).append(u.entry)
             for q, entries in by_queue.items():
                 if not q.deleted:
-                    q.requeue(entries)
+                    # a type may return a closed channel's messages differently from a nack
+                    # (quorum queues: to the front, counted as a delivery)
+                    getattr(q, "requeue_on_close", q.requeue)(entries)
         # consumers go after the requeue (observed on 3.10.8 with single active consumer:
         # the closed channel's unacked message is what the next consumer receives first)
         for consumer in list(self.consumers.values()):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from amqpwire.errors import AmqpError, access_refused, not_found, precondition_failed, resource_locked
@@ -18,9 +19,11 @@ from broker.entities.arguments import (
     assert_args_equivalence,
     assert_field_equivalence,
     check_queue_arguments,
+    check_server_named,
 )
 from broker.entities.queue import Queue
 from broker.protocol import commands as C
+from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX
 from exchanges.base import Binding, Destination
 
 if TYPE_CHECKING:
@@ -61,6 +64,25 @@ def locked_error(q: Queue) -> AmqpError:
         "It could be originally declared on another connection or the exclusive property value "
         "does not match that of the original declaration."
     )
+
+
+def sharded_queue(vhost: VHost, method: str, name: str) -> str:
+    """The sharding plugin's channel interceptor: the real queue for `method` on a queue name equal
+    to a sharded exchange's (any other name is returned unchanged)."""
+    if vhost.hooks is None or name not in vhost.exchanges:
+        return name
+    return str(vhost.hooks.rewrite_queue(vhost, method, name))
+
+
+def check_reply_to_declare(vhost: VHost, name: str, reply_channel_exists: Callable[[str], bool]) -> None:
+    """rabbit_channel's first queue.declare clause, for a name starting with amq.rabbitmq.reply-to:
+    any declare (passive or not, whatever the flags and arguments) of amq.rabbitmq.reply-to itself
+    succeeds, as does amq.rabbitmq.reply-to.<suffix> of a live reply consumer; any other such name
+    is 404."""
+    if name != REPLY_TO and not (
+        name.startswith(REPLY_TO_PREFIX) and reply_channel_exists(name[len(REPLY_TO_PREFIX) :])
+    ):
+        raise not_found(f"no queue '{name}' in vhost '{vhost.name}'")
 
 
 def check_exclusive(principal: Principal, q: Queue) -> None:
@@ -171,6 +193,7 @@ def queue_declare(vhost: VHost, principal: Principal, name: str, a: C.QueueDecla
     durable = a.durable and not exclusive
     args = a.arguments
     if name == "":
+        check_server_named(args)
         name = gen_name("amq.gen")
     else:
         check_name("queue", name)

@@ -11,7 +11,7 @@ from broker import replies
 from broker.entities.queue import Queue
 from broker.protocol import commands as C
 from broker.session import declarations as D
-from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX
+from broker.session.channel_base import REPLY_TO
 from broker.session.tx import TxMixin
 from exchanges.base import Destination
 
@@ -43,10 +43,7 @@ class DeclareMixin(TxMixin):
 
     def _sharded(self, method: str, name: str) -> str:
         """The sharding plugin's interceptor for a queue name equal to a sharded exchange."""
-        vhost = self.vhost
-        if vhost.hooks is None or name not in vhost.exchanges:
-            return name
-        return str(vhost.hooks.rewrite_queue(vhost, method, name))
+        return D.sharded_queue(self.vhost, method, name)
 
     def _queue_name(self, name: str) -> str:
         """expand_queue_name_shortcut: "" means the channel's most recently declared queue."""
@@ -64,15 +61,8 @@ class DeclareMixin(TxMixin):
         self._declare_ok(q, a.nowait)
 
     def _declare_reply_to(self, name: str, nowait: bool) -> None:
-        """rabbit_channel's first queue.declare clause: any declare (passive or not, whatever the
-        flags and arguments) of amq.rabbitmq.reply-to answers declare-ok (0 messages, 1 consumer),
-        as does amq.rabbitmq.reply-to.<suffix> of a live reply consumer; any other name with that
-        prefix is 404."""
-        if name != REPLY_TO and not (
-            name.startswith(REPLY_TO_PREFIX)
-            and self.conn.broker.reply_channel_exists(name[len(REPLY_TO_PREFIX) :])
-        ):
-            raise not_found(f"no queue '{name}' in vhost '{self.vhost.name}'")
+        """A declare of the direct reply-to pseudo-queue answers declare-ok (0 messages, 1 consumer)."""
+        D.check_reply_to_declare(self.vhost, name, self.conn.broker.reply_channel_exists)
         self.last_queue = name
         if not nowait:
             self.reply(replies.queue_declare_ok(name, 0, 1))

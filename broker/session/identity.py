@@ -73,9 +73,9 @@ class ConnectionIdentity:
         return self.handshake.capability("consumer_cancel_notify")
 
     @property
-    def client_properties(self) -> dict[str, Any]:
-        """The client's connection.start-ok properties as plain values."""
-        return self.handshake.client_properties.to_python()
+    def client_properties(self) -> FieldTable:
+        """The client's connection.start-ok properties, typed as sent (management renders them)."""
+        return self.handshake.client_properties
 
     @property
     def user_provided_name(self) -> str | None:

@@ -1,4 +1,4 @@
-"""Durable broker state (issue 5): definitions and persistent messages in SQLite under a data directory.
+"""Durable broker state: definitions and persistent messages in SQLite under a data directory.
 
     store = open_store(settings.data_dir)      # StoreError: one line naming the file and the problem
     snapshot = store.load()                    # rebuild vhosts, users, policies, exchanges, queues,

@@ -27,7 +27,7 @@ def test_queue_builds_the_type_x_queue_type_names() -> None:
             durable=True,
             exclusive_owner=None,
             auto_delete=False,
-            arguments=args(x_queue_type="quorum"),
+            arguments=args(x_queue_type="nosuch"),
         )
     assert err.value.reply_code == ReplyCode.NOT_IMPLEMENTED
 

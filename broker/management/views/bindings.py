@@ -86,7 +86,9 @@ async def post_binding(api: Api, req: Request, segs: list[str]) -> Response:
     vhost, source, kind, dest = segs[1], exchange_name(segs[3]), segs[4], segs[5]
     if kind not in ("q", "e"):
         return not_found()
-    if api.state.has_vhost(vhost) and not api.may_use_vhost(req, vhost):
+    if not api.state.has_vhost(vhost):
+        return Response.json({"error": "not_found", "reason": "vhost_not_found"}, 404)
+    if not api.may_use_vhost(req, vhost):
         return access_refused()
     body = json_body(req)
     if isinstance(body, Response):

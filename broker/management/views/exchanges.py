@@ -19,7 +19,7 @@ from broker.management.render import (
     operation_failed,
 )
 from broker.management.state import ExchangeInfo
-from broker.management.writes import AmqpOpError
+from broker.management.writes import AmqpOpError, PropertyTypeError
 
 if TYPE_CHECKING:
     from broker.management.api import Api
@@ -124,6 +124,8 @@ async def publish(api: Api, req: Request, segs: list[str]) -> Response:
         return bad_request("null_not_allowed")
     try:
         routed = await api.writes.publish(req, vhost, name, str(body["routing_key"]), props, payload)
+    except PropertyTypeError as exc:
+        return bad_request([exc.tag, exc.name])
     except AmqpOpError as exc:
         return bad_request(f"{exc.code} {exc.text}")
     return Response.json({"routed": bool(routed)})

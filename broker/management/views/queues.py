@@ -110,6 +110,8 @@ async def put_queue(api: Api, req: Request, segs: list[str]) -> Response:
             body.get("arguments") or {},
         )
     except AmqpOpError as exc:
+        if exc.code == 404:  # amq.rabbitmq.reply-to.<suffix> of no reply consumer
+            return Response.json({"error": "not_found", "reason": exc.explanation}, 404)
         return operation_failed(exc.code, exc.text)
     return Response(204 if existed else 201)
 

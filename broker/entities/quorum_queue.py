@@ -1,0 +1,461 @@
+"""The quorum queue type (x-queue-type: quorum) with RabbitMQ 3.10.8's observable behaviour.
+
+RabbitMQ keeps a quorum queue in a Raft state machine (rabbit_fifo); hashbroker keeps only what a
+client can observe of it, on top of the classic queue's machinery (ready list, TTL, x-expires,
+consumer selection, dead-lettering):
+
+* every message carries a delivery count: a return (nack/reject with requeue, or a closed channel)
+  adds one; consumer deliveries show it as `x-delivery-count` from the first return on, basic.get
+  always shows it; the stored message never carries it (a dead-lettered copy has none);
+* returns go to the back without `x-delivery-limit` (re-enqueued) and to a `returns` list served
+  before the other messages with one; a closed channel's messages always go to `returns`; a message
+  returned more often than the limit is dead-lettered with reason `delivery_limit`;
+* `x-overflow: reject-publish` lets one message over the limit in, then refuses publishes until the
+  ready (+ dead-letter held) messages are at or below 80% of it; `reject-publish-dlx` is drop-head;
+* `x-dead-letter-strategy: at-least-once` (with reject-publish) keeps a dead letter that no queue
+  took in the queue's dead-letter store and retries it on a timer, as rabbit_fifo_dlx does.
+Raft's timing (leader election, replication) is not emulated.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from amqpwire.errors import not_implemented, resource_locked
+from amqpwire.fields import Field, FieldTable
+from broker.entities import arguments as A
+from broker.entities import quorum_arguments as QA
+from broker.entities.classic_queue import ClassicQueue
+from broker.entities.dead_letter import is_cycle, make_dead_letter
+from broker.entities.queue_type import Entry, register
+from broker.entities.quorum_membership import place
+from broker.message import EXPIRATION_FLAG, StoredMessage
+from broker.protocol import properties as P
+
+if TYPE_CHECKING:
+    from broker.entities.clock import Timer
+    from broker.entities.consumers import Consumer
+    from broker.entities.vhost import VHost
+    from broker.policy import Policy
+
+DELIVERY_COUNT = "x-delivery-count"
+#: rabbit_fifo unblocks a reject-publish queue at or below this share of its limits.
+SOFT_LIMIT = 0.8
+#: rabbit_fifo_dlx_worker retries the dead letters no queue accepted after its
+#: dead_letter_worker_publisher_confirm_timeout (180 s on the reference 3.10.8).
+DLX_RETRY_SECONDS = 180.0
+#: Keys a policy may not hold to apply to a quorum queue (rabbit_quorum_queue:unsupported_policies).
+UNSUPPORTED_POLICY_KEYS = frozenset(
+    {
+        "max-priority",
+        "queue-mode",
+        "single-active-consumer",
+        "ha-mode",
+        "ha-params",
+        "ha-sync-mode",
+        "ha-promote-on-shutdown",
+        "ha-promote-on-failure",
+        "queue-master-locator",
+        "max-age",
+        "stream-max-segment-size-bytes",
+        "initial-cluster-size",
+    }
+)
+
+
+class QuorumEntry(Entry):
+    """A quorum message: `count` returns so far, `orig` the message as published (what is stored
+    and dead-lettered); `msg` is what the last delivery showed."""
+
+    __slots__ = ("count", "orig")
+
+    def __init__(self, seq: int, msg: StoredMessage, expires: float, count: int = 0) -> None:
+        super().__init__(seq, msg, expires)
+        self.orig = msg
+        self.count = count
+        self.redelivered = count > 0
+
+
+def with_delivery_count(msg: StoredMessage, count: int) -> StoredMessage:
+    """The message with `x-delivery-count: count` (long) set in its headers, as rabbit_basic's
+    add_header does it (keystore, then the table sorted by key)."""
+    headers = msg.headers()
+    entries = [(k, v) for k, v in (headers or ()) if k != DELIVERY_COUNT]
+    entries.append((DELIVERY_COUNT, Field("long", count)))
+    entries.sort(key=lambda kv: kv[0].encode())
+    return msg.with_props(P.rewrite(msg.props, {"headers": FieldTable(entries)}))
+
+
+def _delivery_limit(f: Field | None) -> float | None:
+    """x-delivery-limit has no validator in 3.10.8: an integer is the limit; any other value is
+    compared with Erlang's term order, where a number is below every binary (never exceeded)."""
+    if f is None or f.type == "void":
+        return None
+    if f.type in A.INTEGER_TYPES:
+        return float(f.value)
+    return float("inf")
+
+
+@register
+class QuorumQueue(ClassicQueue):
+    type_name = "quorum"
+
+    def __init__(
+        self,
+        vhost: VHost,
+        name: str,
+        *,
+        durable: bool,
+        exclusive_owner: object | None,
+        auto_delete: bool,
+        arguments: FieldTable,
+    ) -> None:
+        super().__init__(
+            vhost,
+            name,
+            durable=durable,
+            exclusive_owner=exclusive_owner,
+            auto_delete=auto_delete,
+            arguments=arguments,
+        )
+        self.returns: deque[Entry] = deque()
+        self.messages: deque[Entry] = self.levels[0]
+        # _pop_head, drop_expired, purge and _arm_ttl of the classic type walk `levels` in order
+        self.levels = [self.returns, self.messages]
+        self.delivery_limit = _delivery_limit(arguments.get("x-delivery-limit"))
+        self.dlx_strategy = A.str_value(arguments.get("x-dead-letter-strategy")) or "at-most-once"
+        size = arguments.get("x-quorum-initial-group-size")
+        self.initial_group_size = int(size.value) if size is not None else None
+        self.leader_locator = A.str_value(arguments.get("x-queue-leader-locator")) or "client-local"
+        self.members: list[str] = []  # set by `place` (the emulated cluster's placement)
+        self.leader: str | None = None
+        self.blocked = False  # reject-publish: over the limit, refusing until below the soft limit
+        self.dlx_held: list[tuple[StoredMessage, str]] = []
+        self._dlx_timer: Timer | None = None
+        self._normalise_overflow()
+
+    def _normalise_overflow(self) -> None:
+        if self.overflow == "reject-publish-dlx":
+            self.overflow = "drop-head"
+
+    # -- declaration -------------------------------------------------------------------------
+
+    @classmethod
+    def validate_arguments(
+        cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
+    ) -> None:
+        rs = A.resource("queue", qname, vhost)
+        QA.check_quorum_arguments(args, rs, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
+
+    def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
+        rs = A.resource("queue", self.name, self.vhost.name)
+        A.assert_field_equivalence(self.durable, durable, rs, "durable")
+        A.assert_field_equivalence(self.auto_delete, auto_delete, rs, "auto_delete")
+        A.assert_args_equivalence(self.arguments, arguments, rs, QA.QUORUM_QUEUE_ARGS)
+
+    def check_consume(self, arguments: FieldTable, *, exclusive: bool, no_ack: bool, prefetch: int) -> None:
+        """Consume arguments only: an exclusive consumer does not lock a quorum queue (observed)."""
+        QA.check_quorum_consume_arguments(arguments, A.resource("queue", self.name, self.vhost.name))
+
+    def check_global_qos(self, global_prefetch: int) -> None:
+        """A channel-wide prefetch is not supported by quorum queues (540, a connection error)."""
+        if global_prefetch:
+            raise not_implemented(f"{self.vhost.rs('queue', self.name)} does not support global qos")
+
+    def check_delete(self, *, if_unused: bool, if_empty: bool) -> None:
+        flag = "if-unused" if if_unused else "if-empty" if if_empty else None
+        if flag is not None:
+            raise not_implemented(
+                f"cannot delete {self.vhost.rs('queue', self.name)}. queue.delete operations with "
+                f"{flag} flag set are not supported by quorum queues"
+            )
+
+    @staticmethod
+    def is_policy_applicable(policy: Policy) -> bool:
+        """rabbit_quorum_queue:is_policy_applicable: no key of the policy is one the type refuses."""
+        return not any(k in UNSUPPORTED_POLICY_KEYS for k in policy.definition)
+
+    def apply_policy(self, policy: Policy | None) -> None:
+        """A policy holding a key the quorum type does not support is not applied at all."""
+        if policy is not None and not self.is_policy_applicable(policy):
+            policy = None
+        old_expires = self.expires
+        super().apply_policy(policy)
+        if self.expires != old_expires and self.expires is not None:
+            self._restart_expiry()
+        self._normalise_overflow()
+        dl = policy.definition.get("delivery-limit") if policy is not None else None
+        limit = _delivery_limit(self.arguments.get("x-delivery-limit"))
+        if isinstance(dl, int) and not isinstance(dl, bool):
+            limit = float(dl) if limit is None else min(limit, float(dl))
+        self.delivery_limit = limit
+        self._update_blocked()
+
+    # -- limits --------------------------------------------------------------------------------
+
+    def _held(self) -> int:
+        return len(self.dlx_held)
+
+    def _held_bytes(self) -> int:
+        return sum(len(m.body) for m, _r in self.dlx_held)
+
+    def _over(self) -> bool:
+        n, b = self.count + self._held(), self.bytes + self._held_bytes()
+        return (self.max_length is not None and n > self.max_length) or (
+            self.max_length_bytes is not None and b > self.max_length_bytes
+        )
+
+    def _below_soft(self) -> bool:
+        n, b = self.count + self._held(), self.bytes + self._held_bytes()
+        return (self.max_length is None or n <= int(self.max_length * SOFT_LIMIT)) and (
+            self.max_length_bytes is None or b <= int(self.max_length_bytes * SOFT_LIMIT)
+        )
+
+    def _update_blocked(self) -> None:
+        if self.overflow != "reject-publish":
+            self.blocked = False
+        elif self.blocked:
+            self.blocked = not self._below_soft()
+        else:
+            self.blocked = self._over()
+
+    def would_overflow(self, size: int) -> bool:
+        if self.overflow != "reject-publish":
+            return False
+        self.drop_expired()
+        return self.blocked
+
+    def _enforce_limits(self) -> None:
+        if self.overflow != "drop-head":
+            self._update_blocked()
+            return
+        dropped: list[Entry] = []
+        while self.count and self._over():
+            entry = self._pop_head()
+            if entry is None:
+                break
+            dropped.append(entry)
+        if dropped:
+            self.dead_letter(dropped, "maxlen")
+
+    # -- messages in ---------------------------------------------------------------------------
+
+    def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
+        if not seq:
+            seq = self.seq = self.seq + 1
+        expires = 0.0
+        if self.uses_ttl or msg.flags & EXPIRATION_FLAG:
+            expires = self._expiry_for(msg, self.clock.now())
+        entry = QuorumEntry(seq, msg, expires)
+        if not self.count and self.consumers and not self._delivering and not self.deleted:
+            # a waiting consumer takes it in the same command, before it can expire (TTL 0 too)
+            c = self.selection.next()
+            if c is not None:
+                self._deliver(c, entry)
+                return
+        # a message that expires on arrival still waits for its turn at the head (rabbit_fifo
+        # expires from the head only): basic.get's count includes it until then
+        self.messages.append(entry)
+        self.count += 1
+        self.bytes += len(msg.body)
+        self._enforce_limits()
+        if self.consumers:
+            self.try_deliver()
+        if self.count and expires:
+            self._arm_ttl()
+
+    def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
+        """A message read back at boot; the store keeps whether it was delivered, so a delivered
+        one counts as returned once (a restart returns every checked-out message)."""
+        expires = 0.0
+        if self.uses_ttl or msg.flags & EXPIRATION_FLAG:
+            expires = self._expiry_for(msg, self.clock.now())
+        self.messages.append(QuorumEntry(seq, msg, expires, 1 if redelivered else 0))
+        self.count += 1
+        self.bytes += len(msg.body)
+        if seq > self.seq:
+            self.seq = seq
+        if expires:
+            self._arm_ttl()
+
+    # -- messages out --------------------------------------------------------------------------
+
+    def _pop_head(self) -> Entry | None:
+        entry = super()._pop_head()
+        if entry is not None and self.blocked:
+            self._update_blocked()
+        return entry
+
+    def drop_expired(self) -> None:
+        super().drop_expired()
+        if self.blocked:
+            self._update_blocked()
+
+    def _deliver(self, c: Consumer, entry: Entry) -> None:
+        """Consumer deliveries show x-delivery-count once the message was returned."""
+        if isinstance(entry, QuorumEntry):
+            entry.msg = with_delivery_count(entry.orig, entry.count) if entry.count else entry.orig
+        super()._deliver(c, entry)
+
+    def get(self, no_ack: bool) -> Entry | None:
+        """basic.get: 405 on a single-active-consumer queue; the message always shows its count.
+        Expired messages are dropped from the head before the fetch only: get-ok's count still
+        includes an expired message the fetch exposed (rabbit_fifo expires at the next command)."""
+        if self.single_active:
+            raise resource_locked(
+                f"cannot obtain access to locked {self.vhost.rs('queue', self.name)}. basic.get "
+                "operations are not supported by quorum queues with single active consumer"
+            )
+        self._restart_expiry()
+        if self.uses_ttl:
+            self.drop_expired()
+        entry = self._pop_head()
+        if entry is None:
+            self.stat_empty_get = True
+            return None
+        if no_ack:
+            self.stat_get_no_ack += 1
+        else:
+            self.stat_get += 1
+        if entry.redelivered:
+            self.stat_redeliver += 1
+        if isinstance(entry, QuorumEntry):
+            entry.msg = with_delivery_count(entry.orig, entry.count)
+        return entry
+
+    def reset_expiry(self) -> None:
+        """Declaring (even passively) does not count as a use of a quorum queue: only consumers and
+        basic.get restart its x-expires countdown (rabbit_fifo's last-active time)."""
+        if self._expiry_timer is None:
+            super().reset_expiry()
+
+    def _restart_expiry(self) -> None:
+        super().reset_expiry()
+
+    def requeue(self, entries: list[Entry]) -> None:
+        """nack/reject with requeue (and basic.recover): each return counts; without a delivery limit
+        the message is re-enqueued at the back, with one it waits in `returns` at the front."""
+        self._return(entries, front=self.delivery_limit is not None)
+
+    def requeue_on_close(self, entries: list[Entry]) -> None:
+        """A closed channel's (or cancelled-by-close consumer's) unacked messages: rabbit_fifo's
+        return_all puts them in `returns`, in message order, limit or not."""
+        self._return(entries, front=True)
+
+    def _return(self, entries: Sequence[Entry], *, front: bool) -> None:
+        over: list[Entry] = []
+        expired: list[Entry] = []
+        now = self.clock.now() if self.uses_ttl else 0.0
+        for entry in entries:
+            if not isinstance(entry, QuorumEntry):
+                continue
+            entry.count += 1
+            entry.redelivered = True
+            entry.msg = entry.orig
+            if self.delivery_limit is not None and entry.count > self.delivery_limit:
+                over.append(entry)
+                continue
+            if entry.expires and entry.expires <= now:
+                expired.append(entry)
+                continue
+            (self.returns if front else self.messages).append(entry)
+            self.count += 1
+            self.bytes += len(entry.orig.body)
+        if over:
+            self.dead_letter(over, "delivery_limit")
+        if expired:
+            self.dead_letter(expired, "expired")
+        self._enforce_limits()
+        if self.uses_ttl:
+            self.drop_expired()
+        self.try_deliver()
+
+    def purge(self) -> int:
+        n = super().purge()
+        self._update_blocked()
+        return n
+
+    def delete(self) -> int:
+        if self._dlx_timer is not None:
+            self._dlx_timer.cancel()
+            self._dlx_timer = None
+        self.dlx_held.clear()
+        return super().delete()
+
+    # -- dead lettering ------------------------------------------------------------------------
+
+    def _at_least_once(self) -> bool:
+        """at-least-once is in effect only with reject-publish (rabbit_fifo:dlh/5)."""
+        strategy = self.dlx_strategy == "at-least-once"
+        return strategy and self.overflow == "reject-publish" and self.dlx is not None
+
+    def dead_letter(self, entries: list[Entry], reason: str) -> None:
+        originals = [e.orig if isinstance(e, QuorumEntry) else e.msg for e in entries]
+        for e, orig in zip(entries, originals, strict=True):
+            e.msg = orig
+        if not self._at_least_once() or not entries:
+            super().dead_letter(entries, reason)
+            return
+        persistence = self.vhost.persistence
+        if self.store is not None and persistence is not None:
+            persistence.messages_removed(self, entries)
+        for msg in originals:
+            if not self._routable(msg, reason):
+                self.dlx_held.append((msg, reason))
+                continue
+            self.vhost.dead_letter(self, [msg], reason)
+        if self.dlx_held and self._dlx_timer is None:
+            self._dlx_timer = self.clock.call_later(DLX_RETRY_SECONDS, self._retry_held)
+        self._update_blocked()
+
+    def _routable(self, msg: StoredMessage, reason: str) -> bool:
+        assert self.dlx is not None
+        x = self.vhost.exchanges.get(self.dlx)
+        if x is None:
+            return False
+        dl = make_dead_letter(msg, reason, self.dlx, self.dlrk, self.name, self.vhost.clock.wall())
+        targets = self.vhost.route(x, dl)
+        if reason != "rejected":
+            targets = [t for t in targets if not is_cycle(t.name, dl)]
+        return bool(targets)
+
+    def _retry_held(self) -> None:
+        self._dlx_timer = None
+        if self.deleted:
+            return
+        held, self.dlx_held = self.dlx_held, []
+        for msg, reason in held:
+            if self.dlx is not None and self._routable(msg, reason):
+                self.vhost.dead_letter(self, [msg], reason)
+            else:
+                self.dlx_held.append((msg, reason))
+        if self.dlx_held:
+            self._dlx_timer = self.clock.call_later(DLX_RETRY_SECONDS, self._retry_held)
+        self._update_blocked()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def place(
+        self, nodes: Sequence[str], declaring: str, replicas: Mapping[str, int], leaders: Mapping[str, int]
+    ) -> None:
+        """Choose members and leader once, at declaration (broker.entities.quorum_membership)."""
+        self.members, self.leader = place(
+            nodes, declaring, self.initial_group_size, self.leader_locator, replicas, leaders
+        )
+
+    def details(self) -> dict[str, object]:
+        """What management and ctl show beyond the classic fields: membership (leader None and no
+        members until `place` ran; every member is online, nodes never go down here) and the
+        dead-letter store of at-least-once dead-lettering."""
+        return {
+            "leader": self.leader,
+            "members": list(self.members),
+            "online": list(self.members),
+            "messages_dlx": self._held(),
+            "message_bytes_dlx": self._held_bytes(),
+            "initial_group_size": self.initial_group_size,
+            "leader_locator": self.leader_locator,
+            "delivery_limit": self.delivery_limit,
+        }
