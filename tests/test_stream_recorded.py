@@ -28,7 +28,7 @@ RECORDED: dict[str, Any] = json.loads(
 #: (broker/management/state.py: `active_consumer` should ask `q.active_consumer`).
 MGMT_TODAY = pytest.mark.xfail(strict=True, reason="management API: queue type and active consumer")
 
-#: The stream scenarios that involve no quorum queue.
+#: The stream scenarios of the recording.
 STREAM_SCENARIOS = (
     pytest.param("st_declare_flags", marks=MGMT_TODAY),
     pytest.param("st_declare_arguments", marks=MGMT_TODAY),
@@ -38,6 +38,10 @@ STREAM_SCENARIOS = (
     "st_next_and_last_then_publish",
     "st_prefetch_and_acks",
     "st_retention_segments",
+    # with a quorum queue or a classic queue beside the stream, for contrast
+    "st_headers_and_properties",
+    "st_delete_with_consumers",
+    "hash_routing_into_quorum_and_stream",
 )
 
 
