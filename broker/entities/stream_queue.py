@@ -35,6 +35,30 @@ if TYPE_CHECKING:
 _DROPPED_TYPES = frozenset({"array", "table"})
 OFFSET_HEADER = "x-stream-offset"
 _DELIVERY_MODE_FLAG = 1 << 12
+#: rabbit_stream_queue's unsupported_policies: a policy holding one of them is not applied.
+UNSUPPORTED_POLICY_KEYS = frozenset(
+    {
+        "expires",
+        "message-ttl",
+        "dead-letter-exchange",
+        "dead-letter-routing-key",
+        "max-length",
+        "max-in-memory-length",
+        "max-in-memory-bytes",
+        "max-priority",
+        "overflow",
+        "queue-mode",
+        "single-active-consumer",
+        "delivery-limit",
+        "ha-mode",
+        "ha-params",
+        "ha-sync-mode",
+        "ha-promote-on-shutdown",
+        "ha-promote-on-failure",
+        "queue-master-locator",
+        "dead-letter-strategy",
+    }
+)
 #: Bodies of the newest records kept in memory; older ones the store has committed are dropped
 #: and read back a page at a time when a consumer reaches them.
 RESIDENT_BYTES = 8 * 1024 * 1024
@@ -173,9 +197,17 @@ class StreamQueue(Queue):
     def reset_expiry(self) -> None:
         """Streams have no x-expires."""
 
+    @staticmethod
+    def is_policy_applicable(policy: Policy) -> bool:
+        """No key of the policy is one a stream refuses (observed: max-length or message-ttl beside
+        max-age, and the policy does not apply at all)."""
+        return not any(k in UNSUPPORTED_POLICY_KEYS for k in policy.definition)
+
     def apply_policy(self, policy: Policy | None) -> None:
         """x-arguments combined with the policy as rabbit_stream_queue does: the smaller of the two
         for max-length-bytes, max-age and the segment size."""
+        if policy is not None and not self.is_policy_applicable(policy):
+            policy = None
         self.policy = policy
         args = self.arguments
         max_bytes = _int_setting(args, "x-max-length-bytes")

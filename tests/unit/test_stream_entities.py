@@ -259,3 +259,13 @@ def test_global_qos_is_refused_after_the_consume_checks() -> None:
     q = stream()
     q.check_global_qos(0)
     assert refusal(q.check_global_qos, 5)[:2] == (540, f"NOT_IMPLEMENTED - {RS} does not support global qos")
+
+
+def test_policy_with_a_key_streams_refuse_is_not_applied() -> None:
+    from broker.policy import Policy
+
+    q = stream(None, x_max_length_bytes=Field("long", 5000))
+    q.apply_policy(Policy("p", "^s$", {"max-length-bytes": 1000, "max-age": "1h"}, apply_to="queues"))
+    assert (q.policy_name, q.log.max_bytes, q.log.max_age_ms) == ("p", 1000, 3_600_000)
+    q.apply_policy(Policy("p", "^s$", {"max-age": "1h", "max-length": 5}, apply_to="queues"))
+    assert (q.policy_name, q.log.max_bytes, q.log.max_age_ms) == (None, 5000, None)
