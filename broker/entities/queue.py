@@ -7,12 +7,12 @@ type the `x-queue-type` argument names; a new queue type is a module imported he
 
 from __future__ import annotations
 
-from broker.entities import classic_queue, quorum_queue
+from broker.entities import classic_queue, quorum_queue, stream_queue
 from broker.entities.classic_queue import ClassicQueue
 from broker.entities.consumers import Consumer, ConsumerChannel
 from broker.entities.queue_type import Entry, Queue, find_queue_type, queue_type_names
 
-TYPE_MODULES = (classic_queue, quorum_queue)
+TYPE_MODULES = (classic_queue, quorum_queue, stream_queue)
 
 __all__ = [
     "ClassicQueue",

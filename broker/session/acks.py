@@ -107,8 +107,17 @@ class AcksMixin(PublishMixin):
         for q in touched:
             q.try_deliver()
 
+    @staticmethod
+    def _check_rejectable(items: list[tuple[int, Unacked]]) -> None:
+        """A type may refuse basic.reject and basic.nack of its deliveries (streams: 540)."""
+        for _t, u in items:
+            check_reject = getattr(u.queue, "check_reject", None)
+            if check_reject is not None:
+                check_reject()
+
     def on_basic_reject(self, a: C.BasicReject) -> None:
         items = self._collect(a.delivery_tag, False)
+        self._check_rejectable(items)
         if self.tx is not None:
             self._tx_reject(items, a.requeue)
             return
@@ -116,6 +125,7 @@ class AcksMixin(PublishMixin):
 
     def on_basic_nack(self, a: C.BasicNack) -> None:
         items = self._collect(a.delivery_tag, a.multiple)
+        self._check_rejectable(items)
         if self.tx is not None:
             self._tx_reject(items, a.requeue)
             return

@@ -63,9 +63,11 @@ def test_declare_checks_go_through_the_type() -> None:
         "PRECONDITION_FAILED - invalid arg 'x-delivery-limit' for queue 'q' in vhost '/' "
         "of queue type rabbit_classic_queue"
     )
-    with pytest.raises(AmqpError) as err:
-        check_queue_arguments(args(x_queue_type="stream"), "s", "/", durable=True)
-    assert err.value.reply_code == ReplyCode.NOT_IMPLEMENTED
+    with pytest.raises(AmqpError) as err:  # a stream's declaration is checked by the stream type
+        check_queue_arguments(args(x_queue_type="stream", x_max_age="1x"), "s", "/", durable=True)
+    assert err.value.reply_text == (
+        "PRECONDITION_FAILED - invalid arg 'x-max-age' for queue 's' in vhost '/': invalid_max_age"
+    )
 
 
 def test_get_ack_requeue_keeps_positions_and_counts() -> None:

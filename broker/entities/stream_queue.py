@@ -1,0 +1,465 @@
+"""The stream queue type (x-queue-type: stream): an append-only log read by offset.
+
+Every publish is one chunk of the log and takes the next offset; consumers never take messages
+away, each reads from its own position (`x-stream-offset`) as its channel's credit allows, and an
+ack only frees credit. The log is cut into segments as osiris does (`stream_log`): a segment rolls
+once it reached x-stream-max-segment-size-bytes, the new one opens with a tracking chunk that
+takes one offset, and retention (x-max-length-bytes, x-max-age) drops whole old segments when a
+segment rolls. What RabbitMQ 3.10.8 refuses for streams (basic.get, purge, no-ack consumers,
+nack and reject) is refused here with its codes and texts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from amqpwire.errors import AmqpError, internal_error, not_implemented
+from amqpwire.fields import Field, FieldTable
+from broker.entities import arguments as A
+from broker.entities import stream_args as SA
+from broker.entities.consumers import Consumer
+from broker.entities.queue_type import Entry, Queue, register
+from broker.entities.stream_log import Record, StreamLog
+from broker.message import HEADERS_FLAG, StoredMessage
+from broker.protocol import properties as P
+
+if TYPE_CHECKING:
+    from broker.entities.vhost import VHost
+    from broker.policy import Policy
+
+#: Header values RabbitMQ 3.10.8 drops on the way into a stream (its AMQP 1.0 conversion has no
+#: place for them); a decimal crashes the conversion.
+_DROPPED_TYPES = frozenset({"array", "table"})
+OFFSET_HEADER = "x-stream-offset"
+_DELIVERY_MODE_FLAG = 1 << 12
+#: rabbit_stream_queue's unsupported_policies: a policy holding one of them is not applied.
+UNSUPPORTED_POLICY_KEYS = frozenset(
+    {
+        "expires",
+        "message-ttl",
+        "dead-letter-exchange",
+        "dead-letter-routing-key",
+        "max-length",
+        "max-in-memory-length",
+        "max-in-memory-bytes",
+        "max-priority",
+        "overflow",
+        "queue-mode",
+        "single-active-consumer",
+        "delivery-limit",
+        "ha-mode",
+        "ha-params",
+        "ha-sync-mode",
+        "ha-promote-on-shutdown",
+        "ha-promote-on-failure",
+        "queue-master-locator",
+        "dead-letter-strategy",
+    }
+)
+#: Bodies of the newest records kept in memory; older ones the store has committed are dropped
+#: and read back a page at a time when a consumer reaches them.
+RESIDENT_BYTES = 8 * 1024 * 1024
+PAGE = 256
+#: `store.read_stream_page(vhost, queue, seq, limit)`: up to `limit` stored messages of the queue
+#: from position `seq` on, as (seq, properties, body, exchange, routing_key) rows in order.
+PageReader = Callable[[str, str, int, int], list[tuple[int, bytes, bytes, str, str]]]
+
+
+def stream_message(msg: StoredMessage) -> StoredMessage:
+    """The message as a stream keeps it: no cluster_id, no array or table headers; a decimal
+    header is a crash (541, 0/0) as in RabbitMQ 3.10.8."""
+    changes: dict[str, object] = {}
+    if msg.flags & (1 << 2) and msg.prop("cluster_id") is not None:
+        changes["cluster_id"] = None
+    if msg.flags & HEADERS_FLAG:
+        headers = msg.headers() or FieldTable()
+        if any(f.type == "decimal" for _k, f in headers):
+            raise internal_error()
+        if any(f.type in _DROPPED_TYPES for _k, f in headers):
+            changes["headers"] = FieldTable((k, f) for k, f in headers if f.type not in _DROPPED_TYPES)
+    if not changes:
+        return msg
+    return msg.with_props(P.rewrite(msg.props, changes))
+
+
+def delivered_message(msg: StoredMessage, offset: int) -> StoredMessage:
+    """A log record as a consumer receives it: `x-stream-offset` (long) appended to the headers,
+    replacing any header of that name."""
+    headers = msg.headers() or FieldTable()
+    table = FieldTable(
+        [*((k, f) for k, f in headers if k != OFFSET_HEADER), (OFFSET_HEADER, Field("long", offset))]
+    )
+    return msg.with_props(P.rewrite(msg.props, {"headers": table}))
+
+
+def is_stored(msg: StoredMessage) -> bool:
+    """Whether persistence wrote the message already: it writes delivery_mode 2 messages only
+    (broker.durability.is_persistent), a stream writes the others itself."""
+    return bool(msg.flags & _DELIVERY_MODE_FLAG) and msg.prop("delivery_mode") == 2
+
+
+def _int_setting(args: FieldTable, key: str) -> int | None:
+    f = args.get(key)
+    return int(f.value) if f is not None and f.type in A.INTEGER_TYPES else None
+
+
+def _age_setting(args: FieldTable) -> int | None:
+    f = args.get("x-max-age")
+    return SA.max_age_ms(f.value) if f is not None and f.type == "longstr" else None
+
+
+@register
+class StreamQueue(Queue):
+    type_name = "stream"
+
+    def __init__(
+        self,
+        vhost: VHost,
+        name: str,
+        *,
+        durable: bool,
+        exclusive_owner: object | None,
+        auto_delete: bool,
+        arguments: FieldTable,
+    ) -> None:
+        self.vhost = vhost
+        self.clock = vhost.clock
+        self.name = name
+        raw = name.encode("utf-8", errors="surrogateescape")
+        self.name_wire = bytes((len(raw),)) + raw
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner
+        self.auto_delete = auto_delete
+        self.arguments = arguments
+        self.consumers: deque[Consumer] = deque()
+        self.positions: dict[Consumer, int] = {}  # next offset each consumer reads
+        self.count = 0
+        self.bytes = 0
+        self.unacked = 0
+        self.seq = 0
+        self.deleted = False
+        self.store = None
+        self.policy = None
+        self.single_active = False
+        self.overflow = "drop-head"
+        self.dlx = self.dlrk = None
+        self.stat_ack = self.stat_deliver = 0
+        self.published = 0  # message_stats publish (`seq` follows the log's offsets)
+        self.log = StreamLog(SA.DEFAULT_SEGMENT_BYTES)
+        self._delivering = False
+        self.resident = 0  # body bytes of the records held in memory
+        self._committed_below = 0  # offsets below this one are committed to the store
+        self._evicted_below = 0  # eviction went this far
+        self._since_sync = 0
+        self._sync_pending = False
+        self._page: dict[int, StoredMessage] = {}
+        self.apply_policy(None)
+
+    @property
+    def rs(self) -> str:
+        return A.resource("queue", self.name, self.vhost.name)
+
+    # -- declaration --------------------------------------------------------------------------
+
+    @classmethod
+    def validate_arguments(
+        cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
+    ) -> None:
+        rs = A.resource("queue", qname, vhost)
+        SA.check_declare(args, rs, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
+
+    def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
+        rs = self.rs
+        A.assert_field_equivalence(self.durable, durable, rs, "durable")
+        A.assert_field_equivalence(self.auto_delete, auto_delete, rs, "auto_delete")
+        A.assert_args_equivalence(self.arguments, arguments, rs, SA.STREAM_QUEUE_ARGS)
+
+    def check_consume(self, arguments: FieldTable, *, exclusive: bool, no_ack: bool, prefetch: int) -> None:
+        """`prefetch`: the consumer's (0: none, refused). Exclusive consumers do not lock a stream."""
+        SA.check_consume(arguments, self.rs, no_ack=no_ack, prefetch=prefetch, now_ms=self._now_ms())
+
+    def check_global_qos(self, global_prefetch: int) -> None:
+        """A channel-wide prefetch on top of the consumer's: 540, checked after `check_consume`
+        (observed: a bad offset or no-ack is reported first)."""
+        if global_prefetch:
+            raise not_implemented(f"{self.rs} does not support global qos")
+
+    def check_delete(self, *, if_unused: bool, if_empty: bool) -> None:
+        """A stream ignores if-unused and if-empty."""
+
+    def check_reject(self) -> None:
+        """basic.nack / basic.reject of a stream delivery (any requeue flag)."""
+        raise not_implemented(f"basic.nack and basic.reject not supported by stream queues {self.rs}")
+
+    def reset_expiry(self) -> None:
+        """Streams have no x-expires."""
+
+    @staticmethod
+    def is_policy_applicable(policy: Policy) -> bool:
+        """No key of the policy is one a stream refuses (observed: max-length or message-ttl beside
+        max-age, and the policy does not apply at all)."""
+        return not any(k in UNSUPPORTED_POLICY_KEYS for k in policy.definition)
+
+    def apply_policy(self, policy: Policy | None) -> None:
+        """x-arguments combined with the policy as rabbit_stream_queue does: the smaller of the two
+        for max-length-bytes, max-age and the segment size."""
+        if policy is not None and not self.is_policy_applicable(policy):
+            policy = None
+        self.policy = policy
+        args = self.arguments
+        max_bytes = _int_setting(args, "x-max-length-bytes")
+        max_age = _age_setting(args)
+        segment = _int_setting(args, "x-stream-max-segment-size-bytes")
+        if policy is not None:
+            max_bytes = _smaller(max_bytes, _int_or_none(policy.get("max-length-bytes")))
+            age = policy.get("max-age")
+            if isinstance(age, str):
+                with contextlib.suppress(Exception):  # the policy was validated when it was set
+                    max_age = _smaller(max_age, SA.max_age_ms(age.encode()))
+            segment = _smaller(segment, _int_or_none(policy.get("stream-max-segment-size-bytes")))
+        self.log.max_bytes = max_bytes
+        self.log.max_age_ms = max_age
+        self.log.segment_bytes = segment if segment is not None else SA.DEFAULT_SEGMENT_BYTES
+
+    # -- messages in --------------------------------------------------------------------------
+
+    def would_overflow(self, size: int) -> bool:
+        return False
+
+    def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
+        """Append one chunk. `seq` (reserved by persistence as `self.seq + 1`) is the store's
+        position of the message: the offset it takes plus one, so a restart finds each message
+        at its offset."""
+        kept = stream_message(msg)
+        self.published += 1
+        seq = self.log.write_offset + 1
+        store = self.store
+        if store is not None and not is_stored(msg):  # a stream keeps transient messages too
+            store.persist(
+                self.vhost.name, [(self.name, seq)], kept.props, kept.body, kept.exchange, kept.routing_key
+            )
+        self._append(seq, kept, self._now_ms())
+        self.try_deliver()
+
+    def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
+        """A message read from the store at boot: it is committed, its body may leave memory. (One
+        that crashed its publish, a decimal header, was stored before it was refused: skipped.)"""
+        try:
+            msg = stream_message(msg)
+        except AmqpError:
+            return
+        self.log.restore(seq - 1, seq, msg, self._now_ms())
+        self.count += 1
+        self.bytes += len(msg.body)
+        self.resident += len(msg.body)
+        self.seq = self.log.write_offset
+        self._committed_below = self.log.next_offset
+        self._evict()
+
+    def _append(self, seq: int, msg: StoredMessage, now_ms: int) -> None:
+        dropped = self.log.append(seq, msg, now_ms)
+        self.seq = self.log.write_offset
+        self.count += 1
+        self.bytes += len(msg.body)
+        self.resident += len(msg.body)
+        if dropped:
+            self.count -= len(dropped)
+            self.bytes -= sum(r.body_size for r in dropped)
+            self.resident -= sum(r.body_size for r in dropped if r.msg is not None)
+            if self.store is not None:  # every message of a kept stream is stored
+                self.store.remove_messages(self.vhost.name, self.name, [r.seq for r in dropped])
+        if self.store is not None:
+            self._track_commits()
+
+    # -- paging -------------------------------------------------------------------------------
+
+    def _track_commits(self) -> None:
+        """Every PAGE appends, learn from the store when what came before has committed."""
+        self._since_sync += 1
+        if self._since_sync < PAGE or self._sync_pending or self.store is None:
+            self._evict()
+            return
+        self._since_sync = 0
+        self._sync_pending = True
+        mark = self.log.next_offset
+        self.store.sync().add_done_callback(lambda _f: self._committed(mark))
+
+    def _committed(self, mark: int) -> None:
+        self._sync_pending = False
+        self._committed_below = max(self._committed_below, mark)
+        self._evict()
+
+    def _evict(self) -> None:
+        """Drop the oldest committed, stored bodies while more than RESIDENT_BYTES are held (only
+        with a store that can read them back)."""
+        if self.resident <= RESIDENT_BYTES or self._page_reader() is None:
+            return
+        log = self.log
+        records = log.records
+        i = log.index_of(self._evicted_below)
+        while i < len(records) and self.resident > RESIDENT_BYTES:
+            record = records[i]
+            if record.offset >= self._committed_below:
+                break
+            if record.msg is not None:  # with a store every record is stored (see `enqueue`)
+                self.resident -= record.body_size
+                record.msg = None
+            i += 1
+        if i < len(records):
+            self._evicted_below = records[i].offset
+        else:
+            self._evicted_below = log.next_offset
+
+    def _page_reader(self) -> PageReader | None:
+        """The store's page read, when it has one: bodies leave memory only if they can return."""
+        reader: PageReader | None = getattr(self.store, "read_stream_page", None)
+        return reader
+
+    def _message(self, record: Record) -> StoredMessage:
+        """The record's message, read back from the store (a page at a time) if it left memory."""
+        if record.msg is not None:
+            return record.msg
+        msg = self._page.get(record.seq)
+        if msg is None:
+            reader = self._page_reader()
+            if reader is None:
+                raise internal_error()
+            rows = reader(self.vhost.name, self.name, record.seq, PAGE)
+            self._page = {
+                seq: stream_message(StoredMessage(exchange, routing_key, props, body))
+                for seq, props, body, exchange, routing_key in rows
+            }
+            msg = self._page.get(record.seq)
+            if msg is None:  # the store lost a committed message
+                raise internal_error()
+        return msg
+
+    def _now_ms(self) -> int:
+        return int(self.clock.wall() * 1000)
+
+    # -- messages out -------------------------------------------------------------------------
+
+    def try_deliver(self) -> None:
+        """Each consumer reads on from its own offset while its channel has credit."""
+        if self._delivering or self.deleted or not self.consumers:
+            return
+        self._delivering = True
+        try:
+            log = self.log
+            for c in list(self.consumers):
+                pos = self.positions.get(c)
+                if pos is None:
+                    continue
+                channel = c.channel
+                while pos < log.next_offset and channel.can_deliver(c):
+                    record = log.at_or_after(pos)
+                    if record is None:
+                        pos = log.next_offset
+                        break
+                    pos = record.offset + 1
+                    self.positions[c] = pos
+                    self.unacked += 1
+                    self.stat_deliver += 1
+                    msg = delivered_message(self._message(record), record.offset)
+                    channel.deliver(c, self, Entry(0, msg, 0.0))
+                self.positions[c] = pos
+        finally:
+            self._delivering = False
+
+    def get(self, no_ack: bool) -> Entry | None:
+        raise not_implemented(f"basic.get not supported by stream queues {self.rs}")
+
+    def settled(self, n: int = 1) -> None:
+        self.unacked -= n
+
+    def ack(self, entries: Sequence[Entry]) -> None:
+        self.unacked -= len(entries)
+        self.stat_ack += len(entries)
+
+    def requeue(self, entries: list[Entry]) -> None:
+        """A closed channel's or recovered deliveries are not read again: the log stays as it is."""
+
+    def dead_letter(self, entries: list[Entry], reason: str) -> None:
+        """Nothing leaves a stream but by retention; reject/nack are refused (`check_reject`)."""
+
+    def purge(self) -> int:
+        raise not_implemented(f"queue.purge not supported by stream queues {self.rs}")
+
+    def delete(self) -> int:
+        """Cancel the consumers (basic.cancel to each) and drop the log; delete-ok reports 0."""
+        self.deleted = True
+        for consumer in list(self.consumers):
+            consumer.channel.consumer_cancelled_by_server(consumer)
+        self.consumers.clear()
+        self.positions.clear()
+        self.log.clear()
+        self._page = {}
+        self.count = self.bytes = self.resident = 0
+        return 0
+
+    # -- consumers ----------------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        spec = SA.parse_offset(consumer.args.get(SA.OFFSET_ARG), self.rs, self._now_ms())
+        self.consumers.append(consumer)
+        self.positions[consumer] = self.log.start_offset(spec)
+        self._evict()  # after a restart the store is attached only once the log is rebuilt
+        self.try_deliver()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self.positions.pop(consumer, None)
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        return None
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def message_count(self) -> int:
+        """Declare-ok's count: RabbitMQ 3.10.8 reports the leader's lagging committed counter,
+        0 right after confirmed publishes."""
+        return 0
+
+    @property
+    def consumer_count(self) -> int:
+        """Declare-ok's consumer count is always 0 for a stream."""
+        return 0
+
+    @property
+    def stats(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        if self.published:
+            out["publish"] = self.published
+        if self.stat_deliver:
+            out.update(
+                ack=self.stat_ack,
+                deliver=self.stat_deliver,
+                deliver_no_ack=0,
+                get=0,
+                get_no_ack=0,
+                get_empty=0,
+                deliver_get=self.stat_deliver,
+                redeliver=0,
+            )
+        return out
+
+    def details(self) -> dict[str, object]:
+        return {"first_offset": self.log.first_offset, "next_offset": self.log.next_offset}
+
+
+def _int_or_none(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _smaller(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
