@@ -70,18 +70,9 @@ def test_bodies_leave_memory_once_stored_and_are_read_back(
     after a restart."""
     from broker.entities import stream_queue
     from broker.store.sqlite import SqliteStore
-    from broker.store.stream_log import reader_for
 
     monkeypatch.setattr(stream_queue, "RESIDENT_BYTES", 20_000)
-    if not hasattr(SqliteStore, "read_stream_page"):  # what the store offers streams to page through
-        monkeypatch.setattr(
-            SqliteStore,
-            "read_stream_page",
-            lambda self, vhost, queue, seq, limit: reader_for(self.location).read_from(
-                vhost, queue, seq, limit
-            ),
-            raising=False,
-        )
+    assert hasattr(SqliteStore, "read_stream_page")  # what the store offers streams to page through
     n = 3000
     with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
         conn = pika.BlockingConnection(pika.URLParameters(b.url))

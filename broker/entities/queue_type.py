@@ -118,6 +118,9 @@ class Queue:
         """Whether a matching policy may apply at all (a type may refuse a policy as a whole)."""
         return True
 
+    def check_reject(self) -> None:
+        """basic.reject / basic.nack's refusal, for types that keep every message (streams)."""
+
     def check_global_qos(self, global_prefetch: int) -> None:
         """basic.consume's refusal of a channel-wide prefetch, for types that do not support one."""
 

@@ -111,9 +111,7 @@ class AcksMixin(PublishMixin):
     def _check_rejectable(items: list[tuple[int, Unacked]]) -> None:
         """A type may refuse basic.reject and basic.nack of its deliveries (streams: 540)."""
         for _t, u in items:
-            check_reject = getattr(u.queue, "check_reject", None)
-            if check_reject is not None:
-                check_reject()
+            u.queue.check_reject()
 
     def on_basic_reject(self, a: C.BasicReject) -> None:
         items = self._collect(a.delivery_tag, False)

@@ -363,6 +363,15 @@ class SqliteStore(Store):
         v, q = to_blob(vhost), to_blob(queue)
         self._writer.submit([(S.UNREF_QUEUE, (v, q)), (S.DELETE_QUEUE_POSITIONS, (v, q))], garbage=True)
 
+    def read_stream_page(
+        self, vhost: str, queue: str, seq: int, limit: int
+    ) -> list[tuple[int, bytes, bytes, str, str]]:
+        """Up to `limit` committed messages of a stream from position `seq` on, for streams that
+        page their bodies out of memory (broker.store.stream_log)."""
+        from broker.store.stream_log import reader_for
+
+        return reader_for(self.location).read_from(vhost, queue, seq, limit)
+
     def sync(self) -> asyncio.Future[None]:
         fut = self._writer.new_future()
         if not fut.done():
