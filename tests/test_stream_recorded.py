@@ -23,15 +23,10 @@ RECORDED: dict[str, Any] = json.loads(
     (Path(__file__).parent / "data" / "quorum_stream_observations.json").read_text()
 )
 
-#: Read through hashbroker's management API, which today reports every queue as type "classic"
-#: (broker/management/views/queues.py) and fails on a queue without `one_active`
-#: (broker/management/state.py: `active_consumer` should ask `q.active_consumer`).
-MGMT_TODAY = pytest.mark.xfail(strict=True, reason="management API: queue type and active consumer")
-
 #: The stream scenarios of the recording.
 STREAM_SCENARIOS = (
-    pytest.param("st_declare_flags", marks=MGMT_TODAY),
-    pytest.param("st_declare_arguments", marks=MGMT_TODAY),
+    "st_declare_flags",
+    "st_declare_arguments",
     "st_redeclare_and_passive",
     "st_consume_rules",
     "st_offsets",
