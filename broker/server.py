@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from amqpwire.errors import connection_forced
 from broker.settings import Settings
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from exchanges.compat import Compat
 
 log = logging.getLogger("hashbroker.server")
+SHUTDOWN_GRACE = 1.0
+"""Seconds `stop` waits for clients' close-ok after the shutdown close (RabbitMQ waits for its
+readers to finish closing before the node stops)."""
 
 
 class LoopClock:
@@ -174,7 +178,9 @@ class Broker:
 
         return AmqpProtocol(self)
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = SHUTDOWN_GRACE) -> None:
+        """Stop listening, tell every client why (320), wait up to `grace` seconds for their
+        close-ok, drop whoever is left, then commit what the store has pending."""
         if self._server is None:
             return
         if self.management is not None:
@@ -182,6 +188,7 @@ class Broker:
             self.management = None
         self._server.close()
         self.policies.close()
+        await self.close_all_connections("shutdown", grace)
         for conn in list(self.connections):
             conn.transport.close()
             conn.connection_lost()
@@ -190,6 +197,19 @@ class Broker:
         if self.store is not None:  # commit what is pending, release the data dir
             await self.store.close()
         log.info("hashbroker stopped")
+
+    async def close_all_connections(self, reason: str, grace: float) -> None:
+        """rabbit_networking:close_all_connections: 320 CONNECTION_FORCED with RabbitMQ's text (class
+        and method 0/0) to every connection, then up to `grace` seconds for the close-oks, so
+        clients read why they were dropped instead of a bare EOF."""
+        err = connection_forced(f"broker forced connection closure with reason '{reason}'")
+        for conn in list(self.connections):
+            if not conn.closed:
+                conn.fail(err, (0, 0))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while any(not c.silent for c in self.connections) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
 
     async def serve_forever(self) -> None:
         if self._server is None:
