@@ -178,9 +178,10 @@ class Broker:
 
         return AmqpProtocol(self)
 
-    async def stop(self, grace: float = SHUTDOWN_GRACE) -> None:
+    async def stop(self, grace: float = 0.0) -> None:
         """Stop listening, tell every client why (320), wait up to `grace` seconds for their
-        close-ok, drop whoever is left, then commit what the store has pending."""
+        close-ok (`hashbroker serve` waits SHUTDOWN_GRACE; embedded brokers and tests need not),
+        drop whoever is left, then commit what the store has pending."""
         if self._server is None:
             return
         if self.management is not None:
@@ -208,7 +209,7 @@ class Broker:
                 conn.fail(err, (0, 0))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        while any(not c.silent for c in self.connections) and loop.time() < deadline:
+        while loop.time() < deadline and any(not c.silent for c in self.connections):
             await asyncio.sleep(0.01)
 
     async def serve_forever(self) -> None:
@@ -240,6 +241,11 @@ class Broker:
 
     def connection_lost(self, conn: Connection) -> None:
         self.connections.discard(conn)
+
+    @property
+    def assembling_bytes(self) -> int:
+        """Body bytes all connections hold for messages not yet complete (for a memory alarm)."""
+        return sum(conn.core.assembling_bytes for conn in self.connections)
 
     def check_credentials(self, user: str, password: str) -> bool:
         return self.auth.check_credentials(user, password)
