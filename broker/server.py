@@ -117,6 +117,11 @@ class Broker:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        from broker.transport import AcceptFailureLog, raise_open_files_limit
+
+        raise_open_files_limit()
+        if not isinstance(loop.get_exception_handler(), AcceptFailureLog):
+            AcceptFailureLog(loop).install(loop)
         # Listen first: the kernel queues early connections while the store opens and the exchange
         # types (the slowest import) load. No client is served before the rebuild below finishes:
         # there is no await between here and the end of the rebuild.
