@@ -210,7 +210,7 @@ class Broker:
         clients read why they were dropped instead of a bare EOF."""
         err = connection_forced(f"broker forced connection closure with reason '{reason}'")
         for conn in list(self.connections):
-            if not conn.closed:
+            if not conn.closed and not conn.core.closing:
                 conn.fail(err, (0, 0))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace

@@ -47,11 +47,12 @@ class PublishMixin(ConfirmsMixin):
         msg = StoredMessage(exchange, rk, props, body)
         flags = msg.flags
         if flags:
-            if flags & HEADERS_FLAG:
-                try:  # rabbit_binary_parser:ensure_content_decoded, in rabbit_channel's place
+            try:  # rabbit_binary_parser:ensure_content_decoded, in rabbit_channel's place
+                msg.spans()  # every property's bounds: a malformed one never reaches a queue
+                if flags & HEADERS_FLAG:
                     msg.headers()
-                except (FieldDecodeError, P.PropertyError):
-                    raise internal_error() from None
+            except (FieldDecodeError, P.PropertyError):
+                raise internal_error() from None
             if flags & REPLY_TO_FLAG and msg.prop("reply_to") == REPLY_TO:
                 if self.reply_consumer is None:
                     raise AmqpError(406, "fast reply consumer does not exist")
