@@ -9,10 +9,13 @@ import argparse
 import asyncio
 import errno
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
 from broker.ctl_http import CTL_HELP
+
+log = logging.getLogger("hashbroker.server")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -97,16 +100,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"hashbroker: invalid settings: {exc}".splitlines()[0], file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from broker.server import Broker
+    from broker.server import SHUTDOWN_GRACE, Broker
 
     broker = Broker(settings)
 
     async def run() -> None:
         await broker.start()
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):  # a graceful stop: clients read a 320 close
+            loop.add_signal_handler(signum, stopping.set)
         try:
-            await broker.serve_forever()
+            await stopping.wait()
+            log.info("hashbroker stopping (signal received)")
         finally:
-            await broker.stop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+            await broker.stop(SHUTDOWN_GRACE)
 
     from broker.store import StoreError
 

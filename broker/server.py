@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from amqpwire.errors import connection_forced
 from broker.settings import Settings
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from exchanges.compat import Compat
 
 log = logging.getLogger("hashbroker.server")
+SHUTDOWN_GRACE = 1.0
+"""Seconds `stop` waits for clients' close-ok after the shutdown close (RabbitMQ waits for its
+readers to finish closing before the node stops)."""
 
 
 class LoopClock:
@@ -113,6 +117,11 @@ class Broker:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        from broker.transport import AcceptFailureLog, raise_open_files_limit
+
+        raise_open_files_limit()
+        if not isinstance(loop.get_exception_handler(), AcceptFailureLog):
+            AcceptFailureLog(loop).install(loop)
         # Listen first: the kernel queues early connections while the store opens and the exchange
         # types (the slowest import) load. No client is served before the rebuild below finishes:
         # there is no await between here and the end of the rebuild.
@@ -174,7 +183,10 @@ class Broker:
 
         return AmqpProtocol(self)
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = 0.0) -> None:
+        """Stop listening, tell every client why (320), wait up to `grace` seconds for their
+        close-ok (`hashbroker serve` waits SHUTDOWN_GRACE; embedded brokers and tests need not),
+        drop whoever is left, then commit what the store has pending."""
         if self._server is None:
             return
         if self.management is not None:
@@ -182,6 +194,7 @@ class Broker:
             self.management = None
         self._server.close()
         self.policies.close()
+        await self.close_all_connections("shutdown", grace)
         for conn in list(self.connections):
             conn.transport.close()
             conn.connection_lost()
@@ -190,6 +203,19 @@ class Broker:
         if self.store is not None:  # commit what is pending, release the data dir
             await self.store.close()
         log.info("hashbroker stopped")
+
+    async def close_all_connections(self, reason: str, grace: float) -> None:
+        """rabbit_networking:close_all_connections: 320 CONNECTION_FORCED with RabbitMQ's text (class
+        and method 0/0) to every connection, then up to `grace` seconds for the close-oks, so
+        clients read why they were dropped instead of a bare EOF."""
+        err = connection_forced(f"broker forced connection closure with reason '{reason}'")
+        for conn in list(self.connections):
+            if not conn.closed and not conn.core.closing:
+                conn.fail(err, (0, 0))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while loop.time() < deadline and any(not c.silent for c in self.connections):
+            await asyncio.sleep(0.01)
 
     async def serve_forever(self) -> None:
         if self._server is None:
@@ -220,6 +246,11 @@ class Broker:
 
     def connection_lost(self, conn: Connection) -> None:
         self.connections.discard(conn)
+
+    @property
+    def assembling_bytes(self) -> int:
+        """Body bytes all connections hold for messages not yet complete (for a memory alarm)."""
+        return sum(conn.core.assembling_bytes for conn in self.connections)
 
     def check_credentials(self, user: str, password: str) -> bool:
         return self.auth.check_credentials(user, password)

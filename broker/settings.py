@@ -41,6 +41,9 @@ class Settings(BaseModel):
     channel_max: int = Field(default=2047, ge=0, le=65535)
     handshake_timeout: float = Field(default=10.0, gt=0)
     """Seconds a connection may take to reach connection.open (RabbitMQ's handshake_timeout)."""
+    max_message_size: int = Field(default=134217728, ge=1, le=536870912)
+    """Largest message body accepted (RabbitMQ's max_message_size: default 128 MiB, at most 512 MiB);
+    a larger one is refused as soon as its content header declares the size."""
     rabbitmq_compat_version: str = "3.10.8"
     management_port: int | None = Field(default=None, ge=0, le=65535)
     """RabbitMQ-style management HTTP API; None (default) = off, 0 = any free port."""

@@ -1,15 +1,99 @@
-"""asyncio glue: one Protocol per TCP connection, forwarding bytes to the Connection state machine."""
+"""asyncio glue: one Protocol per TCP connection, forwarding bytes to the Connection state machine,
+and the listener's file-descriptor housekeeping (open-files limit, accept failures, fd counts)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+import errno
+import logging
+import os
+from typing import TYPE_CHECKING, Any
 
 from broker.session.connection import Connection
 
 if TYPE_CHECKING:
     from broker.server import Broker
+
+log = logging.getLogger("hashbroker.server")
+ACCEPT_LOG_INTERVAL = 10.0
+"""Seconds between two log lines about accept() failing for lack of file descriptors."""
+_ACCEPT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (as RabbitMQ's start-up scripts ask for
+    a high ulimit), so a default 1,024 does not cap the connections; returns (soft, hard)."""
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return (-1, -1)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft, hard
+
+
+def fd_usage() -> tuple[int, int]:
+    """(file descriptors open, soft limit) of this process, as /api/nodes fd_used/fd_total."""
+    try:
+        import resource
+
+        total = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except ImportError:
+        total = -1
+    try:
+        used = len(os.listdir("/proc/self/fd")) - 1  # minus the descriptor listdir itself held
+    except OSError:
+        used = -1
+    return used, total
+
+
+class AcceptFailureLog:
+    """The loop's exception handler, with accept() failures for lack of descriptors turned into
+    one log line per interval. asyncio itself stops accepting for a second and retries (its
+    ACCEPT_RETRY_DELAY back-off), but logs a traceback each time; every other context goes on to
+    the handler that was there before."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float = ACCEPT_LOG_INTERVAL) -> None:
+        self.previous = loop.get_exception_handler()
+        self.interval = interval
+        self.suppressed = 0
+        self.last = float("-inf")
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.set_exception_handler(self)
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if (
+            isinstance(exc, OSError)
+            and exc.errno in _ACCEPT_ERRNOS
+            and "accept" in context.get("message", "")
+        ):
+            now = loop.time()
+            if now - self.last < self.interval:
+                self.suppressed += 1
+                return
+            used, total = fd_usage()
+            used = total if used < 0 else used  # listing /proc/self/fd needs a descriptor too
+            log.error(
+                "accept() failed: %s (%d of %d file descriptors in use); retrying every second%s",
+                *(os.strerror(exc.errno or 0), used, total, self._suppressed_note()),
+            )
+            self.last = now
+            return
+        if self.previous is not None:
+            self.previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    def _suppressed_note(self) -> str:
+        note = f" ({self.suppressed} more in the last {self.interval:g} s)" if self.suppressed else ""
+        self.suppressed = 0
+        return note
 
 
 class AmqpProtocol(asyncio.Protocol):

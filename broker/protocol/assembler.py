@@ -44,11 +44,14 @@ from broker.protocol.framing import (
     FRAME_HEARTBEAT,
     FRAME_METHOD,
     FRAME_MIN_SIZE,
+    MAX_MESSAGE_SIZE,
     PROTOCOL_HEADER,
     FrameReader,
     ReaderCrash,
     erl_binary,
     frame_error,
+    immediate_refused,
+    message_too_large,
     unexpected_frame_error,
 )
 from broker.protocol.methods import method_frame, simple_payload
@@ -134,13 +137,15 @@ class CommandAssembler:
         "fast",
         "frame_max",
         "frames_in",
+        "max_message_size",
         "outbox",
         "reader",
         "running",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, max_message_size: int = MAX_MESSAGE_SIZE) -> None:
         self.reader = FrameReader(FRAME_MIN_SIZE)
+        self.max_message_size = max_message_size
         self.frame_max = FRAME_MIN_SIZE  # RabbitMQ's initial_frame_max until tune-ok; 0: no limit
         self.channel_max = 0
         self.running = False  # connection.open done: channel frames are allowed
@@ -206,6 +211,7 @@ class CommandAssembler:
         content = self._content
         fast = self.fast
         limit = self.frame_max
+        max_size = self.max_message_size
         pos = 0
         end = len(data)
         frames = 0
@@ -256,6 +262,7 @@ class CommandAssembler:
                                 and class_id == 60
                                 and not weight
                                 and hsize >= 14
+                                and body_size <= max_size
                                 and not (limit and hsize > limit)
                                 and hstop < end
                                 and data[hstop] == FRAME_END
@@ -376,6 +383,10 @@ class CommandAssembler:
         if class_id != 60:
             text = f"expected content header for class 60, got one for class {class_id} instead"
             return _fail(unexpected_frame(text), channel, PUBLISH_IDS)
+        if size > self.max_message_size:  # refused before any body byte is kept (see framing)
+            del self._content[channel]
+            err = immediate_refused() if pending.immediate else message_too_large(size, self.max_message_size)
+            return _fail(err, channel, PUBLISH_IDS)
         pending.props = payload[12:]
         if size == 0:
             del self._content[channel]
@@ -433,6 +444,11 @@ class CommandAssembler:
             return _fail(err, channel, culprit)
         except ReaderCrash as crash:
             return 0, Crash(str(crash))
+
+    @property
+    def assembling_bytes(self) -> int:
+        """Body bytes held for messages still being assembled (counted only when asked)."""
+        return sum(p.got for p in self._content.values() if p.parts)
 
     # -- what the session tells the protocol -------------------------------------------------------
 

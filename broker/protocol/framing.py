@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from amqpwire.errors import AmqpError
+from amqpwire.errors import AmqpError, ReplyCode, precondition_failed
 
 FRAME_METHOD = 1
 FRAME_HEADER = 2
@@ -27,6 +27,11 @@ ACCEPTED_HEADERS = frozenset({PROTOCOL_HEADER, b"AMQP\x01\x01\x00\x09"})
 
 _HDR = struct.Struct(">BHI")
 HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
+MAX_MESSAGE_SIZE = 134217728
+"""RabbitMQ 3.10's default max_message_size (128 MiB)."""
+MAX_MSG_SIZE = 536870912
+"""RabbitMQ's ?MAX_MSG_SIZE, the largest max_message_size it accepts; at exactly this limit its
+refusal drops the word "configured"."""
 
 
 def erl_binary(data: bytes) -> str:
@@ -121,6 +126,21 @@ class FrameReader:
         out = bytes(self._buf[:n])
         del self._buf[:n]
         return out
+
+
+def message_too_large(size: int, max_size: int) -> AmqpError:
+    """406 with rabbit_channel:check_msg_size's text (a channel error naming basic.publish).
+
+    RabbitMQ checks once the whole body is in, so a header declaring terabytes lets one
+    connection buffer gigabytes; the assembler refuses at the content header instead, with the
+    same error, and the channel's body frames are then dropped unread."""
+    configured = "" if max_size == MAX_MSG_SIZE else "configured "
+    return precondition_failed(f"message size {size} is larger than {configured}max size {max_size}")
+
+
+def immediate_refused() -> AmqpError:
+    """basic.publish with immediate=true: rabbit_channel's first publish clause, 540 (hard)."""
+    return AmqpError(ReplyCode.NOT_IMPLEMENTED, "immediate=true", hard=True)
 
 
 def build_frame(frame_type: int, channel: int, payload: bytes) -> bytes:

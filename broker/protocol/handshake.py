@@ -188,8 +188,10 @@ class Handshake:
         self.mechanism = mech = command.mechanism
         response = command.response
         if mech == "PLAIN":
+            # rabbit_auth_mechanism_plain takes "\0user\0password" only: an authorization
+            # identity (even the user's own name) is a syntax error, as is a third NUL
             parts = response.split(b"\x00")
-            if len(parts) != 3:
+            if len(parts) != 3 or parts[0]:
                 raise syntax_error(f"response {response!r} invalid")
             user, password = parts[1], parts[2]
         elif mech == "AMQPLAIN":

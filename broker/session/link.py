@@ -60,7 +60,7 @@ class Link(ConnectionIdentity):
         self.transport = transport
         self.loop = loop
         self.id = next(_ids)
-        self.core = CommandAssembler()
+        self.core = CommandAssembler(broker.settings.max_message_size)
         self._out = self.core.outbox
         self.vhost_obj: VHost = None  # type: ignore[assignment]  # set on connection.open
         self.channels: dict[int, Channel] = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amqpwire.errors import AmqpError, ReplyCode, internal_error
+from amqpwire.errors import AmqpError, internal_error
 from amqpwire.fields import FieldDecodeError
 from broker.entities.exchange import Exchange
 from broker.entities.queue import Entry, Queue
@@ -16,10 +16,9 @@ from broker.message import (
 )
 from broker.protocol import properties as P
 from broker.protocol.assembler import Publish
+from broker.protocol.framing import immediate_refused
 from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX
 from broker.session.confirms import ConfirmsMixin
-
-MAX_MESSAGE_SIZE = 134217728
 
 
 class PublishMixin(ConfirmsMixin):
@@ -35,11 +34,7 @@ class PublishMixin(ConfirmsMixin):
         """
         exchange, rk, mandatory, immediate, props, body = cmd
         if immediate:
-            raise AmqpError(ReplyCode.NOT_IMPLEMENTED, "immediate=true", hard=True)
-        if len(body) > MAX_MESSAGE_SIZE:
-            raise AmqpError(
-                406, f"message size {len(body)} is larger than configured max size {MAX_MESSAGE_SIZE}"
-            )
+            raise immediate_refused()
         vhost = self.vhost
         may_write = self.may_write
         if exchange not in may_write.allowed or may_write.version != may_write.auth.version:
@@ -52,11 +47,12 @@ class PublishMixin(ConfirmsMixin):
         msg = StoredMessage(exchange, rk, props, body)
         flags = msg.flags
         if flags:
-            if flags & HEADERS_FLAG:
-                try:  # rabbit_binary_parser:ensure_content_decoded, in rabbit_channel's place
+            try:  # rabbit_binary_parser:ensure_content_decoded, in rabbit_channel's place
+                msg.spans()  # every property's bounds: a malformed one never reaches a queue
+                if flags & HEADERS_FLAG:
                     msg.headers()
-                except (FieldDecodeError, P.PropertyError):
-                    raise internal_error() from None
+            except (FieldDecodeError, P.PropertyError):
+                raise internal_error() from None
             if flags & REPLY_TO_FLAG and msg.prop("reply_to") == REPLY_TO:
                 if self.reply_consumer is None:
                     raise AmqpError(406, "fast reply consumer does not exist")

@@ -13,6 +13,7 @@ from broker.management.render import (
     not_found,
     with_rates,
 )
+from broker.transport import fd_usage
 
 if TYPE_CHECKING:
     from broker.management.api import Api
@@ -120,6 +121,7 @@ async def get_overview(api: Api, req: Request, segs: list[str]) -> Response:
 
 async def get_nodes(api: Api, req: Request, segs: list[str]) -> Response:
     n = api.state.node()
+    fd_used, fd_total = fd_usage()
     node = {
         "name": n.name,
         "type": "disc",
@@ -130,6 +132,8 @@ async def get_nodes(api: Api, req: Request, segs: list[str]) -> Response:
         "rates_mode": "basic",
         "partitions": [],
         "mem_used": n.mem_used,
+        "fd_used": fd_used,
+        "fd_total": fd_total,
         "mem_alarm": False,
         "disk_free_alarm": False,
         "being_drained": False,
