@@ -1,18 +1,19 @@
-"""Queues for the rest of the broker: the `Queue` behaviour, its entries and consumers, and every
-queue type module (importing one registers it under its x-queue-type name).
+"""Queues for the rest of the broker: the `Queue` behaviour, its entries and consumers, and the
+classic type (importing a type module registers it under its x-queue-type name).
 
 `Queue(vhost, name, durable=..., exclusive_owner=..., auto_delete=..., arguments=...)` builds the
-type the `x-queue-type` argument names; a new queue type is a module imported here.
+type the `x-queue-type` argument names; a new queue type is a module imported here, or named in
+`broker.entities.queue_type._LAZY_MODULES` to load on its first declaration.
 """
 
 from __future__ import annotations
 
-from broker.entities import classic_queue, quorum_queue, stream_queue
+from broker.entities import classic_queue
 from broker.entities.classic_queue import ClassicQueue
 from broker.entities.consumers import Consumer, ConsumerChannel
 from broker.entities.queue_type import Entry, Queue, find_queue_type, queue_type_names
 
-TYPE_MODULES = (classic_queue, quorum_queue, stream_queue)
+TYPE_MODULES = (classic_queue,)
 
 __all__ = [
     "ClassicQueue",

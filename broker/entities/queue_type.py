@@ -292,6 +292,23 @@ DEFAULT_TYPE = "classic"
 _TYPES: dict[str, type[Queue]] = {}
 Q = TypeVar("Q", bound=type[Queue])
 
+#: Types whose module is imported on their first declaration (or boot restore), not at start: a
+#: broker that never sees a quorum queue or a stream does not pay their import time and memory.
+_LAZY_MODULES = {
+    "quorum": "broker.entities.quorum_queue",
+    "stream": "broker.entities.stream_queue",
+}
+
+
+def _registered(name: str) -> type[Queue] | None:
+    cls = _TYPES.get(name)
+    if cls is None and name in _LAZY_MODULES:
+        import importlib
+
+        importlib.import_module(_LAZY_MODULES[name])
+        cls = _TYPES.get(name)
+    return cls
+
 
 def register(cls: Q) -> Q:
     """Class decorator: make a queue type available under its `type_name`."""
@@ -310,17 +327,17 @@ def type_name_of(arguments: FieldTable) -> str:
 
 
 def find_queue_type(name: str) -> type[Queue] | None:
-    return _TYPES.get(name)
+    return _registered(name)
 
 
 def queue_class(arguments: FieldTable) -> type[Queue]:
     """The registered type `x-queue-type` names (540 for a type hashbroker does not have)."""
     name = type_name_of(arguments)
-    cls = _TYPES.get(name)
+    cls = _registered(name)
     if cls is None:
         raise AmqpError(ReplyCode.NOT_IMPLEMENTED, f"queue type '{name}' is not supported by hashbroker")
     return cls
 
 
 def queue_type_names() -> list[str]:
-    return sorted(_TYPES)
+    return sorted({*_TYPES, *_LAZY_MODULES})
