@@ -56,15 +56,7 @@ class ClassicQueue(Queue):
         auto_delete: bool,
         arguments: FieldTable,
     ) -> None:
-        self.vhost = vhost
-        self.clock = vhost.clock
-        self.name = name
-        raw = name.encode("utf-8", errors="surrogateescape")
-        self.name_wire = bytes((len(raw),)) + raw
-        self.durable = durable
-        self.exclusive_owner = exclusive_owner
-        self.auto_delete = auto_delete
-        self.arguments = arguments
+        self._set_identity(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.message_ttl = _int_arg(arguments, "x-message-ttl")
         self.expires = _int_arg(arguments, "x-expires")
         self.max_length = _int_arg(arguments, "x-max-length")
@@ -325,6 +317,15 @@ class ClassicQueue(Queue):
         finally:
             self._delivering = False
 
+    def _count_get(self, entry: Entry, no_ack: bool) -> None:
+        """basic.get's message_stats counters for a fetched message."""
+        if no_ack:
+            self.stat_get_no_ack += 1
+        else:
+            self.stat_get += 1
+        if entry.redelivered:
+            self.stat_redeliver += 1
+
     def get(self, no_ack: bool) -> Entry | None:
         """basic.get. After taking the head, the expired messages it exposed are dropped before the
         caller reads `count` for get-ok, as rabbit_amqqueue_process:fetch does."""
@@ -335,12 +336,7 @@ class ClassicQueue(Queue):
         if entry is None:
             self.stat_empty_get = True
             return None
-        if no_ack:
-            self.stat_get_no_ack += 1
-        else:
-            self.stat_get += 1
-        if entry.redelivered:
-            self.stat_redeliver += 1
+        self._count_get(entry, no_ack)
         if self.uses_ttl:
             self.drop_expired()
         return entry

@@ -81,6 +81,26 @@ class Queue:
         impl = queue_class(arguments) if cls is Queue else cls
         return object.__new__(impl)
 
+    def _set_identity(
+        self,
+        vhost: VHost,
+        name: str,
+        durable: bool,
+        exclusive_owner: object | None,
+        auto_delete: bool,
+        arguments: FieldTable,
+    ) -> None:
+        """The declared attributes every type keeps, as its constructor received them."""
+        self.vhost = vhost
+        self.clock = vhost.clock
+        self.name = name
+        raw = name.encode("utf-8", errors="surrogateescape")
+        self.name_wire = bytes((len(raw),)) + raw
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner
+        self.auto_delete = auto_delete
+        self.arguments = arguments
+
     # -- declaration --------------------------------------------------------------------------
 
     @classmethod

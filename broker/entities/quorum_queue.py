@@ -315,12 +315,7 @@ class QuorumQueue(ClassicQueue):
         if entry is None:
             self.stat_empty_get = True
             return None
-        if no_ack:
-            self.stat_get_no_ack += 1
-        else:
-            self.stat_get += 1
-        if entry.redelivered:
-            self.stat_redeliver += 1
+        self._count_get(entry, no_ack)
         if isinstance(entry, QuorumEntry):
             entry.msg = with_delivery_count(entry.orig, entry.count)
         return entry

@@ -125,15 +125,7 @@ class StreamQueue(Queue):
         auto_delete: bool,
         arguments: FieldTable,
     ) -> None:
-        self.vhost = vhost
-        self.clock = vhost.clock
-        self.name = name
-        raw = name.encode("utf-8", errors="surrogateescape")
-        self.name_wire = bytes((len(raw),)) + raw
-        self.durable = durable
-        self.exclusive_owner = exclusive_owner
-        self.auto_delete = auto_delete
-        self.arguments = arguments
+        self._set_identity(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.consumers: deque[Consumer] = deque()
         self.positions: dict[Consumer, int] = {}  # next offset each consumer reads
         self.count = 0
