@@ -57,6 +57,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         choices=["normal", "full"],
         help="normal (default): survives a killed broker; full: also fsyncs each commit (power loss)",
     )
+    serve.add_argument(
+        "--memory-high-watermark",
+        default=None,
+        help="block publishers above this resident memory: a fraction of RAM (default 0.4) "
+        "or a size as RabbitMQ writes it (200MB, 512MiB, 2GB, bytes)",
+    )
+    serve.add_argument(
+        "--disk-free-limit",
+        default=None,
+        help="block publishers when the data dir's filesystem has less free space (default 50MB)",
+    )
     serve.set_defaults(func=cmd_serve)
     demo = sub.add_parser(
         "demo", help="route 100,000 messages through x-consistent-hash and compare with RabbitMQ"
@@ -91,6 +102,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             store_sync=args.store_sync,
             nodes=[n.strip() for n in args.nodes.split(",") if n.strip()] if args.nodes else None,
             active_consumer_selection=args.active_consumer_selection,
+            memory_high_watermark=args.memory_high_watermark,
+            disk_free_limit=args.disk_free_limit,
         )
         if settings.data_dir is None:
             from broker.store import default_data_dir

@@ -107,6 +107,8 @@ VERBS: dict[str, Verb] = {
     "list_user_permissions": Verb("list a user's permissions", v.list_user_permissions, (USERNAME,)),
     "add_vhost": Verb("create a vhost", v.add_vhost, (VHOST_NAME,)),
     "delete_vhost": Verb("delete a vhost (closes its connections)", v.delete_vhost, (VHOST_NAME,)),
+    "trace_on": Verb("copy every publish and delivery in a vhost to amq.rabbitmq.trace", v.trace_on),
+    "trace_off": Verb("stop tracing a vhost", v.trace_off),
     "list_vhosts": Verb("list vhosts (columns: name description tags tracing)", v.list_vhosts, (COLUMNS,)),
     "import_definitions": Verb("import a definitions file (JSON; '-' for stdin)", v.import_definitions,
                                (FILE,)),

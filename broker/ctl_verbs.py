@@ -191,6 +191,27 @@ def add_vhost(c: Client, o: argparse.Namespace, out: Out) -> int:
     return EX_OK
 
 
+def trace_on(c: Client, o: argparse.Namespace, out: Out) -> int:
+    return _trace(c, o, out, True)
+
+
+def trace_off(c: Client, o: argparse.Namespace, out: Out) -> int:
+    return _trace(c, o, out, False)
+
+
+def _trace(c: Client, o: argparse.Namespace, out: Out, on: bool) -> int:
+    """rabbitmqctl trace_on/trace_off -p vhost: the API's `tracing` flag of the vhost. rabbitmqctl
+    accepts a vhost that does not exist (it only names it in a list); a PUT would create one, so
+    an unknown vhost is reported done and left alone."""
+    if not o.quiet:
+        out(f'{"Starting" if on else "Stopping"} tracing for vhost "{o.vhost}" ...')
+    if vhost_exists(c, o.vhost):
+        status, data = c.request("PUT", f"/vhosts/{q(o.vhost)}", {"tracing": on})
+        check(status, data)
+    out(f"Trace {'enabled' if on else 'disabled'} for vhost {o.vhost}")
+    return EX_OK
+
+
 def delete_user(c: Client, o: argparse.Namespace, out: Out) -> int:
     if not o.quiet:
         out(f'Deleting user "{o.username}" ...')

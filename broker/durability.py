@@ -14,34 +14,36 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError
-from broker.message import StoredMessage
+from broker.message import DELIVERY_MODE_FLAG, StoredMessage, is_persistent
 from broker.store import BindingRecord, ExchangeRecord, QueueRecord, Snapshot, Store, VHostRecord
 from exchanges.base import Binding, Destination
 from exchanges.route_order import route_table_order
 
 if TYPE_CHECKING:
     from broker.entities.exchange import Exchange
+    from broker.entities.paging import PageSpool
     from broker.entities.queue import Entry, Queue
     from broker.entities.vhost import VHost
     from broker.server import Broker
 
 log = logging.getLogger("hashbroker.durability")
 
-DELIVERY_MODE_FLAG = 1 << 12
+__all__ = ["DELIVERY_MODE_FLAG", "StorePersistence", "attach", "is_persistent", "rebuild", "stored_seqs"]
 
 
-def is_persistent(msg: StoredMessage) -> bool:
-    """delivery_mode 2 (the property is decoded only when its flag bit is set)."""
-    return bool(msg.flags & DELIVERY_MODE_FLAG) and msg.prop("delivery_mode") == 2
+def is_stored(entry: Entry) -> bool:
+    """Whether the store holds the entry: persistent messages, and every message of a type whose
+    entries say they are always kept (quorum queues)."""
+    return entry.always_stored or is_persistent(entry.msg)
 
 
 def stored_seqs(entries: Iterable[Entry]) -> list[int]:
-    """Positions of the entries the store holds (persistent messages; seq 0 was never enqueued)."""
-    return [e.seq for e in entries if e.seq and is_persistent(e.msg)]
+    """Positions of the entries the store holds (see `is_stored`; seq 0 was never enqueued)."""
+    return [e.seq for e in entries if e.seq and is_stored(e)]
 
 
 # -- records -----------------------------------------------------------------------------------------
@@ -101,16 +103,41 @@ class StorePersistence:
     def messages_removed(self, q: Queue, entries: Sequence[Entry]) -> None:
         self.store.remove_messages(q.vhost.name, q.name, stored_seqs(entries))
 
-    def queue_purged(self, q: Queue, ready: Sequence[Entry]) -> None:
+    def queue_purged(self, q: Queue, ready: Sequence[Entry], paged: Sequence[int] = ()) -> None:
         if q.unacked:  # the unacked messages stay stored
-            self.store.remove_messages(q.vhost.name, q.name, stored_seqs(ready))
+            self.store.remove_messages(q.vhost.name, q.name, [*stored_seqs(ready), *paged])
         else:
             self.store.purge_queue(q.vhost.name, q.name)
+
+    def spool_factory(self) -> Callable[[], PageSpool] | None:
+        pages = self.store.pages
+        return pages.new_spool if pages is not None else None
 
     def publish(
         self, vhost: VHost, msg: StoredMessage, queues: Sequence[Queue]
     ) -> tuple[asyncio.Future[None] | None, list[int]]:
         return persist_publish(vhost, msg, list(queues))
+
+    # -- quorum queues and streams ---------------------------------------------------------------
+
+    def positions_removed(self, q: Queue, seqs: Iterable[int]) -> None:
+        self.store.remove_messages(q.vhost.name, q.name, seqs)
+
+    def delivery_state(self, q: Queue, states: Iterable[tuple[int, bool, int, int]]) -> None:
+        self.store.set_delivery_state(q.vhost.name, q.name, states)
+
+    def stream_timestamps(self, q: Queue, stamps: Iterable[tuple[int, int]]) -> None:
+        self.store.set_timestamps(q.vhost.name, q.name, stamps)
+
+    def can_read_back(self, q: Queue) -> bool:
+        return hasattr(self.store, "read_stream_page")
+
+    def read_page(self, q: Queue, seq: int, limit: int) -> list[tuple[int, StoredMessage]]:
+        rows = self.store.read_stream_page(q.vhost.name, q.name, seq, limit)  # type: ignore[attr-defined]
+        return [(s, StoredMessage(x, rk, props, body)) for s, props, body, x, rk in rows]
+
+    def when_committed(self, q: Queue, callback: Callable[[], None]) -> None:
+        self.store.sync().add_done_callback(lambda _f: callback())
 
 
 def attach(vhost: VHost, store: Store | None) -> None:
@@ -203,12 +230,13 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
         except AmqpError as exc:
             skipped += 1
             log.warning("stored binding %s -> %s not restored: %s", src.name, binding.destination.name, exc)
-    messages = 0
+    messages = restore_depths(vhosts, store, snap)
     for (vname, qname), recs in snap.messages.items():
         mv = vhosts.get(vname)
         q = mv.queues.get(qname) if mv is not None else None
         if q is None:
             continue
+        q.restore_state(snap.queue_state.get((vname, qname), {}))
         for m in recs:
             msg = StoredMessage(m.exchange, m.routing_key, m.properties, m.body)
             if msg.flags:
@@ -228,6 +256,69 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
             skipped,
             messages,
         )
+
+
+class StoreBacklog:
+    """broker.entities.paging.Backlog over the store: a queue's messages stored before the
+    restart (positions up to `last`), read front to back."""
+
+    def __init__(self, store: Store, vhost: str, queue: str, count: int, size: int, last: int) -> None:
+        self.store = store
+        self.vhost = vhost
+        self.queue = queue
+        self.count = count
+        self.bytes = size
+        self.after = 0
+        self.last = last
+
+    def read(self, limit: int) -> list[tuple[int, StoredMessage, bool]]:
+        rows = self.store.read_queue(self.vhost, self.queue, self.after, self.last, limit)
+        out: list[tuple[int, StoredMessage, bool]] = []
+        for seq, redelivered, exchange, routing_key, props, body in rows:
+            msg = StoredMessage(exchange, routing_key, props, body)
+            if msg.flags:
+                msg.compute_routing_keys()
+            out.append((seq, msg, redelivered))
+            self.count -= 1
+            self.bytes -= len(body)
+        if rows:
+            self.after = rows[-1][0]
+        return out
+
+    def remaining_seqs(self) -> list[int]:
+        return self.store.queue_seqs(self.vhost, self.queue, self.after, self.last)
+
+
+#: Rows per query when a queue that cannot take a backlog is restored message by message.
+_RESTORE_BATCH = 4096
+
+
+def restore_depths(vhosts: dict[str, VHost], store: Store, snap: Snapshot) -> int:
+    """Give each queue of a depth-only snapshot its stored messages: a classic queue without
+    priorities takes them as a backlog, read as its head advances (start-up time and memory do not
+    grow with the depth); any other queue restores each message now. Returns the message count."""
+    if not snap.depths:
+        return 0  # nothing stored: the paging module stays unloaded
+    from broker.entities.paging import restore_backlog
+
+    messages = 0
+    for (vname, qname), (count, size, last) in snap.depths.items():
+        mv = vhosts.get(vname)
+        q = mv.queues.get(qname) if mv is not None else None
+        if q is None:
+            continue
+        messages += count
+        backlog = StoreBacklog(store, vname, qname, count, size, last)
+        if q.type_name == "classic" and not getattr(q, "max_priority", 1) and store.pages is not None:
+            restore_backlog(q, backlog, last, store.pages.new_spool)  # type: ignore[arg-type]
+            continue
+        while backlog.count:
+            rows = backlog.read(_RESTORE_BATCH)
+            if not rows:
+                break
+            for seq, msg, redelivered in rows:
+                q.restore(seq, msg, redelivered)
+    return messages
 
 
 def record_new_vhosts(broker: Broker, store: Store, snap: Snapshot) -> None:
@@ -250,12 +341,13 @@ def persist_publish(
     """
     seqs: list[int] = []
     targets: list[tuple[str, int]] = []
+    persistent = is_persistent(msg)
     for q in queues:
         q.seq += 1
         seqs.append(q.seq)
-        if q.store is not None:
+        if q.store is not None and (persistent or q.keeps_transient):
             targets.append((q.name, q.seq))
     store = vhost.store
-    if store is None or not targets or not is_persistent(msg):
+    if store is None or not targets:
         return None, seqs
     return store.persist(vhost.name, targets, msg.props, msg.body, msg.exchange, msg.routing_key), seqs

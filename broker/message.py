@@ -23,6 +23,7 @@ EXPIRATION_FLAG = 1 << 8
 PRIORITY_FLAG = 1 << 11
 REPLY_TO_FLAG = 1 << 9
 USER_ID_FLAG = 1 << 4
+DELIVERY_MODE_FLAG = 1 << 12
 _CONTENT_HEAD = struct.Struct(">HHQ")
 
 
@@ -141,6 +142,41 @@ class StoredMessage:
         msg = self.with_props(P.rewrite(self.props, {"headers": table}))
         msg.routing_keys = self.routing_keys
         return msg
+
+
+def is_persistent(msg: StoredMessage) -> bool:
+    """delivery_mode 2 (the property is decoded only when its flag bit is set)."""
+    return bool(msg.flags & DELIVERY_MODE_FLAG) and msg.prop("delivery_mode") == 2
+
+
+def pack_message(msg: StoredMessage) -> bytes:
+    """The message as bytes for a page file (broker.entities.paging): what `unpack_message`
+    needs to rebuild it, routing keys from CC/BCC or dead-lettering included."""
+    import pickle  # loaded by the first page-out: an idle broker does not need it
+
+    keys = msg.extra_keys
+    return pickle.dumps(
+        (
+            msg.exchange,
+            msg.routing_key,
+            msg.props,
+            msg.body,
+            None if keys is None else list(keys),
+            msg.has_bcc,
+        ),
+        protocol=5,
+    )
+
+
+def unpack_message(blob: bytes | memoryview) -> StoredMessage:
+    """A message `pack_message` wrote (from a page file this broker wrote itself)."""
+    import pickle
+
+    exchange, routing_key, props, body, keys, has_bcc = pickle.loads(blob)
+    msg = StoredMessage(exchange, routing_key, props, body)
+    msg.extra_keys = keys
+    msg.has_bcc = has_bcc
+    return msg
 
 
 class RoutingView(Message):

@@ -72,9 +72,13 @@ class Broker:
         self.store: Store | None = None  # opened by start(), closed by stop()
         self._policies: BrokerPolicies | None = None
         self._clock: LoopClock | None = None
+        from broker.alarms import Alarms
         from broker.auth import Registry
 
         self.auth = Registry()
+        self.alarms = Alarms(self)
+        """Resource alarms: `alarms.set(resource, reason)` / `alarms.clear(resource)` block and
+        unblock publishers; the memory and disk monitor runs while the broker does."""
 
     @property
     def policies(self) -> BrokerPolicies:
@@ -139,7 +143,7 @@ class Broker:
             self._server = None
             raise
         try:
-            snapshot = store.load()
+            snapshot = store.load(messages=False)
         except BaseException:
             self._server.close()
             self._server = None
@@ -163,6 +167,7 @@ class Broker:
             self._restore_auth(snapshot)
         for vhost in self.vhosts.values():
             self.policies.attach(vhost)
+        self.alarms.start(loop)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         log.info(
@@ -193,6 +198,7 @@ class Broker:
             await self.management.close()
             self.management = None
         self._server.close()
+        self.alarms.stop()
         self.policies.close()
         await self.close_all_connections("shutdown", grace)
         for conn in list(self.connections):

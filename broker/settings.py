@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -58,6 +59,36 @@ class Settings(BaseModel):
     nodes: list[str] = Field(default_factory=lambda: ["rabbit@localhost"])
     """HASHBROKER_NODES: "rabbit@a,rabbit@b" (as `--nodes`) or a JSON list."""
     active_consumer_selection: Literal["first", "consistent-hash"] = "first"
+    memory_high_watermark: float | str = 0.4
+    """RabbitMQ's vm_memory_high_watermark: a fraction of RAM (0.4) or an absolute size ("200MB",
+    "512MiB", bytes); above it the memory alarm blocks publishers."""
+    disk_free_limit: float | str = "50MB"
+    """RabbitMQ's disk_free_limit: a size ("50MB", "1GiB", bytes) or a fraction of RAM (1.0, as
+    {mem_relative, 1.0}); less free space on the data dir's filesystem sets the disk alarm."""
+
+    @field_validator("memory_high_watermark", "disk_free_limit", mode="before")
+    @classmethod
+    def _size_or_fraction(cls, value: Any) -> Any:
+        """A number is a fraction of RAM unless it is an integer > 1 (bytes); text is a size."""
+        if isinstance(value, bool):
+            raise ValueError("expected a fraction of RAM or a size such as 200MB")
+        if isinstance(value, int) and value > 1:
+            return str(value)
+        if isinstance(value, (int, float)):
+            if value < 0:
+                raise ValueError("a fraction of RAM must not be negative")
+            return float(value)
+        text = str(value).strip()
+        try:
+            fraction = float(text)
+        except ValueError:
+            parse_size(text)  # raises with the accepted forms
+            return text
+        if "." not in text and fraction > 1:
+            return text  # plain bytes
+        if fraction < 0:
+            raise ValueError("a fraction of RAM must not be negative")
+        return fraction
 
     @field_validator("nodes", mode="before")
     @classmethod
@@ -86,6 +117,39 @@ class Settings(BaseModel):
         given = {k: v for k, v in overrides.items() if v is not None}
         file_values = read_config_file(config_file) if config_file is not None else {}
         return cls(**{**file_values, **environment_values(os.environ), **given})
+
+
+_SIZE = re.compile(
+    r"^([0-9]+)(kB|KB|MB|GB|kb|mb|gb|Kb|Mb|Gb|kiB|KiB|MiB|GiB|kib|mib|gib|KIB|MIB|GIB|k|K|m|M|g|G)?$"
+)
+_UNITS = {
+    **dict.fromkeys(("k", "kiB", "K", "KIB", "kib", "KiB"), 1024),
+    **dict.fromkeys(("m", "MiB", "M", "MIB", "mib"), 1024**2),
+    **dict.fromkeys(("g", "GiB", "G", "GIB", "gib"), 1024**3),
+    **dict.fromkeys(("KB", "kB", "kb", "Kb"), 1000),
+    **dict.fromkeys(("MB", "mb", "Mb"), 1000**2),
+    **dict.fromkeys(("GB", "gb", "Gb"), 1000**3),
+}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size written as RabbitMQ's rabbit_resource_monitor_misc:parse_information_unit
+    accepts it: digits and an optional unit, kB/MB/GB powers of 1000, k/M/G and kiB/MiB/GiB
+    powers of 1024 (the unit spellings are its regex's, nothing more)."""
+    m = _SIZE.match(text.strip())
+    if m is None:
+        raise ValueError(
+            f"{text!r} is not a size (digits and an optional unit: kB, MB, GB, KiB, MiB, GiB, k, M, G)"
+        )
+    number, unit = m.groups()
+    return int(number) * (_UNITS[unit] if unit else 1)
+
+
+def resolve_limit(value: float | str, total_memory: int) -> int:
+    """Bytes for a memory_high_watermark or disk_free_limit: a fraction scales `total_memory`."""
+    if isinstance(value, float):
+        return int(value * total_memory)
+    return parse_size(value)
 
 
 _JSON_FIELDS = frozenset({"loopback_users"})

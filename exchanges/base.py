@@ -121,6 +121,12 @@ class ExchangeType(ABC):
     def route(self, message: Message) -> list[Destination]:
         """Destinations for `message`, without duplicates, in the order RabbitMQ would list them."""
 
+    def bucket_of(self, message: Message) -> tuple[int, int, Destination] | None:
+        """For hashing types: (bucket, number of buckets, destination) that `route` picks for
+        `message`, so tools can show where a message went and why; None for other types and when
+        nothing is bound. It never changes routing state that `route` reads."""
+        return None
+
     @property
     def state_summary(self) -> Mapping[str, Any]:
         """Type-specific state for tools (the dashboard shows the consistent-hash ring from this)."""

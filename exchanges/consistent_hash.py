@@ -142,6 +142,13 @@ class ConsistentHashExchange(ExchangeType):
             cache[routing_key] = bucket
         return [ring[bucket]]
 
+    def bucket_of(self, message: Message) -> tuple[int, int, Destination] | None:
+        ring = self.ring
+        if not ring:
+            return None
+        bucket = self._ring.bucket(self.hash_key(message))
+        return bucket, len(ring), ring[bucket]
+
     @property
     def hash_on(self) -> str:
         if self._hash_header is not None:

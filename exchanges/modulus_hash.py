@@ -67,3 +67,13 @@ class ModulusHashExchange(ExchangeType):
                 cache.clear()
             cache[key] = index
         return [destinations[index % len(destinations)]]
+
+    def bucket_of(self, message: Message) -> tuple[int, int, Destination] | None:
+        destinations = self._destinations
+        if not destinations:
+            return None
+        keys = message.routing_keys
+        one = len(keys) == 1
+        index = phash2_single_key_list(key_bytes(keys[0])) if one else routing_keys_hash(keys)
+        bucket = index % len(destinations)
+        return bucket, len(destinations), destinations[bucket]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.rabbitmq_probe import CONSISTENT_HASH, MANAGEMENT, PLUGINS, SHARDING, Target, session_probe
+from tests.rabbitmq_probe import CONSISTENT_HASH, MANAGEMENT, PLUGINS, SHARDING, session_probe, session_target
 
 try:  # the Spark fixtures load only where PySpark is installed (the `spark` extra)
     import pyspark  # noqa: F401
@@ -26,9 +26,27 @@ else:
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = Path(__file__).resolve().parent / "data" / "reference"
 REFERENCE_FILE = REFERENCE_DIR / "rabbitmq-3.10.8-routing.json"
-_TARGET = Target.from_env()
-RABBITMQ_HOST, RABBITMQ_PORT = _TARGET.amqp or ("127.0.0.1", 5672)
-RABBITMQ_URL = _TARGET.url
+
+
+def __getattr__(name: str) -> Any:
+    """RABBITMQ_URL, RABBITMQ_HOST, RABBITMQ_PORT, RABBITMQ_API: the session's reference RabbitMQ.
+
+    Computed on first use, so that a container starts only in sessions that import them or run a
+    live test (see ``rabbitmq_probe.select_target``).
+    """
+    if name not in ("RABBITMQ_URL", "RABBITMQ_HOST", "RABBITMQ_PORT", "RABBITMQ_API"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    target = session_target()
+    host, port = target.amqp or ("127.0.0.1", 5672)
+    api_host, api_port = target.management or (host, 15672)
+    values = {
+        "RABBITMQ_URL": target.url,
+        "RABBITMQ_HOST": host,
+        "RABBITMQ_PORT": port,
+        "RABBITMQ_API": f"http://{api_host}:{api_port}",
+    }
+    return values[name]
+
 
 #: Test modules whose live tests declare a plugin's exchange type or use the management API of the
 #: reference RabbitMQ. Their live tests skip (naming the plugin) where it is not enabled.
@@ -101,8 +119,8 @@ def _missing_plugin_behind(item: pytest.Item, text: str) -> str | None:
         or (
             exchange_type is None
             and live
-            and _TARGET.management is not None
-            and f":{_TARGET.management[1]}" in text
+            and (management := session_target().management) is not None
+            and f":{management[1]}" in text
         )
     ]
     if not suspects:
@@ -133,7 +151,7 @@ def rabbitmq_url(request: pytest.FixtureRequest) -> str:
     reason = session_probe().skip_reason(*plugins_needed(request.node))
     if reason is not None:
         pytest.skip(reason)
-    return RABBITMQ_URL
+    return session_target().url
 
 
 @cache

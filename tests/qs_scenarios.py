@@ -41,6 +41,7 @@ import pika.spec
 from pamqp import commands
 from pamqp import frame as pframe
 
+from tests import conftest
 from tests.differential_support import (
     Ctx,
     Observation,
@@ -53,7 +54,7 @@ from tests.differential_support import (
 )
 
 PREFIX = "qsobs-"
-MGMT_URL = "http://127.0.0.1:15672"
+MGMT_URL = conftest.RABBITMQ_API
 #: Scenarios here wait for expiries and stream reads; give them more than the core default.
 QS_TIMEOUT = 90.0
 #: How long to pump the connection for deliveries that must arrive.

@@ -21,8 +21,9 @@ import pytest
 
 from broker.embedded import BrokerThread
 from broker.management import ManagementServer, start_management
+from tests import conftest
 
-RABBIT_API = "http://127.0.0.1:15672"
+RABBIT_API = conftest.RABBITMQ_API
 GUEST = ("guest", "guest")
 
 # Fields monitoring tools and test helpers actually read; both brokers must have all of them.

@@ -24,9 +24,10 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
+from tests import conftest
 from tests.conftest import rabbitmq_reachable
 
-RABBIT_API = "http://127.0.0.1:15672"
+RABBIT_API = conftest.RABBITMQ_API
 GUEST = "guest:guest"
 RUN = uuid.uuid4().hex[:6]
 V = f"hbaz-{RUN}"  # the vhost the identities with permissions may use

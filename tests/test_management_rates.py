@@ -16,6 +16,7 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
+from tests import conftest
 from tests.differential_support import optional_rabbitmq_url
 from tests.test_management_api import http
 
@@ -109,7 +110,7 @@ def test_queue_counters_equal_rabbitmq(hb: BrokerThread, request: pytest.Fixture
     try:
         # RabbitMQ's stats arrive with its next emission (every 5 s)
         def settled() -> dict[str, Any] | None:
-            c = counters("http://127.0.0.1:15672", queue)
+            c = counters(conftest.RABBITMQ_API, queue)
             complete = c is not None and set(c) == set(STATS_KEYS)  # publish counts can come last
             return c if complete and c.get("ack") == 5 and c.get("deliver_no_ack") == 2 else None
 

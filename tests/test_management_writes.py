@@ -21,9 +21,10 @@ import pytest
 
 from broker.embedded import BrokerThread
 from broker.management import ManagementServer, start_management
+from tests import conftest
 from tests.conftest import rabbitmq_reachable
 
-RABBIT_API = "http://127.0.0.1:15672"
+RABBIT_API = conftest.RABBITMQ_API
 GUEST = "guest:guest"
 
 

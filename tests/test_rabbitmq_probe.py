@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import socket
+import sys
+import types
+from typing import Any
 
 import pytest
 
 import tests.conftest as conftest
-from tests.rabbitmq_probe import CONSISTENT_HASH, MANAGEMENT, PLUGINS, SHARDING, Probe, Target, probe
+from tests import rabbitmq_probe
+from tests.rabbitmq_probe import (
+    CONSISTENT_HASH,
+    CONTAINER_IMAGE,
+    MANAGEMENT,
+    PLUGINS,
+    SHARDING,
+    Probe,
+    Target,
+    docker_unavailable_reason,
+    probe,
+    select_target,
+)
 
 
 def free_port() -> int:
@@ -95,3 +110,129 @@ def test_the_reference_rabbitmq_of_this_session(rabbitmq_url: str) -> None:
     result = conftest.session_probe()
     assert result.reachable
     assert rabbitmq_url == result.target.url
+    assert rabbitmq_url == conftest.RABBITMQ_URL
+
+
+class FakeDocker:
+    """The container boundary: records the calls, answers with fixed mapped ports (or fails)."""
+
+    def __init__(self, unavailable: str | None = None, fails: Exception | None = None) -> None:
+        self.unavailable = unavailable
+        self.fails = fails
+        self.checks = 0
+        self.starts = 0
+
+    def check(self, env: dict[str, str]) -> str | None:
+        self.checks += 1
+        return self.unavailable
+
+    def start(self) -> tuple[tuple[str, int], tuple[str, int]]:
+        self.starts += 1
+        if self.fails is not None:
+            raise self.fails
+        return ("localhost", 32771), ("localhost", 32772)
+
+
+def test_the_environment_override_comes_first_and_starts_no_container() -> None:
+    docker = FakeDocker()
+    chosen = select_target(
+        {"HASHBROKER_TEST_RABBITMQ": "10.0.0.5:5699"}, unavailable=docker.check, start=docker.start
+    )
+    assert chosen.origin == "environment" and chosen.target.amqp == ("10.0.0.5", 5699)
+    assert docker.checks == docker.starts == 0
+    chosen = select_target({"HASHBROKER_TEST_RABBITMQ": "none"}, unavailable=docker.check, start=docker.start)
+    assert chosen.target.amqp is None and docker.starts == 0
+
+
+def test_docker_answering_starts_the_container_and_points_at_its_mapped_ports() -> None:
+    docker = FakeDocker()
+    env = {"HASHBROKER_TEST_RABBITMQ_PLUGINS_MISSING": "rabbitmq_sharding"}
+    chosen = select_target(env, unavailable=docker.check, start=docker.start)
+    assert chosen.origin == "container" and docker.starts == 1
+    assert chosen.target.amqp == ("localhost", 32771)
+    assert chosen.target.management == ("localhost", 32772)
+    assert chosen.target.url == "amqp://guest:guest@localhost:32771/%2F"
+    assert chosen.target.assumed_missing == {SHARDING}
+
+
+def test_without_docker_the_local_rabbitmq_and_the_reason_reaches_the_skip() -> None:
+    docker = FakeDocker(unavailable="no container: no Docker daemon answers (DockerException)")
+    chosen = select_target({}, unavailable=docker.check, start=docker.start)
+    assert chosen.origin == "local" and docker.starts == 0
+    assert chosen.target.amqp == ("127.0.0.1", 5672)
+    port = free_port()
+    nothing = probe(Target(("127.0.0.1", port), None), chosen.note)
+    reason = nothing.skip_reason() or ""
+    assert f"127.0.0.1:{port}" in reason and "no Docker daemon answers" in reason
+
+
+def test_a_container_that_fails_to_start_falls_back_to_the_local_rabbitmq() -> None:
+    docker = FakeDocker(fails=RuntimeError("pull access denied"))
+    chosen = select_target({}, unavailable=docker.check, start=docker.start)
+    assert chosen.origin == "local" and docker.starts == 1
+    assert CONTAINER_IMAGE in chosen.note and "pull access denied" in chosen.note
+
+
+def test_docker_unavailable_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    off = docker_unavailable_reason({"HASHBROKER_TEST_RABBITMQ_CONTAINER": "off"})
+    assert off is not None and "HASHBROKER_TEST_RABBITMQ_CONTAINER=off" in off
+    monkeypatch.setattr(rabbitmq_probe.importlib.util, "find_spec", lambda name: None)
+    missing = docker_unavailable_reason({})
+    assert missing is not None and "testcontainers" in missing
+
+
+def test_the_container_enables_the_plugins_the_live_tests_need(monkeypatch: pytest.MonkeyPatch) -> None:
+    """start_rabbitmq_container against a fake testcontainers module: image, ports, plugins file."""
+    made: list[Any] = []
+
+    class FakeContainer:
+        def __init__(self, image: str) -> None:
+            self.image = image
+            self.ports: tuple[int, ...] = ()
+            self.env: dict[str, str] = {}
+            self.command: list[str] = []
+            self.started = False
+            made.append(self)
+
+        def with_exposed_ports(self, *ports: int) -> FakeContainer:
+            self.ports = ports
+            return self
+
+        def with_env(self, key: str, value: str) -> FakeContainer:
+            self.env[key] = value
+            return self
+
+        def with_command(self, command: list[str]) -> FakeContainer:
+            self.command = command
+            return self
+
+        def start(self) -> FakeContainer:
+            self.started = True
+            return self
+
+        def stop(self) -> None:
+            pass
+
+        def get_container_host_ip(self) -> str:
+            return "localhost"
+
+        def get_exposed_port(self, port: int) -> str:
+            return str(40000 + port)
+
+    module = types.ModuleType("testcontainers.core.container")
+    module.DockerContainer = FakeContainer  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "testcontainers.core.container", module)
+    waited: list[Target] = []
+    monkeypatch.setattr(rabbitmq_probe, "_wait_ready", lambda target, timeout: waited.append(target))
+    monkeypatch.setattr(rabbitmq_probe.atexit, "register", lambda fn: None)
+    amqp, management = rabbitmq_probe.start_rabbitmq_container()
+    assert amqp == ("localhost", 45672) and management == ("localhost", 55672)
+    (container,) = made
+    assert container.image == "rabbitmq:3.10.8-management" and container.started
+    assert set(container.ports) == {5672, 15672}
+    plugins_file = container.env["RABBITMQ_ENABLED_PLUGINS_FILE"]
+    script = container.command[-1]
+    assert f"> {plugins_file}" in script and "exec docker-entrypoint.sh rabbitmq-server" in script
+    for plugin in (CONSISTENT_HASH, SHARDING, MANAGEMENT):
+        assert plugin in script
+    assert waited == [Target(amqp, management)]

@@ -40,3 +40,26 @@ def test_flags_beat_environment_beats_file(tmp_path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("HASHBROKER_PORT", "3333")
     s = Settings.load(cfg, port=2222)
     assert (s.port, s.heartbeat, s.log_level) == (2222, 7, "DEBUG")
+
+
+def test_resource_limits_from_flags_environment_and_file(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from broker.cli import build_parser
+
+    cfg = tmp_path / "hb.toml"
+    cfg.write_text('[hashbroker]\nmemory-high-watermark = 0.3\ndisk-free-limit = "2GB"\n')
+    s = Settings.load(cfg)
+    assert (s.memory_high_watermark, s.disk_free_limit) == (0.3, "2GB")
+    monkeypatch.setenv("HASHBROKER_MEMORY_HIGH_WATERMARK", "512MiB")
+    monkeypatch.setenv("HASHBROKER_DISK_FREE_LIMIT", "1.0")
+    s = Settings.load(cfg)
+    assert (s.memory_high_watermark, s.disk_free_limit) == ("512MiB", 1.0)
+    args = build_parser("serve").parse_args(
+        ["serve", "--memory-high-watermark", "200MB", "--disk-free-limit", "1GiB"]
+    )
+    s = Settings.load(
+        cfg, memory_high_watermark=args.memory_high_watermark, disk_free_limit=args.disk_free_limit
+    )
+    assert (s.memory_high_watermark, s.disk_free_limit) == ("200MB", "1GiB")
+    monkeypatch.setenv("HASHBROKER_MEMORY_HIGH_WATERMARK", "200 MB")
+    with pytest.raises(ValidationError, match="is not a size"):
+        Settings.load()

@@ -16,6 +16,7 @@ import pytest
 
 from broker import ctl
 from broker.embedded import BrokerThread
+from tests import conftest
 from tests.conftest import rabbitmq_reachable
 
 
@@ -244,4 +245,4 @@ def test_user_puts_replace_the_whole_user_as_rabbitmq() -> None:
 
     with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
         ours = run(f"http://127.0.0.1:{b.broker.management.port}")
-    assert ours == run("http://127.0.0.1:15672")
+    assert ours == run(conftest.RABBITMQ_API)

@@ -3,8 +3,7 @@
 Delivery is push-based and synchronous: publishing, acking, consuming or a writer resuming calls
 `try_deliver`, which hands ready messages to the consumer `broker.entities.consumers` picks while
 its channel has credit (prefetch) and its connection's transport is not paused. No task per queue;
-message TTL and x-expires run on the vhost's injected clock, writes go to its injected persistence.
-"""
+message TTL and x-expires run on the vhost's clock, writes go to its injected persistence."""
 
 from __future__ import annotations
 
@@ -17,11 +16,13 @@ from amqpwire.errors import AmqpError, ReplyCode, precondition_failed
 from amqpwire.fields import Field, FieldTable
 from broker.entities import arguments as A
 from broker.entities.consumers import Consumer, QueueConsumers
+from broker.entities.page_window import REFILL_BELOW, WINDOW, WINDOW_BYTES, page_out
 from broker.entities.queue_type import Entry, Queue, register
 from broker.message import EXPIRATION_FLAG, PRIORITY_FLAG, StoredMessage, parse_expiration
 
 if TYPE_CHECKING:
     from broker.entities.clock import Timer
+    from broker.entities.paging import Pager
     from broker.entities.vhost import VHost
     from broker.policy import Policy
 
@@ -89,6 +90,10 @@ class ClassicQueue(Queue):
         self.uses_ttl = self.message_ttl is not None
         self.store = None
         self.policy = None
+        # paging (broker.entities.paging): none until the window is full; NEVER once found unavailable
+        self.pager: Pager | None = None
+        self.page_window = WINDOW
+        self.page_bytes = WINDOW_BYTES
         self.reset_expiry()
 
     @classmethod
@@ -198,7 +203,11 @@ class ClassicQueue(Queue):
             self.dead_letter([entry], "expired")
             return
         # the priority lookup only where priorities exist: this is every publish's path
-        (self._level(msg) if self.max_priority else self.levels[0]).append(entry)
+        level = self._level(msg) if self.max_priority else self.levels[0]
+        if (self.pager is None and self.count < self.page_window and self.bytes < self.page_bytes) or (
+            not page_out(self, level, entry)
+        ):
+            level.append(entry)
         self.count += 1
         self.bytes += len(msg.body)
         if self.max_length is not None or self.max_length_bytes is not None:
@@ -245,6 +254,8 @@ class ClassicQueue(Queue):
                 entry = level.popleft()
                 self.count -= 1
                 self.bytes -= len(entry.msg.body)
+                if self.pager is not None and len(level) < REFILL_BELOW:
+                    self.pager.refill(level)
                 return entry
         return None
 
@@ -255,12 +266,15 @@ class ClassicQueue(Queue):
             return
         now = self.clock.now()
         expired: list[Entry] = []
+        pager = self.pager
         for level in self.levels:
             while level and level[0].expires and level[0].expires <= now:
                 entry = level.popleft()
                 self.count -= 1
                 self.bytes -= len(entry.msg.body)
                 expired.append(entry)
+                if pager is not None and len(level) < REFILL_BELOW:
+                    pager.refill(level)
         if expired:
             self.dead_letter(expired, "expired")
         if self.count:
@@ -395,8 +409,17 @@ class ClassicQueue(Queue):
     def purge(self) -> int:
         n = self.count
         persistence = self.vhost.persistence
+        pager = self.pager
         if self.store is not None and n and persistence is not None:
-            persistence.queue_purged(self, [e for level in self.levels for e in level])
+            # the unacked messages stay stored, so the paged ones must be named one by one
+            ready = [e for level in self.levels for e in level]
+            paged = pager.stored_seqs() if pager is not None and self.unacked else []
+            if paged:
+                persistence.queue_purged(self, ready, paged)
+            else:
+                persistence.queue_purged(self, ready)
+        if pager is not None:
+            pager.clear()
         for level in self.levels:
             level.clear()
         self.count = 0

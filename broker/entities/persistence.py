@@ -7,11 +7,12 @@ and pays one `is None` test per event.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from broker.entities.exchange import Exchange
+    from broker.entities.paging import PageSpool
     from broker.entities.queue_type import Entry, Queue
     from broker.entities.vhost import VHost
     from broker.message import StoredMessage
@@ -46,8 +47,13 @@ class Persistence(Protocol):
         """Messages of a kept queue left it for good (expired, dropped, dead-lettered, purged)."""
         ...
 
-    def queue_purged(self, q: Queue, ready: Sequence[Entry]) -> None:
-        """The ready messages of a kept queue were purged (its unacked ones stay)."""
+    def queue_purged(self, q: Queue, ready: Sequence[Entry], paged: Sequence[int] = ()) -> None:
+        """The ready messages of a kept queue were purged (its unacked ones stay): those in memory
+        and, named only while some are unacked, the stored positions of its paged ones."""
+        ...
+
+    def spool_factory(self) -> Callable[[], PageSpool] | None:
+        """Where queues page messages out of memory (broker.entities.paging), or None: no paging."""
         ...
 
     def publish(
@@ -58,4 +64,31 @@ class Persistence(Protocol):
         Returns (a commit awaitable or None when nothing was written, the reserved positions
         aligned with `queues`), to pass to `enqueue(msg, seq)`.
         """
+        ...
+
+    # -- quorum queues and streams: everything kept, state per position ------------------------
+
+    def positions_removed(self, q: Queue, seqs: Iterable[int]) -> None:
+        """Positions of a kept queue left it for good (a stream's retention)."""
+        ...
+
+    def delivery_state(self, q: Queue, states: Iterable[tuple[int, bool, int, int]]) -> None:
+        """(seq, checked_out, delivery_count, return_order) of quorum messages: a restart returns
+        the checked-out ones, counting the return; the others keep their count and place."""
+        ...
+
+    def stream_timestamps(self, q: Queue, stamps: Iterable[tuple[int, int]]) -> None:
+        """(seq, wall-clock ms) of a stream's chunks, so timestamp offsets resolve after a restart."""
+        ...
+
+    def can_read_back(self, q: Queue) -> bool:
+        """Whether `read_page` can return the kept queue's messages (then bodies may leave memory)."""
+        ...
+
+    def read_page(self, q: Queue, seq: int, limit: int) -> list[tuple[int, StoredMessage]]:
+        """Up to `limit` committed messages of the kept queue from position `seq` on, in order."""
+        ...
+
+    def when_committed(self, q: Queue, callback: Callable[[], None]) -> None:
+        """Call `callback` (on the event loop) once every write made so far has committed."""
         ...

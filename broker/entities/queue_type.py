@@ -30,6 +30,8 @@ class Entry:
     `expires` is the clock time it dies at (0.0: never)."""
 
     __slots__ = ("expires", "msg", "redelivered", "seq")
+    #: The store keeps this entry whatever its delivery mode (a quorum queue's log keeps all).
+    always_stored: ClassVar[bool] = False
 
     def __init__(self, seq: int, msg: StoredMessage, expires: float) -> None:
         self.seq = seq
@@ -170,6 +172,13 @@ class Queue:
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
         """Put back a message read from the store at boot (no delivery, no write)."""
         raise NotImplementedError
+
+    keeps_transient: ClassVar[bool] = False
+    """Whether a kept queue of the type stores transient messages too (`publish` writes them)."""
+
+    def restore_state(self, state: dict[int, tuple[int, int, int]]) -> None:
+        """Before `restore`: seq -> (delivery_count, return_order, timestamp ms) the store kept
+        beside the messages (quorum queues, streams); other types keep none."""
 
     # -- messages out -------------------------------------------------------------------------
 

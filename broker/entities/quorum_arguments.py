@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from amqpwire.errors import precondition_failed
 from amqpwire.fields import Field, FieldTable
 from broker.entities.arguments import (
+    INTEGER_TYPES,
     QUORUM_UNSUPPORTED_ARGS,
     Atom,
     Check,
@@ -109,3 +110,32 @@ def check_quorum_consume_arguments(args: FieldTable, rs: str) -> None:
     for key, _f in args:
         if key in ("x-stream-offset", "x-cancel-on-ha-failover"):
             raise precondition_failed(f"invalid arg '{key}' for {rs} of queue type rabbit_quorum_queue")
+
+
+#: Keys a policy may not hold to apply to a quorum queue (rabbit_quorum_queue:unsupported_policies).
+UNSUPPORTED_POLICY_KEYS = frozenset(
+    {
+        "max-priority",
+        "queue-mode",
+        "single-active-consumer",
+        "ha-mode",
+        "ha-params",
+        "ha-sync-mode",
+        "ha-promote-on-shutdown",
+        "ha-promote-on-failure",
+        "queue-master-locator",
+        "max-age",
+        "stream-max-segment-size-bytes",
+        "initial-cluster-size",
+    }
+)
+
+
+def delivery_limit(f: Field | None) -> float | None:
+    """x-delivery-limit has no validator in 3.10.8: an integer is the limit; any other value is
+    compared with Erlang's term order, where a number is below every binary (never exceeded)."""
+    if f is None or f.type == "void":
+        return None
+    if f.type in INTEGER_TYPES:
+        return float(f.value)
+    return float("inf")

@@ -13,7 +13,11 @@ consumer selection, dead-lettering):
 * `x-overflow: reject-publish` lets one message over the limit in, then refuses publishes until the
   ready (+ dead-letter held) messages are at or below 80% of it; `reject-publish-dlx` is drop-head;
 * `x-dead-letter-strategy: at-least-once` (with reject-publish) keeps a dead letter that no queue
-  took in the queue's dead-letter store and retries it on a timer, as rabbit_fifo_dlx does.
+  took in the queue's dead-letter store and retries it on a timer, as rabbit_fifo_dlx does;
+* across a restart the queue keeps what its Raft log keeps: every message, transient ones too,
+  with its delivery count; the store marks which were checked out (delivered, unacked), and a
+  restart returns those as rabbit_fifo does when the leader learns the consumers are gone
+  (`return_all`: each return counts, over the limit is dead-lettered, the rest wait in `returns`).
 Raft's timing (leader election, replication) is not emulated.
 """
 
@@ -31,6 +35,7 @@ from broker.entities.classic_queue import ClassicQueue
 from broker.entities.dead_letter import is_cycle, make_dead_letter
 from broker.entities.queue_type import Entry, register
 from broker.entities.quorum_membership import place
+from broker.entities.quorum_restart import BootRestore, back_order
 from broker.message import EXPIRATION_FLAG, StoredMessage
 from broker.protocol import properties as P
 
@@ -46,23 +51,6 @@ SOFT_LIMIT = 0.8
 #: rabbit_fifo_dlx_worker retries the dead letters no queue accepted after its
 #: dead_letter_worker_publisher_confirm_timeout (180 s on the reference 3.10.8).
 DLX_RETRY_SECONDS = 180.0
-#: Keys a policy may not hold to apply to a quorum queue (rabbit_quorum_queue:unsupported_policies).
-UNSUPPORTED_POLICY_KEYS = frozenset(
-    {
-        "max-priority",
-        "queue-mode",
-        "single-active-consumer",
-        "ha-mode",
-        "ha-params",
-        "ha-sync-mode",
-        "ha-promote-on-shutdown",
-        "ha-promote-on-failure",
-        "queue-master-locator",
-        "max-age",
-        "stream-max-segment-size-bytes",
-        "initial-cluster-size",
-    }
-)
 
 
 class QuorumEntry(Entry):
@@ -70,6 +58,7 @@ class QuorumEntry(Entry):
     and dead-lettered); `msg` is what the last delivery showed."""
 
     __slots__ = ("count", "orig")
+    always_stored = True  # the Raft log keeps every message
 
     def __init__(self, seq: int, msg: StoredMessage, expires: float, count: int = 0) -> None:
         super().__init__(seq, msg, expires)
@@ -88,20 +77,11 @@ def with_delivery_count(msg: StoredMessage, count: int) -> StoredMessage:
     return msg.with_props(P.rewrite(msg.props, {"headers": FieldTable(entries)}))
 
 
-def _delivery_limit(f: Field | None) -> float | None:
-    """x-delivery-limit has no validator in 3.10.8: an integer is the limit; any other value is
-    compared with Erlang's term order, where a number is below every binary (never exceeded)."""
-    if f is None or f.type == "void":
-        return None
-    if f.type in A.INTEGER_TYPES:
-        return float(f.value)
-    return float("inf")
-
-
 @register
 class QuorumQueue(ClassicQueue):
     type_name = "quorum"
     replicated = True
+    keeps_transient = True  # the Raft log keeps every message
 
     def __init__(
         self,
@@ -125,7 +105,7 @@ class QuorumQueue(ClassicQueue):
         self.messages: deque[Entry] = self.levels[0]
         # _pop_head, drop_expired, purge and _arm_ttl of the classic type walk `levels` in order
         self.levels = [self.returns, self.messages]
-        self.delivery_limit = _delivery_limit(arguments.get("x-delivery-limit"))
+        self.delivery_limit = QA.delivery_limit(arguments.get("x-delivery-limit"))
         self.dlx_strategy = A.str_value(arguments.get("x-dead-letter-strategy")) or "at-most-once"
         size = arguments.get("x-quorum-initial-group-size")
         self.initial_group_size = int(size.value) if size is not None else None
@@ -135,6 +115,8 @@ class QuorumQueue(ClassicQueue):
         self.blocked = False  # reject-publish: over the limit, refusing until below the soft limit
         self.dlx_held: list[tuple[StoredMessage, str]] = []
         self._dlx_timer: Timer | None = None
+        self._rank = 0  # return order of the latest return (broker.entities.quorum_restart)
+        self._boot: BootRestore | None = None
         self._normalise_overflow()
 
     def _normalise_overflow(self) -> None:
@@ -175,7 +157,7 @@ class QuorumQueue(ClassicQueue):
 
     def is_policy_applicable(self, policy: Policy) -> bool:
         """rabbit_quorum_queue:is_policy_applicable: no key of the policy is one the type refuses."""
-        return not any(k in UNSUPPORTED_POLICY_KEYS for k in policy.definition)
+        return not any(k in QA.UNSUPPORTED_POLICY_KEYS for k in policy.definition)
 
     def apply_policy(self, policy: Policy | None) -> None:
         """A policy holding a key the quorum type does not support is not applied at all."""
@@ -187,7 +169,7 @@ class QuorumQueue(ClassicQueue):
             self._restart_expiry()
         self._normalise_overflow()
         dl = policy.definition.get("delivery-limit") if policy is not None else None
-        limit = _delivery_limit(self.arguments.get("x-delivery-limit"))
+        limit = QA.delivery_limit(self.arguments.get("x-delivery-limit"))
         if isinstance(dl, int) and not isinstance(dl, bool):
             limit = float(dl) if limit is None else min(limit, float(dl))
         self.delivery_limit = limit
@@ -266,19 +248,58 @@ class QuorumQueue(ClassicQueue):
         if self.count and expires:
             self._arm_ttl()
 
+    def restore_state(self, state: dict[int, tuple[int, int, int]]) -> None:
+        self._boot = BootRestore(state)
+
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
-        """A message read back at boot; the store keeps whether it was delivered, so a delivered
-        one counts as returned once (a restart returns every checked-out message)."""
+        """A message read back at boot with its delivery count and place. `redelivered` is the
+        store's checked-out mark: the restart returns that message, one more delivery
+        (broker.entities.quorum_restart); `_after_boot` settles what that put over the limit."""
+        boot = self._boot
+        if boot is None:
+            boot = self._boot = BootRestore({})
+        if not boot.scheduled:
+            boot.scheduled = True
+            self.clock.call_later(0.0, self._after_boot)
         expires = 0.0
         if self.uses_ttl or msg.flags & EXPIRATION_FLAG:
             expires = self._expiry_for(msg, self.clock.now())
-        self.messages.append(QuorumEntry(seq, msg, expires, 1 if redelivered else 0))
-        self.count += 1
-        self.bytes += len(msg.body)
+        count, order = boot.counts(seq)
+        self._rank = boot.rank
         if seq > self.seq:
             self.seq = seq
+        entry = QuorumEntry(seq, msg, expires, count + 1 if redelivered else count)
+        boot.place(entry, order, redelivered, self.returns, self.messages)  # type: ignore[arg-type]
+        self.count += 1
+        self.bytes += len(msg.body)
         if expires:
             self._arm_ttl()
+
+    def _after_boot(self) -> None:
+        """Once the store is attached and policies apply: dead-letter the restart's returns that
+        went over the delivery limit (rabbit_fifo's return_one), and write the others' counts and
+        places (a second restart must not count them again)."""
+        boot, self._boot = self._boot, None
+        if boot is None or self.deleted or not boot.returned:
+            return
+        limit = self.delivery_limit
+        over = [e for e in boot.returned if limit is not None and e.count > limit]
+        for e in over:
+            self.returns.remove(e)
+            self.count -= 1
+            self.bytes -= len(e.orig.body)
+        persistence = self.vhost.persistence
+        if self.store is not None and persistence is not None:
+            states = []
+            for e in boot.returned:
+                if limit is None or e.count <= limit:
+                    self._rank += 1
+                    states.append((e.seq, False, e.count, -self._rank))
+            persistence.delivery_state(self, states)
+        if over:
+            self.dead_letter(list(over), "delivery_limit")
+        self._enforce_limits()
+        self.try_deliver()
 
     # -- messages out --------------------------------------------------------------------------
 
@@ -297,7 +318,16 @@ class QuorumQueue(ClassicQueue):
         """Consumer deliveries show x-delivery-count once the message was returned."""
         if isinstance(entry, QuorumEntry):
             entry.msg = with_delivery_count(entry.orig, entry.count) if entry.count else entry.orig
+            if not c.no_ack:
+                self._checked_out(entry)
         super()._deliver(c, entry)
+
+    def _checked_out(self, entry: QuorumEntry) -> None:
+        """Mark a returned message checked out again in the store (a first delivery the channel
+        marks itself, as for every queue type)."""
+        persistence = self.vhost.persistence
+        if entry.count and self.store is not None and persistence is not None:
+            persistence.delivery_state(self, [(entry.seq, True, entry.count, 0)])
 
     def get(self, no_ack: bool) -> Entry | None:
         """basic.get: 405 on a single-active-consumer queue; the message always shows its count.
@@ -318,6 +348,8 @@ class QuorumQueue(ClassicQueue):
         self._count_get(entry, no_ack)
         if isinstance(entry, QuorumEntry):
             entry.msg = with_delivery_count(entry.orig, entry.count)
+            if not no_ack:
+                self._checked_out(entry)
         return entry
 
     def reset_expiry(self) -> None:
@@ -342,6 +374,7 @@ class QuorumQueue(ClassicQueue):
     def _return(self, entries: Sequence[Entry], *, front: bool) -> None:
         over: list[Entry] = []
         expired: list[Entry] = []
+        kept: list[tuple[int, bool, int, int]] = []
         now = self.clock.now() if self.uses_ttl else 0.0
         for entry in entries:
             if not isinstance(entry, QuorumEntry):
@@ -358,6 +391,13 @@ class QuorumQueue(ClassicQueue):
             (self.returns if front else self.messages).append(entry)
             self.count += 1
             self.bytes += len(entry.orig.body)
+            self._rank += 1
+            kept.append(
+                (entry.seq, False, entry.count, -self._rank if front else back_order(self.seq, self._rank))
+            )
+        persistence = self.vhost.persistence
+        if kept and self.store is not None and persistence is not None:
+            persistence.delivery_state(self, kept)
         if over:
             self.dead_letter(over, "delivery_limit")
         if expired:

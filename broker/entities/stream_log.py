@@ -1,9 +1,12 @@
 """A stream's log as osiris lays it out: offsets, chunks, segments and retention.
 
-Each publish is one chunk holding one record and takes one offset. A segment file starts with an
-8-byte header; a chunk is written into the current segment unless that segment already reached
-the maximum segment size, in which case a new segment is opened first and begins with a tracking
-snapshot chunk (60 bytes, one offset): so offsets are not contiguous across segments. Retention is
+Each record takes one offset; a chunk holds one record or, when the stream batches them (publishes
+that arrive together, as osiris's writer batches what waits in its mailbox), several: they share
+the chunk's timestamp, and `last` starts at the chunk's first offset. A segment file starts with
+an 8-byte header; a new chunk is written into the current segment unless that segment already
+reached the maximum segment size, in which case a new segment is opened first and begins with a
+tracking snapshot chunk (60 bytes, one offset): so offsets are not contiguous across segments. A
+record joining an open chunk always goes where the chunk is. Retention is
 evaluated when a segment rolls, on the segments as they are once the rolling chunk is written: the
 oldest segments are deleted while the total exceeds max-length-bytes (the newest always stays),
 and those whose last chunk is older than max-age.
@@ -15,7 +18,8 @@ field). RabbitMQ's own sizes drift by a byte or two between runs (later measurem
 ...), so offsets and retention with tiny segments can only match to that precision; the default
 500 MB segments make it immaterial. Properties add their encoded size here, an estimate: on
 RabbitMQ their AMQP 1.0 sections cost more (delivery_mode ~25 bytes, content_type ~30,
-message_id ~23, a one-entry header table ~12).
+message_id ~23, a one-entry header table ~12). Of the base, 48 bytes are the chunk header
+(osiris 1.3.1's HEADER_SIZE_B), which a record joining a chunk does not add again.
 """
 
 from __future__ import annotations
@@ -28,7 +32,11 @@ from broker.message import StoredMessage
 
 SEGMENT_HEADER = 8
 TRACKING_CHUNK = 60
+#: osiris's `max_segment_size_chunks`: a segment also rolls once it holds this many chunks (its
+#: tracking snapshot chunk included), whatever its size
+MAX_SEGMENT_CHUNKS = 256_000
 _CHUNK_BASE = 138
+CHUNK_HEADER = 48
 
 
 def chunk_size(msg: StoredMessage) -> int:
@@ -48,6 +56,11 @@ class Record:
     timestamp: int  # the chunk's wall-clock time, ms
     msg: StoredMessage | None  # None: the body was dropped from memory, the store has it
     body_size: int = 0
+    chunk: int = -1  # the offset of the chunk's first record (-1: this one)
+
+    @property
+    def chunk_start(self) -> int:
+        return self.offset if self.chunk < 0 else self.chunk
 
 
 @dataclass(slots=True)
@@ -55,6 +68,7 @@ class Segment:
     size: int = SEGMENT_HEADER
     records: int = 0
     last_timestamp: int = 0
+    chunks: int = 0
 
 
 @dataclass
@@ -67,6 +81,13 @@ class StreamLog:
     offsets: list[int] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)
     head: int = 0  # index of the first retained record
+    chunk_open: bool = False  # the next record joins the last chunk (its owner batches writes)
+    segment_chunks: int = MAX_SEGMENT_CHUNKS
+
+    def _full(self) -> bool:
+        """osiris's max_segment_size_reached: the current segment takes no further chunk."""
+        seg = self.segments[-1]
+        return seg.size >= self.segment_bytes or seg.chunks >= self.segment_chunks
 
     @property
     def first_offset(self) -> int:
@@ -77,37 +98,57 @@ class StreamLog:
 
     @property
     def write_offset(self) -> int:
-        """The offset the next chunk will take (one more when it must open a new segment)."""
-        if self.segments and self.segments[-1].size >= self.segment_bytes:
+        """The offset the next record will take (one more when it must open a new segment)."""
+        if self.chunk_open and len(self.records) > self.head:
+            return self.next_offset
+        if self.segments and self._full():
             return self.next_offset + 1
         return self.next_offset
 
     def append(self, seq: int, msg: StoredMessage, now_ms: int) -> list[Record]:
-        """Write one chunk; returns the records retention dropped."""
+        """Write one record, into the last chunk while it is open (`chunk_open`), else as a new
+        chunk; returns the records retention dropped."""
+        if self.chunk_open and len(self.records) > self.head:
+            last = self.records[-1]
+            self._write(
+                Record(self.next_offset, seq, last.timestamp, msg, len(msg.body), last.chunk_start), msg
+            )
+            return []
         rolled = False
         if not self.segments:
             self.segments.append(Segment())
-        elif self.segments[-1].size >= self.segment_bytes:
-            self.segments.append(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms))
+        elif self._full():
+            self.segments.append(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms, 1))
             self.next_offset += 1
             rolled = True
         self._write(Record(self.next_offset, seq, now_ms, msg, len(msg.body)), msg)
         return self._retain(now_ms) if rolled else []
 
-    def restore(self, offset: int, seq: int, msg: StoredMessage, now_ms: int) -> None:
-        """Put back a record read from the store at its offset; a gap before it (a tracking chunk,
-        or messages the store did not keep) starts a new segment."""
-        if not self.segments or offset > self.next_offset:
-            self.segments.append(Segment(SEGMENT_HEADER + (TRACKING_CHUNK if self.segments else 0)))
+    def restore(self, offset: int, seq: int, msg: StoredMessage, timestamp: int | None) -> None:
+        """Put back a record read from the store at its offset, starting a chunk at `timestamp`
+        or (None) joining the chunk before it; a gap before it (a tracking chunk, or messages the
+        store did not keep) starts a new segment and chunk."""
+        gap = not self.segments or offset > self.next_offset
+        if gap:
+            tracked = bool(self.segments)
+            size = SEGMENT_HEADER + (TRACKING_CHUNK if tracked else 0)
+            self.segments.append(Segment(size, chunks=int(tracked)))
         self.next_offset = offset
-        self._write(Record(offset, seq, now_ms, msg, len(msg.body)), msg)
+        last = self.records[-1] if len(self.records) > self.head else None
+        if timestamp is None and last is not None and not gap:
+            record = Record(offset, seq, last.timestamp, msg, len(msg.body), last.chunk_start)
+        else:
+            ts = timestamp if timestamp is not None else last.timestamp if last is not None else 0
+            record = Record(offset, seq, ts, msg, len(msg.body))
+        self._write(record, msg)
 
     def _write(self, record: Record, msg: StoredMessage) -> None:
         seg = self.segments[-1]
         self.next_offset = record.offset + 1
         self.records.append(record)
         self.offsets.append(record.offset)
-        seg.size += chunk_size(msg)
+        seg.size += chunk_size(msg) - (CHUNK_HEADER if record.chunk >= 0 else 0)
+        seg.chunks += record.chunk < 0
         seg.records += 1
         seg.last_timestamp = record.timestamp
 
@@ -151,8 +192,8 @@ class StreamLog:
             return first
         if spec.kind == "next":
             return nxt
-        if spec.kind == "last":  # the start of the last chunk (one record per chunk)
-            return self.records[-1].offset if len(self) else nxt
+        if spec.kind == "last":  # the start of the last chunk
+            return self.records[-1].chunk_start if len(self) else nxt
         if spec.kind == "offset":  # past the end: the consumer waits for that offset
             return max(spec.value, first)
         for record in self.records[self.head :]:  # timestamp: the first chunk at or after it
@@ -165,3 +206,4 @@ class StreamLog:
         self.offsets.clear()
         self.segments.clear()
         self.head = 0
+        self.chunk_open = False

@@ -1,19 +1,27 @@
 """The stream queue type (x-queue-type: stream): an append-only log read by offset.
 
-Every publish is one chunk of the log and takes the next offset; consumers never take messages
-away, each reads from its own position (`x-stream-offset`) as its channel's credit allows, and an
-ack only frees credit. The log is cut into segments as osiris does (`stream_log`): a segment rolls
-once it reached x-stream-max-segment-size-bytes, the new one opens with a tracking chunk that
-takes one offset, and retention (x-max-length-bytes, x-max-age) drops whole old segments when a
-segment rolls. What RabbitMQ 3.10.8 refuses for streams (basic.get, purge, no-ack consumers,
-nack and reject) is refused here with its codes and texts.
+Every publish takes the next offset of the log. Chunks follow osiris's writer, which writes what
+waits in its mailbox as one chunk: the first publish of a pass of the event loop is a chunk alone
+(the writer was idle), the ones after it in the same pass (a transaction's commit, a pipelining
+publisher's batch) are one chunk; RabbitMQ's boundaries depend on its timing (a transaction of
+three gave [1] [2, 3] or [1, 2, 3], tests/data/stream_chunk_observations.json).
+
+Consumers never take messages away, each reads from its own position (`x-stream-offset`) as its
+channel's credit allows, and an ack only frees credit. The log is cut into segments as osiris
+does (`stream_log`): a segment rolls once it reached x-stream-max-segment-size-bytes, the new one
+opens with a tracking chunk that takes one offset, and retention (x-max-length-bytes, x-max-age)
+drops whole old segments when a segment rolls. What RabbitMQ 3.10.8 refuses for streams
+(basic.get, purge, no-ack consumers, nack and reject) is refused here with its codes and texts.
+
+A kept stream writes every message (transient ones too) and each chunk's time through the
+vhost's injected persistence, so a restart rebuilds the same offsets, chunks and timestamps.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError, internal_error, not_implemented
@@ -34,7 +42,6 @@ if TYPE_CHECKING:
 #: place for them); a decimal crashes the conversion.
 _DROPPED_TYPES = frozenset({"array", "table"})
 OFFSET_HEADER = "x-stream-offset"
-_DELIVERY_MODE_FLAG = 1 << 12
 #: rabbit_stream_queue's unsupported_policies: a policy holding one of them is not applied.
 UNSUPPORTED_POLICY_KEYS = frozenset(
     {
@@ -63,9 +70,6 @@ UNSUPPORTED_POLICY_KEYS = frozenset(
 #: and read back a page at a time when a consumer reaches them.
 RESIDENT_BYTES = 8 * 1024 * 1024
 PAGE = 256
-#: `store.read_stream_page(vhost, queue, seq, limit)`: up to `limit` stored messages of the queue
-#: from position `seq` on, as (seq, properties, body, exchange, routing_key) rows in order.
-PageReader = Callable[[str, str, int, int], list[tuple[int, bytes, bytes, str, str]]]
 
 
 def stream_message(msg: StoredMessage) -> StoredMessage:
@@ -95,12 +99,6 @@ def delivered_message(msg: StoredMessage, offset: int) -> StoredMessage:
     return msg.with_props(P.rewrite(msg.props, {"headers": table}))
 
 
-def is_stored(msg: StoredMessage) -> bool:
-    """Whether persistence wrote the message already: it writes delivery_mode 2 messages only
-    (broker.durability.is_persistent), a stream writes the others itself."""
-    return bool(msg.flags & _DELIVERY_MODE_FLAG) and msg.prop("delivery_mode") == 2
-
-
 def _int_setting(args: FieldTable, key: str) -> int | None:
     f = args.get(key)
     return int(f.value) if f is not None and f.type in A.INTEGER_TYPES else None
@@ -114,6 +112,7 @@ def _age_setting(args: FieldTable) -> int | None:
 @register
 class StreamQueue(Queue):
     type_name = "stream"
+    keeps_transient = True  # osiris writes every message to disk
 
     def __init__(
         self,
@@ -148,6 +147,8 @@ class StreamQueue(Queue):
         self._since_sync = 0
         self._sync_pending = False
         self._page: dict[int, StoredMessage] = {}
+        self._boot_stamps: dict[int, tuple[int, int, int]] | None = None  # seq -> (.., chunk ms)
+        self._in_pass = False  # a publish in this pass of the event loop made a chunk already
         self.apply_policy(None)
 
     @property
@@ -227,14 +228,34 @@ class StreamQueue(Queue):
         at its offset."""
         kept = stream_message(msg)
         self.published += 1
-        seq = self.log.write_offset + 1
-        store = self.store
-        if store is not None and not is_stored(msg):  # a stream keeps transient messages too
-            store.persist(
-                self.vhost.name, [(self.name, seq)], kept.props, kept.body, kept.exchange, kept.routing_key
-            )
-        self._append(seq, kept, self._now_ms())
+        self._boot_stamps = None
+        log = self.log
+        seq = log.write_offset + 1
+        persistence = self.vhost.persistence if self.store is not None else None
+        now = self._now_ms()
+        new_chunk = not log.chunk_open
+        self._append(seq, kept, now)
+        if new_chunk:
+            if persistence is not None:
+                persistence.stream_timestamps(self, [(seq, now)])
+            if self._in_pass:  # the second publish of this pass: the rest join its chunk
+                log.chunk_open = True
+                self.seq = log.write_offset  # the chunk's next record takes the next offset
+            else:  # the first publish of a pass is a chunk alone (the writer was idle)
+                self._in_pass = True
+                self.clock.call_later(0.0, self._close_chunk)
         self.try_deliver()
+
+    def _close_chunk(self) -> None:
+        """The event loop moved on: the next publish starts a chunk (and may roll the segment)."""
+        self._in_pass = False
+        self.log.chunk_open = False
+        self.seq = self.log.write_offset
+
+    def restore_state(self, state: dict[int, tuple[int, int, int]]) -> None:
+        """Each chunk's first message carries the chunk's time; a store written before times were
+        kept has none (then every message is a chunk of the restart's time)."""
+        self._boot_stamps = state or None
 
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
         """A message read from the store at boot: it is committed, its body may leave memory. (One
@@ -243,7 +264,14 @@ class StreamQueue(Queue):
             msg = stream_message(msg)
         except AmqpError:
             return
-        self.log.restore(seq - 1, seq, msg, self._now_ms())
+        stamps = self._boot_stamps
+        if stamps is None:
+            timestamp: int | None = self._now_ms()
+        else:
+            timestamp = stamps[seq][2] if seq in stamps and stamps[seq][2] else None
+            if timestamp is None and not len(self.log):
+                timestamp = self._now_ms()
+        self.log.restore(seq - 1, seq, msg, timestamp)
         self.count += 1
         self.bytes += len(msg.body)
         self.resident += len(msg.body)
@@ -261,8 +289,9 @@ class StreamQueue(Queue):
             self.count -= len(dropped)
             self.bytes -= sum(r.body_size for r in dropped)
             self.resident -= sum(r.body_size for r in dropped if r.msg is not None)
-            if self.store is not None:  # every message of a kept stream is stored
-                self.store.remove_messages(self.vhost.name, self.name, [r.seq for r in dropped])
+            persistence = self.vhost.persistence
+            if self.store is not None and persistence is not None:  # a kept stream stores all
+                persistence.positions_removed(self, [r.seq for r in dropped])
         if self.store is not None:
             self._track_commits()
 
@@ -271,13 +300,14 @@ class StreamQueue(Queue):
     def _track_commits(self) -> None:
         """Every PAGE appends, learn from the store when what came before has committed."""
         self._since_sync += 1
-        if self._since_sync < PAGE or self._sync_pending or self.store is None:
+        persistence = self.vhost.persistence
+        if self._since_sync < PAGE or self._sync_pending or self.store is None or persistence is None:
             self._evict()
             return
         self._since_sync = 0
         self._sync_pending = True
         mark = self.log.next_offset
-        self.store.sync().add_done_callback(lambda _f: self._committed(mark))
+        persistence.when_committed(self, lambda: self._committed(mark))
 
     def _committed(self, mark: int) -> None:
         self._sync_pending = False
@@ -287,7 +317,7 @@ class StreamQueue(Queue):
     def _evict(self) -> None:
         """Drop the oldest committed, stored bodies while more than RESIDENT_BYTES are held (only
         with a store that can read them back)."""
-        if self.resident <= RESIDENT_BYTES or self._page_reader() is None:
+        if self.resident <= RESIDENT_BYTES or not self._can_read_back():
             return
         log = self.log
         records = log.records
@@ -305,10 +335,10 @@ class StreamQueue(Queue):
         else:
             self._evicted_below = log.next_offset
 
-    def _page_reader(self) -> PageReader | None:
-        """The store's page read, when it has one: bodies leave memory only if they can return."""
-        reader: PageReader | None = getattr(self.store, "read_stream_page", None)
-        return reader
+    def _can_read_back(self) -> bool:
+        """Bodies leave memory only if the persistence can read them back."""
+        persistence = self.vhost.persistence
+        return self.store is not None and persistence is not None and persistence.can_read_back(self)
 
     def _message(self, record: Record) -> StoredMessage:
         """The record's message, read back from the store (a page at a time) if it left memory."""
@@ -316,14 +346,11 @@ class StreamQueue(Queue):
             return record.msg
         msg = self._page.get(record.seq)
         if msg is None:
-            reader = self._page_reader()
-            if reader is None:
+            persistence = self.vhost.persistence
+            if persistence is None or not self._can_read_back():
                 raise internal_error()
-            rows = reader(self.vhost.name, self.name, record.seq, PAGE)
-            self._page = {
-                seq: stream_message(StoredMessage(exchange, routing_key, props, body))
-                for seq, props, body, exchange, routing_key in rows
-            }
+            rows = persistence.read_page(self, record.seq, PAGE)
+            self._page = {seq: stream_message(stored) for seq, stored in rows}
             msg = self._page.get(record.seq)
             if msg is None:  # the store lost a committed message
                 raise internal_error()

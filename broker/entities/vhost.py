@@ -71,6 +71,12 @@ class VHost:
         # single-active-consumer selection mode ("first" | "consistent-hash")
         self.hooks: Any = None
         self.active_consumer_selection = "first"
+        # the firehose (rabbit_trace): publishes and deliveries are copied to amq.rabbitmq.trace
+        self.tracing = False
+        # hash exchanges the dashboard watches: exchange name -> broker.entities.hash_watch.HashWatch
+        self.hash_watches: dict[str, Any] = {}
+        # tracing or a watch: the one attribute the publish path reads (see `retap`)
+        self.tapped = False
         self.exchanges[""] = Exchange(
             "", "direct", None, durable=True, auto_delete=False, internal=False, arguments=FieldTable()
         )
@@ -89,6 +95,14 @@ class VHost:
                 internal=internal,
                 arguments=FieldTable(),
             )
+
+    def set_tracing(self, on: bool) -> None:
+        self.tracing = on
+        self.retap()
+
+    def retap(self) -> None:
+        """Recompute `tapped` after tracing or a watch changed."""
+        self.tapped = self.tracing or bool(self.hash_watches)
 
     def rs(self, kind: str, name: str) -> str:
         return f"{kind} '{name}' in vhost '{self.name}'"

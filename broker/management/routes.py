@@ -16,6 +16,7 @@ from broker.management.views import (
     connections,
     definitions,
     exchanges,
+    hash_trace,
     overview,
     policies,
     queues,
@@ -105,6 +106,11 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
     (("parameters", "*"), POLICIES, {"GET": policies.get_parameters}),
     (("parameters", "*", "*"), Rule(Level.POLICIES, 2), {"GET": policies.get_parameters}),
     (("hashbroker", "exchanges", "*", "*", "ring"), Rule(Level.VHOST, 2), {"GET": exchanges.get_ring}),
+    (
+        ("hashbroker", "exchanges", "*", "*", "hash-trace"),
+        Rule(Level.VHOST, 2),
+        {"GET": hash_trace.get_hash_trace},
+    ),
     (("hashbroker", "nodes"), MONITOR, {"GET": overview.get_cluster_nodes}),
     (
         ("hashbroker", "nodes", "*"),

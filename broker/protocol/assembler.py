@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from amqpwire.errors import AmqpError, ReplyCode, not_allowed, unexpected_frame
 from amqpwire.errors import frame_error as frame_error_text
 from broker.protocol.commands import (
     ChannelClose,
     ChannelOpen,
+    Command,
     ConnectionClose,
     ConnectionCloseOk,
     decode_method,
@@ -69,13 +70,12 @@ _NO_METHOD = (0, 0)
 Publish = tuple[str, str, bool, bool, bytes, bytes]
 """A whole basic.publish: (exchange, routing key, mandatory, immediate, the content header's
 property bytes as received, body). The one command built once per message travels as a plain
-tuple: building a NamedTuple instance costs as much as the rest of its decoding. Every other
-command is a NamedTuple subclass, so a dispatch table finds it under `PUBLISH` (`tuple`)."""
-
+tuple: building even a tuple subclass costs as much as the rest of its decoding. Every other
+command is a `Command` subclass, so a dispatch table finds it under `PUBLISH` (`tuple`)."""
 PUBLISH = tuple
 
 
-class ProtocolHeader(NamedTuple):
+class ProtocolHeader(Command):
     """The first octets of the connection: all 8, or fewer that already differ from ours."""
 
     data: bytes
@@ -85,7 +85,7 @@ class ProtocolHeader(NamedTuple):
         return self.data in ACCEPTED_HEADERS
 
 
-class FrameFailure(NamedTuple):
+class FrameFailure(Command):
     """A frame the assembler refused. `culprit` is the (class, method) the close names (as
     rabbit_command_assembler: the frame's own method, the pending basic.publish for content frames,
     0/0 for a crash or a frame no method owns); `fatal`: the stream lost sync, close at once."""
@@ -93,10 +93,10 @@ class FrameFailure(NamedTuple):
     error: AmqpError
     channel: int
     culprit: tuple[int, int]
-    fatal: bool = False
+    fatal: bool
 
 
-class Crash(NamedTuple):
+class Crash(Command):
     """Input that crashes RabbitMQ's reader: the socket closes without a word."""
 
     reason: str
@@ -232,11 +232,10 @@ class CommandAssembler:
                     pos = end
                     yield 0, FrameFailure(err, 0, _NO_METHOD, True)
                     return
-                frames += 1
                 if (
                     ftype == FRAME_METHOD
                     and channel in channels
-                    and channel not in content
+                    and (not content or channel not in content)
                     and data.startswith(_PUBLISH_HEAD, pos + 7)
                 ):
                     # basic.publish, the one decoder of its fields (a payload they do not fit goes
@@ -269,15 +268,15 @@ class CommandAssembler:
                             ):
                                 after = hstop + 1
                                 if not body_size:
-                                    frames += 1
+                                    frames += 2
                                     pos = after
                                     yield (
                                         channel,
                                         (
                                             exchange,
                                             routing_key,
-                                            bits & 1 == 1,
-                                            bits & 2 == 2,
+                                            True if bits & 1 else False,  # noqa: SIM210 (bool(), == cost more)
+                                            True if bits & 2 else False,  # noqa: SIM210
                                             data[h + 19 : hstop],
                                             b"",
                                         ),
@@ -294,23 +293,25 @@ class CommandAssembler:
                                         and bstop < end
                                         and data[bstop] == FRAME_END
                                     ):
-                                        frames += 2
+                                        frames += 3
                                         pos = bstop + 1
                                         yield (
                                             channel,
                                             (
                                                 exchange,
                                                 routing_key,
-                                                bits & 1 == 1,
-                                                bits & 2 == 2,
+                                                True if bits & 1 else False,  # noqa: SIM210 (bool(), == cost more)
+                                                True if bits & 2 else False,  # noqa: SIM210
                                                 data[h + 19 : hstop],
                                                 data[after + 7 : bstop],
                                             ),
                                         )
                                         continue
                         content[channel] = _Content(exchange, routing_key, bits)
+                        frames += 1
                         pos = h
                         continue
+                frames += 1
                 payload = data[pos + 7 : stop]
                 pos = stop + 1
                 if channel in channels and 0 < ftype <= FRAME_BODY:
@@ -485,7 +486,7 @@ class CommandAssembler:
 
 
 def _fail(err: AmqpError, channel: int, culprit: tuple[int, int] = _NO_METHOD) -> tuple[int, FrameFailure]:
-    return 0, FrameFailure(err, channel, culprit if err.in_method else _NO_METHOD)
+    return 0, FrameFailure(err, channel, culprit if err.in_method else _NO_METHOD, False)
 
 
 __all__ = [

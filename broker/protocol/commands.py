@@ -1,22 +1,28 @@
 """Typed client methods: one NamedTuple per AMQP method a client may send, and their decoder.
 
 Handlers take these tuples (``cmd.queue``, ``cmd.nowait``) rather than dicts, so mypy checks every
-field name. Field tables stay `FieldTable` (wire types kept: RabbitMQ compares them typed). The
-`SPECS` table maps (class id, method id) to RabbitMQ's dotted name, the field kinds and the tuple
-class; `decode_method` is the only decoder of method frames.
+field name. To mypy each class is a NamedTuple; at run time it is a lighter `Command` (see
+`broker.protocol.command_type`). Field tables stay `FieldTable` (wire types kept: RabbitMQ
+compares them typed). The `SPECS` table maps (class id, method id) to RabbitMQ's dotted name,
+the field kinds and the tuple class; `decode_method` is the only decoder of method frames.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from amqpwire.errors import AmqpError, ReplyCode
 from amqpwire.fields import FieldDecodeError, FieldTable
 from broker.protocol.framing import FRAME_METHOD, ReaderCrash, erl_binary, frame_error
 
+if TYPE_CHECKING:
+    from typing import NamedTuple as Command
+else:
+    from broker.protocol.command_type import Command
 
-class ConnectionStartOk(NamedTuple):
+
+class ConnectionStartOk(Command):
     """connection.start_ok (10, 11)."""
 
     client_properties: FieldTable
@@ -25,13 +31,13 @@ class ConnectionStartOk(NamedTuple):
     locale: str
 
 
-class ConnectionSecureOk(NamedTuple):
+class ConnectionSecureOk(Command):
     """connection.secure_ok (10, 21)."""
 
     response: bytes
 
 
-class ConnectionTuneOk(NamedTuple):
+class ConnectionTuneOk(Command):
     """connection.tune_ok (10, 31)."""
 
     channel_max: int
@@ -39,7 +45,7 @@ class ConnectionTuneOk(NamedTuple):
     heartbeat: int
 
 
-class ConnectionOpen(NamedTuple):
+class ConnectionOpen(Command):
     """connection.open (10, 40)."""
 
     virtual_host: str
@@ -47,7 +53,7 @@ class ConnectionOpen(NamedTuple):
     insist: bool
 
 
-class ConnectionClose(NamedTuple):
+class ConnectionClose(Command):
     """connection.close (10, 50)."""
 
     reply_code: int
@@ -56,36 +62,36 @@ class ConnectionClose(NamedTuple):
     method_id: int
 
 
-class ConnectionCloseOk(NamedTuple):
+class ConnectionCloseOk(Command):
     """connection.close_ok (10, 51)."""
 
 
-class ConnectionUpdateSecret(NamedTuple):
+class ConnectionUpdateSecret(Command):
     """connection.update_secret (10, 70)."""
 
     new_secret: bytes
     reason: str
 
 
-class ChannelOpen(NamedTuple):
+class ChannelOpen(Command):
     """channel.open (20, 10)."""
 
     out_of_band: str
 
 
-class ChannelFlow(NamedTuple):
+class ChannelFlow(Command):
     """channel.flow (20, 20)."""
 
     active: bool
 
 
-class ChannelFlowOk(NamedTuple):
+class ChannelFlowOk(Command):
     """channel.flow_ok (20, 21)."""
 
     active: bool
 
 
-class ChannelClose(NamedTuple):
+class ChannelClose(Command):
     """channel.close (20, 40)."""
 
     reply_code: int
@@ -94,11 +100,11 @@ class ChannelClose(NamedTuple):
     method_id: int
 
 
-class ChannelCloseOk(NamedTuple):
+class ChannelCloseOk(Command):
     """channel.close_ok (20, 41)."""
 
 
-class ExchangeDeclare(NamedTuple):
+class ExchangeDeclare(Command):
     """exchange.declare (40, 10)."""
 
     ticket: int
@@ -112,7 +118,7 @@ class ExchangeDeclare(NamedTuple):
     arguments: FieldTable
 
 
-class ExchangeDelete(NamedTuple):
+class ExchangeDelete(Command):
     """exchange.delete (40, 20)."""
 
     ticket: int
@@ -121,7 +127,7 @@ class ExchangeDelete(NamedTuple):
     nowait: bool
 
 
-class ExchangeBind(NamedTuple):
+class ExchangeBind(Command):
     """exchange.bind (40, 30)."""
 
     ticket: int
@@ -132,7 +138,7 @@ class ExchangeBind(NamedTuple):
     arguments: FieldTable
 
 
-class ExchangeUnbind(NamedTuple):
+class ExchangeUnbind(Command):
     """exchange.unbind (40, 40)."""
 
     ticket: int
@@ -143,7 +149,7 @@ class ExchangeUnbind(NamedTuple):
     arguments: FieldTable
 
 
-class QueueDeclare(NamedTuple):
+class QueueDeclare(Command):
     """queue.declare (50, 10)."""
 
     ticket: int
@@ -156,7 +162,7 @@ class QueueDeclare(NamedTuple):
     arguments: FieldTable
 
 
-class QueueBind(NamedTuple):
+class QueueBind(Command):
     """queue.bind (50, 20)."""
 
     ticket: int
@@ -167,7 +173,7 @@ class QueueBind(NamedTuple):
     arguments: FieldTable
 
 
-class QueuePurge(NamedTuple):
+class QueuePurge(Command):
     """queue.purge (50, 30)."""
 
     ticket: int
@@ -175,7 +181,7 @@ class QueuePurge(NamedTuple):
     nowait: bool
 
 
-class QueueDelete(NamedTuple):
+class QueueDelete(Command):
     """queue.delete (50, 40)."""
 
     ticket: int
@@ -185,7 +191,7 @@ class QueueDelete(NamedTuple):
     nowait: bool
 
 
-class QueueUnbind(NamedTuple):
+class QueueUnbind(Command):
     """queue.unbind (50, 50)."""
 
     ticket: int
@@ -195,7 +201,7 @@ class QueueUnbind(NamedTuple):
     arguments: FieldTable
 
 
-class BasicQos(NamedTuple):
+class BasicQos(Command):
     """basic.qos (60, 10)."""
 
     prefetch_size: int
@@ -203,7 +209,7 @@ class BasicQos(NamedTuple):
     global_: bool
 
 
-class BasicConsume(NamedTuple):
+class BasicConsume(Command):
     """basic.consume (60, 20)."""
 
     ticket: int
@@ -216,14 +222,14 @@ class BasicConsume(NamedTuple):
     arguments: FieldTable
 
 
-class BasicCancel(NamedTuple):
+class BasicCancel(Command):
     """basic.cancel (60, 30)."""
 
     consumer_tag: str
     nowait: bool
 
 
-class BasicPublish(NamedTuple):
+class BasicPublish(Command):
     """basic.publish (60, 40)."""
 
     ticket: int
@@ -233,7 +239,7 @@ class BasicPublish(NamedTuple):
     immediate: bool
 
 
-class BasicGet(NamedTuple):
+class BasicGet(Command):
     """basic.get (60, 70)."""
 
     ticket: int
@@ -241,33 +247,33 @@ class BasicGet(NamedTuple):
     no_ack: bool
 
 
-class BasicAck(NamedTuple):
+class BasicAck(Command):
     """basic.ack (60, 80)."""
 
     delivery_tag: int
     multiple: bool
 
 
-class BasicReject(NamedTuple):
+class BasicReject(Command):
     """basic.reject (60, 90)."""
 
     delivery_tag: int
     requeue: bool
 
 
-class BasicRecoverAsync(NamedTuple):
+class BasicRecoverAsync(Command):
     """basic.recover_async (60, 100)."""
 
     requeue: bool
 
 
-class BasicRecover(NamedTuple):
+class BasicRecover(Command):
     """basic.recover (60, 110)."""
 
     requeue: bool
 
 
-class BasicNack(NamedTuple):
+class BasicNack(Command):
     """basic.nack (60, 120)."""
 
     delivery_tag: int
@@ -275,21 +281,21 @@ class BasicNack(NamedTuple):
     requeue: bool
 
 
-class ConfirmSelect(NamedTuple):
+class ConfirmSelect(Command):
     """confirm.select (85, 10)."""
 
     nowait: bool
 
 
-class TxSelect(NamedTuple):
+class TxSelect(Command):
     """tx.select (90, 10)."""
 
 
-class TxCommit(NamedTuple):
+class TxCommit(Command):
     """tx.commit (90, 20)."""
 
 
-class TxRollback(NamedTuple):
+class TxRollback(Command):
     """tx.rollback (90, 30)."""
 
 
@@ -419,7 +425,7 @@ def decode_method(payload: bytes) -> Any:
         values = _decode_fields(payload, 4, spec.kinds)
     except (IndexError, struct.error, FieldDecodeError, UnicodeDecodeError) as exc:
         raise AmqpError(ReplyCode.FRAME_ERROR, f"cannot decode {erl_binary(payload[4:])}") from exc
-    return spec.cls(*values)
+    return tuple.__new__(spec.cls, values)
 
 
 def _decode_fields(data: bytes, pos: int, kinds: str) -> list[Any]:

@@ -1,8 +1,16 @@
 """Publisher confirms: acks coalesced per flush, nacks in order, persistent publishes confirmed
-after their store commit (in publish order)."""
+after their store commit (in publish order).
+
+A persistent message is enqueued before its store commit (the writer groups commits; consumers
+need not wait for disk). When the commit fails (disk full, store files gone) the publish is nacked
+and the message is taken back out of the durable queues where it still waits, so queue depth
+counts only what a restart brings back. One already delivered stays with its consumer: as on
+RabbitMQ, a nacked message may or may not have been delivered.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError
@@ -14,9 +22,15 @@ from broker.session.delivery import DeliveryMixin
 if TYPE_CHECKING:
     import asyncio
 
+    from broker.entities.queue import Queue
+
 
 class ConfirmsMixin(DeliveryMixin):
     """The channel's confirms part (see the module docstring and `channel_base`)."""
+
+    tx_unstored = False
+    """A publish of the transaction being committed was not stored: tx.commit must fail (its
+    store sync alone cannot tell, as a later batch commits without the dropped writes)."""
 
     def on_confirm_select(self, a: C.ConfirmSelect) -> None:
         if self.tx is not None:
@@ -60,3 +74,71 @@ class ConfirmsMixin(DeliveryMixin):
         while wait and wait[0][2]:
             seq, ack, _ = wait.popleft()
             self._confirm_now(seq, ack)
+
+    def _unqueue_if_unstored(
+        self, fut: asyncio.Future[None], queues: Sequence[Queue], seqs: Sequence[int]
+    ) -> None:
+        """Once `fut` (the store write of the message at `seqs` in `queues`) fails, take the message
+        out of the durable queues it still waits in."""
+
+        def done(f: asyncio.Future[None]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                drop_unstored(queues, seqs)
+                if self.tx is not None:
+                    self.tx_unstored = True
+
+        fut.add_done_callback(done)
+
+
+def drop_unstored(queues: Sequence[Queue], seqs: Sequence[int]) -> int:
+    """Remove the ready entries at `seqs` from the durable `queues` (aligned); returns how many.
+
+    A queue type that keeps messages elsewhere offers `forget_unstored(seq) -> bool` and does it
+    itself; a classic queue's paged-out messages are its pager's. Otherwise entries are in seq order within
+    each level and a failed write is recent, so each search runs from the tail and stops at the
+    first older entry. A queue type without ready levels (streams keep their log) is left as it is.
+    """
+    dropped = 0
+    for q, seq in zip(queues, seqs, strict=True):
+        if q.store is None or q.deleted:
+            continue
+        forget = getattr(q, "forget_unstored", None)
+        if forget is not None:
+            dropped += bool(forget(seq))
+            continue
+        levels = getattr(q, "levels", None)
+        if levels is None:
+            continue
+        pager = getattr(q, "pager", None)
+        if pager is not None and pager.forget(seq):  # paged out behind the in-memory window
+            dropped += 1
+            _update_blocked(q)
+            continue
+        for level in levels:
+            index = _find(level, seq)
+            if index is None:
+                continue
+            entry = level[index]
+            del level[index]
+            q.count -= 1
+            q.bytes -= len(entry.msg.body)
+            dropped += 1
+            _update_blocked(q)
+            break
+    return dropped
+
+
+def _update_blocked(q: Queue) -> None:
+    update = getattr(q, "_update_blocked", None)
+    if update is not None:
+        update()
+
+
+def _find(level: Sequence[Any], seq: int) -> int | None:
+    for index in range(len(level) - 1, -1, -1):
+        s = level[index].seq
+        if s == seq:
+            return index
+        if s < seq:
+            return None
+    return None

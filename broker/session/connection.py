@@ -27,15 +27,28 @@ from broker.protocol.assembler import (
     ProtocolHeader,
 )
 from broker.protocol.heartbeat import HeartbeatPolicy
-from broker.protocol.methods import simple_payload
-from broker.session.channel import DISPATCH, Channel
+from broker.protocol.methods import shortstr, simple_payload
 from broker.session.identity import server_properties
 from broker.session.link import CLOSE_OK_TIMEOUT, SILENT_CLOSE_DELAY, Link, Transport
 
 if TYPE_CHECKING:
     from broker.server import Broker
+    from broker.session.channel import Channel
 
 log = logging.getLogger("hashbroker.connection")
+
+
+#: `broker.session.channel.DISPATCH` once the first channel opens: the channel stack (nine modules)
+#: loads then, so an idle broker and connections that never open a channel do not carry it.
+_dispatch: dict[type, Any] = {}
+
+
+def _channel_class() -> type[Channel]:
+    global _dispatch
+    from broker.session.channel import DISPATCH, Channel
+
+    _dispatch = DISPATCH
+    return Channel
 
 
 class Connection(Link):
@@ -65,6 +78,8 @@ class Connection(Link):
             return "closed"
         if self.silent:
             return "silent"
+        if self.alarm_blocked:
+            return "blocked"
         if self.core.closing:
             return "closing"
         return self.handshake.state.replace("awaiting_header", "handshake")
@@ -75,14 +90,22 @@ class Connection(Link):
         self.recv_oct += len(data)
         core = self.core
         channels = self.channels
-        dispatch = DISPATCH.get
+        dispatch = _dispatch.get
+        alarm = self.broker.alarms.blocked_by  # empty while no resource alarm is set
+        published = False
         try:
             core.receive_data(data)
             for number, command in core.events():
                 ch = channels.get(number)  # channel 0 is never in the table
                 if ch is not None:
+                    if alarm and type(command) is PUBLISH:
+                        published = True
                     handler = dispatch(type(command))
                     try:
+                        if handler is None:
+                            # the first channel opened in this same read loaded the table
+                            handler = _dispatch.get(type(command))
+                            dispatch = _dispatch.get
                         if handler is None:
                             raise command_invalid("unimplemented method")
                         handler(ch, command)
@@ -98,7 +121,33 @@ class Connection(Link):
         except Exception as exc:  # a bug here must cost one connection and one log line, no more
             log.debug("internal error on connection %s", self.id, exc_info=True)
             self.fail(internal_error(), (0, 0), detail=f" ({exc!r})")
+        if alarm and not self._halted and (published or core.assembling_bytes):
+            self.alarm_block()
         self.flush()
+
+    def alarm_block(self) -> None:
+        """rabbit_reader's publish_received under an alarm: stop reading this publisher's socket
+        (its consumers are still served) and say why when the client asked to be told."""
+        if self.alarm_blocked:
+            return
+        self.alarm_blocked = True
+        self.transport.pause_reading()
+        self.send_blocked(self.broker.alarms.reason)
+
+    def send_blocked(self, reason: str) -> None:
+        if self.handshake.capability("connection.blocked"):
+            self.send_method(0, simple_payload(10, 60, shortstr(reason)))
+
+    def alarm_unblock(self) -> None:
+        """Every alarm cleared: connection.unblocked and read again (unless the socket's own
+        write back-pressure still holds reading)."""
+        if not self.alarm_blocked:
+            return
+        self.alarm_blocked = False
+        if self.handshake.capability("connection.blocked"):
+            self.send_method(0, simple_payload(10, 61))
+        if not self.paused and not self.closed:
+            self.transport.resume_reading()
 
     def _failed(self, err: AmqpError, command: Any, ch: Channel | None) -> None:
         """Close the channel (soft error) or the connection for an error a command raised."""
@@ -134,7 +183,7 @@ class Connection(Link):
         if number == 0:
             self._handshake_method(number, command)
             return
-        self.channels[number] = Channel(self, number)
+        self.channels[number] = _channel_class()(self, number)
         self.send_method(number, simple_payload(20, 11, b"\x00\x00\x00\x00"))
 
     def _on_close(self, number: int, command: C.ConnectionClose) -> None:

@@ -13,6 +13,7 @@ from broker.protocol import methods as M
 from broker.session import declarations as D
 from broker.session.channel_base import REPLY_TO, Unacked, members
 from broker.session.declare import DeclareMixin
+from broker.session.trace import trace_deliver
 
 if TYPE_CHECKING:
     from broker.session.channel import Channel
@@ -148,6 +149,8 @@ class ConsumeMixin(DeclareMixin):
         out: list[bytes] = []
         self._content_frames(payload, msg, out)
         self.conn.send_frames(out)
+        if self.vhost.tracing:  # after the send, as for a consumer's delivery
+            trace_deliver(self, q.name, entry.redelivered, msg)
         if a.no_ack and q.auto_delete:
             pass
 

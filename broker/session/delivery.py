@@ -9,6 +9,7 @@ from broker.message import StoredMessage
 from broker.protocol import methods as M
 from broker.protocol.framing import FRAME_HEADER, FRAME_METHOD, build_body_frames
 from broker.session.channel_base import ChannelBase, Unacked
+from broker.session.trace import trace_deliver
 
 _HDR = struct.Struct(">BHI")
 _CONTENT_HEAD = struct.Struct(">HHQ")
@@ -49,6 +50,8 @@ class DeliveryMixin(ChannelBase):
         out: list[bytes] = []
         self._content_frames(payload, msg, out)
         self.conn.send_frames(out)
+        if self.vhost.tracing:  # after the send: a trace queue consumed here takes the next tag
+            trace_deliver(self, queue.name, entry.redelivered, msg)
 
     def deliver_direct_reply(self, msg: StoredMessage) -> None:
         """A message published to amq.rabbitmq.reply-to.<suffix> for our reply consumer."""
@@ -65,10 +68,10 @@ class DeliveryMixin(ChannelBase):
         self.conn.send_frames(out)
 
     def _store_delivered(self, queue: Queue, entry: Entry, no_ack: bool) -> None:
-        from broker.durability import is_persistent
+        from broker.durability import is_stored
 
         store = queue.store
-        if store is None or not is_persistent(entry.msg):
+        if store is None or not is_stored(entry):
             return
         if no_ack:
             store.remove_messages(self.vhost.name, queue.name, (entry.seq,))

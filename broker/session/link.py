@@ -66,6 +66,7 @@ class Link(ConnectionIdentity):
         self.channels: dict[int, Channel] = {}
         self.exclusive_queues: list[Queue] = []
         self.paused = False
+        self.alarm_blocked = False  # a publisher under a resource alarm: its socket is not read
         self.closed = False
         self.silent = False
         self._halted = False  # closed or silent: the rest of a read is ignored
@@ -124,6 +125,8 @@ class Link(ConnectionIdentity):
         if self.closed or policy is None:
             return
         beat = policy.tick(self.recv_oct, self.send_oct)
+        if beat is Beat.DEAD and self.alarm_blocked:  # unread on purpose: RabbitMQ pauses its monitor
+            beat = Beat.SEND
         if beat is Beat.DEAD:
             log.error(
                 "closing AMQP connection %s (%s): missed heartbeats from client, timeout: %ss",
@@ -250,6 +253,7 @@ class Link(ConnectionIdentity):
 
     def resume_writing(self) -> None:
         self.paused = False
-        self.transport.resume_reading()
+        if not self.alarm_blocked:
+            self.transport.resume_reading()
         for ch in list(self.channels.values()):
             ch.kick_queues()

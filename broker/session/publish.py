@@ -19,6 +19,7 @@ from broker.protocol.assembler import Publish
 from broker.protocol.framing import immediate_refused
 from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX
 from broker.session.confirms import ConfirmsMixin
+from broker.session.trace import publish_tapped
 
 
 class PublishMixin(ConfirmsMixin):
@@ -74,6 +75,9 @@ class PublishMixin(ConfirmsMixin):
         if self.confirm:
             self.publish_seq += 1
             seq = self.publish_seq
+        if vhost.tapped:  # firehose tracing or a watched hash exchange
+            publish_tapped(self, x, msg, mandatory, seq)
+            return
         if self.tx is not None:
             routed = self._tx_route(x, msg)
             self.tx.append(lambda: self._deliver_publish(x, msg, mandatory, 0, routed))
@@ -170,6 +174,8 @@ class PublishMixin(ConfirmsMixin):
         fut, seqs = persist_publish(self.vhost, msg, accepted)
         for q, qseq in zip(accepted, seqs, strict=True):
             q.enqueue(msg, qseq)
+        if fut is not None:
+            self._unqueue_if_unstored(fut, accepted, seqs)
         if not seq:
             return
         if fut is None:

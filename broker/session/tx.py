@@ -45,9 +45,10 @@ class TxMixin(AcksMixin):
         self.reply(replies.tx_commit_ok())
 
     def _tx_synced(self, fut: asyncio.Future[None]) -> None:
+        unstored, self.tx_unstored = self.tx_unstored, False
         if not self.open:
             return
-        if fut.cancelled() or fut.exception() is not None:
+        if unstored or fut.cancelled() or fut.exception() is not None:
             err = AmqpError(ReplyCode.INTERNAL_ERROR, "store write failed", hard=False, in_method=False)
             self.conn.close_channel(self, err)
             return

@@ -59,7 +59,8 @@ def open_store(
     """The store for a `data_dir` setting: None = the per-user default directory, ":memory:" = none.
 
     `sync` is "normal" (durable against a killed process) or "full" (also against power loss);
-    `check` is "quick", "full" or "none" (how an existing file is verified before use).
+    `check` is "quick" (SQLite's quick_check of a store a crash left), "full" (integrity_check,
+    always) or "none" (how an existing file is verified before use).
     """
     if data_dir is not None and os.fspath(data_dir) == NULL_DATA_DIR:
         return NullStore()

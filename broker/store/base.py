@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from broker.store.page_spool import PageDirectory
 from broker.store.records import (
     BindingRecord,
     ExchangeRecord,
@@ -51,10 +52,25 @@ class Store(ABC):
     """False for `NullStore`: the broker may skip all store bookkeeping (and confirm at once)."""
     location: str
     stats: StoreStats
+    pages: PageDirectory | None = None
+    """Where queues page messages out of memory (broker.entities.paging); None: they do not."""
 
     @abstractmethod
-    def load(self) -> Snapshot:
-        """Everything durable, in rebuild order. Call once, before `start`."""
+    def load(self, *, messages: bool = True) -> Snapshot:
+        """Everything durable, in rebuild order. Call once, before `start`. With `messages`
+        False, the snapshot has each queue's depth instead of its messages (`read_queue` reads
+        them, as a restarted broker does while its queues drain)."""
+
+    def read_queue(
+        self, vhost: str, queue: str, after: int, upto: int, limit: int
+    ) -> list[tuple[int, bool, str, str, bytes, bytes]]:
+        """Up to `limit` committed messages of a queue with `after` < seq <= `upto`, in seq order,
+        as (seq, redelivered, exchange, routing key, properties, body)."""
+        return []
+
+    def queue_seqs(self, vhost: str, queue: str, after: int, upto: int) -> list[int]:
+        """The committed positions of a queue with `after` < seq <= `upto`."""
+        return []
 
     @abstractmethod
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -152,6 +168,20 @@ class Store(ABC):
     def sync(self) -> asyncio.Future[None]:
         """A future resolved once everything enqueued before this call has committed."""
 
+    # Quorum queues and streams keep state per position beside the message; a store without a
+    # place for it keeps nothing (a restart then counts a delivered message once, as before).
+
+    def set_delivery_state(
+        self, vhost: str, queue: str, states: Iterable[tuple[int, bool, int, int]]
+    ) -> None:
+        """(seq, checked_out, delivery_count, return_order) of quorum messages: what a restart
+        returns, counts and where it puts them."""
+        return None
+
+    def set_timestamps(self, vhost: str, queue: str, stamps: Iterable[tuple[int, int]]) -> None:
+        """(seq, ms) of stream messages: the chunk time `x-stream-offset` timestamps resolve against."""
+        return None
+
 
 class NullStore(Store):
     """`--data-dir :memory:`: keeps nothing, so a restart starts empty, as the broker did before.
@@ -166,7 +196,7 @@ class NullStore(Store):
         self.stats = StoreStats()
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def load(self) -> Snapshot:
+    def load(self, *, messages: bool = True) -> Snapshot:
         return Snapshot()
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:

@@ -122,6 +122,11 @@ class Snapshot:
     queues: list[QueueRecord] = field(default_factory=list)
     bindings: list[BindingRecord] = field(default_factory=list)
     messages: dict[tuple[str, str], list[MessageRecord]] = field(default_factory=dict)
+    #: (vhost, queue) -> seq -> (delivery_count, return_order, timestamp ms) where any is set: the
+    #: state quorum queues and streams keep per position beside `messages`.
+    queue_state: dict[tuple[str, str], dict[int, tuple[int, int, int]]] = field(default_factory=dict)
+    #: with `load(messages=False)`: (vhost, queue) -> (message count, body bytes, last seq) instead
+    depths: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def message_count(self) -> int:

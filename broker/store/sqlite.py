@@ -37,6 +37,7 @@ from typing import IO, Any
 
 from broker.store import sqlite_schema as S
 from broker.store.base import Store, StoreError, StoreStats
+from broker.store.page_spool import PageDirectory
 from broker.store.records import (
     BindingRecord,
     ExchangeRecord,
@@ -47,7 +48,7 @@ from broker.store.records import (
     UserRecord,
     VHostRecord,
 )
-from broker.store.sqlite_load import load_snapshot
+from broker.store.sqlite_load import QueueReader, load_snapshot
 from broker.store.sqlite_open import Check, Sync, check_existing, connect, lock_directory
 from broker.store.sqlite_schema import PERMISSIONS_TABLE, SCHEMA_VERSION, STORE_FILE, create_schema, to_blob
 from broker.store.sqlite_writer import GroupCommitWriter, Op
@@ -70,6 +71,8 @@ class SqliteStore(Store):
         self._conn = conn
         self._lock_file = lock_file
         self._closed = False
+        self.pages = PageDirectory(data_dir / "paging")
+        self._reader = QueueReader(self.path)
         row = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
         self._next_msg_id = int(row[0]) + 1
         self._writer = GroupCommitWriter(
@@ -128,6 +131,8 @@ class SqliteStore(Store):
                 except sqlite3.Error as exc:
                     conn.close()
                     raise StoreError(f"{path}: cannot add the permissions table ({exc})") from None
+            S.add_queue_message_columns(conn, path)
+            S.add_position_sizes(conn, path)
             return cls(directory, conn, lock_file)
         except BaseException:
             if lock_file is not None:
@@ -136,10 +141,18 @@ class SqliteStore(Store):
 
     # -- loading ------------------------------------------------------------------------------------
 
-    def load(self) -> Snapshot:
+    def load(self, *, messages: bool = True) -> Snapshot:
         if self._writer.started:
             raise StoreError(f"{self.path}: load() must be called before start()")
-        return load_snapshot(self._conn, self.path)
+        return load_snapshot(self._conn, self.path, messages=messages)
+
+    def read_queue(
+        self, vhost: str, queue: str, after: int, upto: int, limit: int
+    ) -> list[tuple[int, bool, str, str, bytes, bytes]]:
+        return self._reader.read(vhost, queue, after, upto, limit)
+
+    def queue_seqs(self, vhost: str, queue: str, after: int, upto: int) -> list[int]:
+        return self._reader.seqs(vhost, queue, after, upto)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -154,6 +167,7 @@ class SqliteStore(Store):
         if self._closed:
             return
         self._closed = True
+        self._reader.close()
         if self._writer.started:
             await self._writer.close()
         else:
@@ -174,7 +188,7 @@ class SqliteStore(Store):
 
     @property
     def failure(self) -> StoreError | None:
-        """Set once a transaction failed; every later write fails with it (restart the broker)."""
+        """The writer's current fault (see `sqlite_writer`): set while writes fail, None once they settle."""
         return self._writer.failure
 
     # -- statements ---------------------------------------------------------------------------------
@@ -339,7 +353,8 @@ class SqliteStore(Store):
                 (msg_id, len(queues), to_blob(exchange), to_blob(routing_key), properties, body),
             )
         ]
-        ops.extend((S.INSERT_POSITION, (v, to_blob(q), seq, msg_id)) for q, seq in queues)
+        size = len(body)
+        ops.extend((S.INSERT_POSITION, (v, to_blob(q), seq, msg_id, size)) for q, seq in queues)
         self._writer.submit(ops, fut)
         return fut
 
@@ -377,3 +392,24 @@ class SqliteStore(Store):
         if not fut.done():
             self._writer.submit([], fut)
         return fut
+
+    # -- quorum queues and streams --------------------------------------------------------------------
+
+    def set_delivery_state(
+        self, vhost: str, queue: str, states: Iterable[tuple[int, bool, int, int]]
+    ) -> None:
+        """(seq, checked_out, delivery_count, return_order) of quorum messages: what a restart
+        returns, counts and where it puts them."""
+        v, q = to_blob(vhost), to_blob(queue)
+        ops: list[Op] = [
+            (S.SET_DELIVERY_STATE, (int(out), count, order, v, q, seq)) for seq, out, count, order in states
+        ]
+        if ops:
+            self._writer.submit(ops)
+
+    def set_timestamps(self, vhost: str, queue: str, stamps: Iterable[tuple[int, int]]) -> None:
+        """(seq, ms) of stream messages: the chunk time `x-stream-offset` timestamps resolve against."""
+        v, q = to_blob(vhost), to_blob(queue)
+        ops: list[Op] = [(S.SET_TIMESTAMP, (ts, v, q, seq)) for seq, ts in stamps]
+        if ops:
+            self._writer.submit(ops)

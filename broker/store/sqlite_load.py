@@ -19,11 +19,29 @@ from broker.store.records import (
     UserRecord,
     VHostRecord,
 )
-from broker.store.sqlite_schema import from_blob
+from broker.store.sqlite_schema import from_blob, to_blob
+
+#: Per queue: message count, body bytes and last position, from the positions alone (a row
+#: written before positions had sizes is measured from its body).
+DEPTHS = (
+    "SELECT qm.vhost, qm.queue, count(*), "
+    "coalesce(sum(coalesce(qm.size, (SELECT length(body) FROM messages WHERE id = qm.msg_id))), 0), "
+    "max(qm.seq) FROM queue_messages qm JOIN queues q ON q.vhost = qm.vhost AND q.name = qm.queue "
+    "GROUP BY qm.vhost, qm.queue"
+)
+READ_QUEUE = (
+    "SELECT qm.seq, qm.redelivered, m.exchange, m.routing_key, m.properties, m.body "
+    "FROM queue_messages qm JOIN messages m ON m.id = qm.msg_id "
+    "WHERE qm.vhost = ? AND qm.queue = ? AND qm.seq > ? AND qm.seq <= ? ORDER BY qm.seq LIMIT ?"
+)
+QUEUE_SEQS = (
+    "SELECT seq FROM queue_messages WHERE vhost = ? AND queue = ? AND seq > ? AND seq <= ? ORDER BY seq"
+)
 
 
-def load_snapshot(c: sqlite3.Connection, path: Path) -> Snapshot:
-    """Everything stored, in rebuild order; a body shared by several queues is one bytes object."""
+def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -> Snapshot:
+    """Everything stored, in rebuild order; a body shared by several queues is one bytes object.
+    Without `messages`, each queue's depth instead (`QueueReader` reads the messages later)."""
     snap = Snapshot()
     try:
         for name, desc, tags in c.execute("SELECT name, description, tags FROM vhosts ORDER BY id"):
@@ -83,13 +101,24 @@ def load_snapshot(c: sqlite3.Connection, path: Path) -> Snapshot:
                     _table(args, where),
                 )
             )
+        eager = ""
+        if not messages:
+            lazy, others = _queue_ids(c, where)
+            for vhost, queue, count, size, last in c.execute(DEPTHS):
+                vq = (from_blob(vhost), from_blob(queue))
+                if vq in lazy:
+                    snap.depths[vq] = (int(count), int(size), int(last))
+            if not others:
+                return snap
+            # the others only: with q as the outer loop, the lazy queues' rows are never visited
+            eager = f"WHERE q.id IN ({','.join(str(i) for i in others)}) "
         # One bytes object per stored body even when several queues share it.
         shared: dict[int, tuple[bytes, bytes, str, str]] = {}
         for vhost, queue, seq, redelivered, msg_id, exchange, rk, props, body in c.execute(
             "SELECT qm.vhost, qm.queue, qm.seq, qm.redelivered, m.id, m.exchange, m.routing_key, "
             "m.properties, m.body FROM queue_messages qm "
             "JOIN queues q ON q.vhost = qm.vhost AND q.name = qm.queue "
-            "JOIN messages m ON m.id = qm.msg_id ORDER BY q.id, qm.seq"
+            "JOIN messages m ON m.id = qm.msg_id " + eager + "ORDER BY q.id, qm.seq"
         ):
             content = shared.get(msg_id)
             if content is None:
@@ -102,7 +131,26 @@ def load_snapshot(c: sqlite3.Connection, path: Path) -> Snapshot:
             )
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: cannot read the store ({exc})") from None
+    snap.queue_state = load_queue_state(c, path)
     return snap
+
+
+def _queue_ids(c: sqlite3.Connection, where: str) -> tuple[set[tuple[str, str]], list[int]]:
+    """(the queues whose messages a restarted broker reads as their head advances: classic queues
+    without priorities, see broker.durability.restore_depths; the ids of the others, loaded whole)."""
+    lazy: set[tuple[str, str]] = set()
+    others: list[int] = []
+    for qid, vhost, name, raw in c.execute("SELECT id, vhost, name, arguments FROM queues"):
+        args = _table(raw, where)
+        qtype = args.get("x-queue-type")
+        prio = args.get("x-max-priority")
+        if (qtype is None or (qtype.type == "longstr" and qtype.value == b"classic")) and (
+            prio is None or (isinstance(prio.value, int) and prio.value == 0)
+        ):
+            lazy.add((from_blob(vhost), from_blob(name)))
+        else:
+            others.append(int(qid))
+    return lazy, others
 
 
 def _table(raw: bytes, where: str) -> FieldTable:
@@ -112,3 +160,62 @@ def _table(raw: bytes, where: str) -> FieldTable:
         return FieldTable.decode(raw, allow_non_finite=True)
     except FieldDecodeError as exc:
         raise StoreError(f"{where}: stored arguments cannot be decoded ({exc})") from None
+
+
+def load_queue_state(
+    c: sqlite3.Connection, path: Path
+) -> dict[tuple[str, str], dict[int, tuple[int, int, int]]]:
+    """The positions with a delivery count, a return order or a timestamp (quorum queues,
+    streams), by queue."""
+    out: dict[tuple[str, str], dict[int, tuple[int, int, int]]] = {}
+    try:
+        for vhost, queue, seq, count, order, ts in c.execute(
+            "SELECT vhost, queue, seq, delivery_count, return_order, timestamp FROM queue_messages "
+            "WHERE delivery_count != 0 OR return_order != 0 OR timestamp != 0"
+        ):
+            key = (from_blob(vhost), from_blob(queue))
+            out.setdefault(key, {})[int(seq)] = (int(count), int(order), int(ts))
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: cannot read the store ({exc})") from None
+    return out
+
+
+class QueueReader:
+    """Reads queues' messages after start, on a read-only connection of its own: WAL lets it read
+    the committed state while the writer thread writes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        return self._conn
+
+    def read(
+        self, vhost: str, queue: str, after: int, upto: int, limit: int
+    ) -> list[tuple[int, bool, str, str, bytes, bytes]]:
+        try:
+            rows = self._connection().execute(
+                READ_QUEUE, (to_blob(vhost), to_blob(queue), after, upto, limit)
+            )
+            return [
+                (int(seq), bool(redelivered), from_blob(x), from_blob(k), bytes(props), bytes(body))
+                for seq, redelivered, x, k, props, body in rows
+            ]
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot read queue {queue!r} ({exc})") from None
+
+    def seqs(self, vhost: str, queue: str, after: int, upto: int) -> list[int]:
+        try:
+            rows = self._connection().execute(QUEUE_SEQS, (to_blob(vhost), to_blob(queue), after, upto))
+            return [int(seq) for (seq,) in rows]
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot read queue {queue!r} ({exc})") from None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

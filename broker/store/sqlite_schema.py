@@ -102,7 +102,8 @@ INSERT_MESSAGE = (
     "INSERT INTO messages (id, refs, exchange, routing_key, properties, body) VALUES (?, ?, ?, ?, ?, ?)"
 )
 INSERT_POSITION = (
-    "INSERT OR REPLACE INTO queue_messages (vhost, queue, seq, msg_id, redelivered) VALUES (?, ?, ?, ?, 0)"
+    "INSERT OR REPLACE INTO queue_messages (vhost, queue, seq, msg_id, redelivered, size) "
+    "VALUES (?, ?, ?, ?, 0, ?)"
 )
 UNREF_POSITION = (
     "UPDATE messages SET refs = refs - 1 WHERE id = "
@@ -127,6 +128,19 @@ def from_blob(raw: bytes) -> str:
     return bytes(raw).decode("utf-8", errors="surrogateescape")
 
 
+def add_position_sizes(conn: sqlite3.Connection, path: Path) -> None:
+    """Each position's body size, so a restart sums a queue's bytes from `queue_messages` alone
+    (broker.store.sqlite_load DEPTHS). Added to a store made without it; its rows stay NULL and are
+    measured from the body instead."""
+    try:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(queue_messages)")}
+        if "size" not in columns:
+            conn.execute("ALTER TABLE queue_messages ADD COLUMN size INTEGER")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(f"{path}: cannot add body sizes to the positions ({exc})") from None
+
+
 def create_schema(conn: sqlite3.Connection, path: Path) -> None:
     try:
         conn.execute("BEGIN")
@@ -141,3 +155,32 @@ def create_schema(conn: sqlite3.Connection, path: Path) -> None:
             conn.execute("ROLLBACK")
         conn.close()
         raise StoreError(f"{path}: cannot create store ({exc})") from None
+
+
+# -- per-position state of quorum queues and streams ------------------------------------------------
+
+QUEUE_MESSAGE_COLUMNS = (
+    ("delivery_count", "INTEGER NOT NULL DEFAULT 0"),
+    ("return_order", "INTEGER NOT NULL DEFAULT 0"),
+    ("timestamp", "INTEGER NOT NULL DEFAULT 0"),
+)
+"""Added to `queue_messages` after schema version 1 shipped (every store gets them on open): a
+quorum message's returns so far and its place among returned messages, and a stream chunk's time
+(ms, on the chunk's first message). Additive, so an older hashbroker still reads the store."""
+SET_DELIVERY_STATE = (
+    "UPDATE queue_messages SET redelivered = ?, delivery_count = ?, return_order = ? "
+    "WHERE vhost = ? AND queue = ? AND seq = ?"
+)
+SET_TIMESTAMP = "UPDATE queue_messages SET timestamp = ? WHERE vhost = ? AND queue = ? AND seq = ?"
+
+
+def add_queue_message_columns(conn: sqlite3.Connection, path: Path) -> None:
+    """Add the `QUEUE_MESSAGE_COLUMNS` a store lacks (created before they existed)."""
+    try:
+        have = {row[1] for row in conn.execute("PRAGMA table_info(queue_messages)")}
+        for name, decl in QUEUE_MESSAGE_COLUMNS:
+            if name not in have:
+                conn.execute(f"ALTER TABLE queue_messages ADD COLUMN {name} {decl}")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(f"{path}: cannot add the {name} column ({exc})") from None

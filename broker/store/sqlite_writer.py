@@ -6,32 +6,53 @@ list; one thread takes *everything* pending, applies it in one transaction, comm
 resolves the futures of that batch on the loop (one `call_soon_threadsafe` per batch). The busier
 the broker, the bigger the batches.
 
-The first failed transaction stops the writer for good (it is rolled back, its futures and every
-later one fail with the same `StoreError`): confirming into a store that lost a write would promise
-what a restart cannot keep.
+A failed transaction (disk full, I/O error, a store file not writable) is rolled back and puts the
+writer in a *fault*: the batch's futures fail (its publishes are nacked and taken out of their
+queues by the caller), while the statements nobody waits for (acks' removals, declarations) are
+kept and retried first in the next batch, so the store does not lose them. Every later batch is
+tried again, and a retry runs every `RETRY_SECONDS` while only kept statements wait; the first
+commit that succeeds ends the fault. No restart is needed when the space comes back.
+
+Store files deleted or replaced under the broker (`broker.store.health`) stop the writer for good:
+SQLite would go on committing into unlinked files, so nothing can be confirmed until a restart.
+A fault is logged once when it starts and once when it ends, never per batch or per publish, and
+`on_fault` reports each change on the loop (for an alarm).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from broker.store.base import StoreError, StoreStats
+from broker.store.health import FileProblem, StoreFiles
 
 log = logging.getLogger("hashbroker.store")
 
 Op = tuple[str, tuple[Any, ...]]
 """One statement and its parameters."""
 
+RETRY_SECONDS = 1.0
+"""In a fault, how often the kept statements are retried when nothing new arrives."""
+WATCH_SECONDS = 2.0
+"""When idle, how often the store files are checked (a deleted file raises the alarm unprompted)."""
+SETTLE_SECONDS = 2.0
+"""A fault ends after commits have succeeded, with none failing, for this long. A disk that is
+nearly full lets a small commit through now and then (SQLite reuses space in its WAL); without
+this the fault would be logged and reported again at every such flap."""
+
 
 class GroupCommitWriter:
     """Applies submitted statements on one thread, a batch per transaction, in submission order.
 
+    `where` is the store file's path (its files are watched when it exists at `start`).
     `garbage_sql` runs at the end of a batch that asked for it (a removal is pending), and
     `message_sql` is the statement counted in `stats.messages_persisted`. `on_exit` runs on the
     writer thread once the last batch committed after `close`.
@@ -57,12 +78,23 @@ class GroupCommitWriter:
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition(threading.Lock())
         self._ops: list[Op] = []
+        self._unowned: list[Op] = []  # the part of _ops submitted without a future
         self._futs: list[asyncio.Future[None]] = []
         self._garbage = False
         self._closing = False
-        self._failure: StoreError | None = None
+        self._files: StoreFiles | None = None
+        # fault state: written on the writer thread, read anywhere (single attribute reads)
+        self._fault: StoreError | None = None
+        self._fatal = False
+        self._kept: list[Op] = []
+        self._kept_garbage = False
+        self._failed_batches = 0
+        self._failed_futures = 0
+        self._clean_since: float | None = None  # in a fault: when the commits started succeeding
         self.commit_hook: Callable[[], None] | None = None
         """Test seam: called on the writer thread after a batch's statements, before COMMIT."""
+        self.on_fault: Callable[[str | None], None] | None = None
+        """Called on the loop with the fault's one-line reason when one starts, None when it ends."""
 
     @property
     def started(self) -> bool:
@@ -70,11 +102,27 @@ class GroupCommitWriter:
 
     @property
     def failure(self) -> StoreError | None:
-        """Set once a transaction failed; every later write fails with it."""
-        return self._failure
+        """The current fault: set while writes fail, None again once a commit succeeded."""
+        return self._fault
+
+    @property
+    def fault(self) -> str | None:
+        """The current fault as one line (see `broker.store.health.fault_of`)."""
+        fault = self._fault
+        return None if fault is None else str(fault)
+
+    @property
+    def kept(self) -> int:
+        """Statements of failed batches waiting to be retried."""
+        return len(self._kept)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        # SQLite maps -shm into memory: should a SIGBUS get past the file checks, the process at
+        # least says so on stderr instead of vanishing.
+        if not faulthandler.is_enabled():
+            faulthandler.enable()
+        self._files = StoreFiles.probe(self._where)
         self._thread = threading.Thread(target=self._run, name="hashbroker-store", daemon=True)
         self._thread.start()
 
@@ -89,23 +137,29 @@ class GroupCommitWriter:
         await asyncio.to_thread(thread.join)
 
     def submit(self, ops: list[Op], fut: asyncio.Future[None] | None = None, garbage: bool = False) -> None:
-        """Queue `ops` for the next batch; `fut` resolves once they committed (or the batch failed)."""
+        """Queue `ops` for the next batch; `fut` resolves once they committed (or the batch failed).
+
+        With a future, a failed batch drops `ops` (the caller learns it from the future); without
+        one, nobody could be told, so they are kept and retried until they commit.
+        """
         if self._thread is None or self._closing:
             raise StoreError(f"{self._where}: store is not started (or closed)")
         with self._cond:
             self._ops.extend(ops)
             if fut is not None:
                 self._futs.append(fut)
+            else:
+                self._unowned.extend(ops)
             if garbage:
                 self._garbage = True
             self._cond.notify()
 
     def new_future(self) -> asyncio.Future[None]:
-        """A future on the writer's loop, already failed when the writer has stopped on an error."""
+        """A future on the writer's loop, already failed when the writer has stopped for good."""
         assert self._loop is not None
         fut: asyncio.Future[None] = self._loop.create_future()
-        if self._failure is not None:
-            fut.set_exception(self._failure)
+        if self._fatal and self._fault is not None:
+            fut.set_exception(self._fault)
         return fut
 
     # -- on the writer thread -------------------------------------------------------------------------
@@ -114,47 +168,140 @@ class GroupCommitWriter:
         cond = self._cond
         while True:
             with cond:
-                while not self._ops and not self._futs and not self._closing:
-                    cond.wait()
-                ops, futs, garbage = self._ops, self._futs, self._garbage
-                self._ops, self._futs, self._garbage = [], [], False
+                timed_out = False
+                while not self._ops and not self._futs and not self._closing and not timed_out:
+                    timed_out = not cond.wait(self._idle_timeout())
+                ops, unowned, futs, garbage = self._ops, self._unowned, self._futs, self._garbage
+                self._ops, self._unowned, self._futs, self._garbage = [], [], [], False
                 closing = self._closing
-            if ops:
-                self._commit(ops, futs, garbage)
+            if ops or (self._kept and not self._fatal and (futs or timed_out or closing)):
+                self._commit(ops, unowned, futs, garbage)
             elif futs:
-                self._resolve(futs, self._failure)
+                self._resolve(futs, self._fault if self._fatal else None)
+            elif timed_out:
+                self._check_idle()
             if closing and not ops and not futs:
                 with cond:
                     if not self._ops and not self._futs:
                         break
         self._on_exit()
 
-    def _commit(self, ops: list[Op], futs: list[asyncio.Future[None]], garbage: bool) -> None:
-        if self._failure is not None:
-            self._resolve(futs, self._failure)
+    def _idle_timeout(self) -> float | None:
+        if self._fatal:
+            return None
+        if self._kept:
+            return RETRY_SECONDS
+        watch = WATCH_SECONDS if self._files is not None else None
+        if self._clean_since is not None:
+            return SETTLE_SECONDS if watch is None else min(SETTLE_SECONDS, watch)
+        return watch
+
+    def _check_idle(self) -> None:
+        if self._fault is not None and not self._fatal:
+            self._settle()
+        files = self._files
+        if files is None or self._fatal:
             return
+        try:
+            files.check()
+        except FileProblem as problem:
+            if problem.fatal:
+                self._enter_fault(
+                    StoreError(f"{self._where}: {problem}; store stopped until a restart"), True
+                )
+
+    def _commit(
+        self, ops: list[Op], unowned: list[Op], futs: list[asyncio.Future[None]], garbage: bool
+    ) -> None:
+        if self._fatal:
+            self._resolve(futs, self._fault)
+            return
+        kept, garbage = self._kept, garbage or self._kept_garbage
+        batch = kept + ops if kept else ops
         conn = self._conn
         error: StoreError | None = None
+        fatal = False
         try:
+            if self._files is not None:
+                self._files.check()
             conn.execute("BEGIN")
-            run_grouped(conn, ops)
+            run_grouped(conn, batch)
             if garbage:
                 conn.execute(self._garbage_sql)
             if self.commit_hook is not None:
                 self.commit_hook()
+            if self._files is not None:
+                self._files.check()
             conn.execute("COMMIT")
+        except FileProblem as problem:
+            fatal = problem.fatal
+            self._rollback()
+            ending = "store stopped until a restart" if fatal else "writes paused"
+            error = StoreError(f"{self._where}: {problem}; {ending}")
         except Exception as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            error = StoreError(f"{self._where}: write failed, store stopped ({exc})")
-            self._failure = error
-            log.error("%s", error)
+            self._rollback()
+            error = StoreError(f"{self._where}: write failed ({exc})")
         stats = self._stats
         stats.transactions += 1
-        stats.operations += len(ops)
-        stats.messages_persisted += sum(1 for sql, _ in ops if sql is self._message_sql)
-        stats.largest_batch = max(stats.largest_batch, len(futs))
+        if error is None:
+            stats.operations += len(batch)
+            stats.messages_persisted += sum(1 for sql, _ in ops if sql is self._message_sql)
+            stats.largest_batch = max(stats.largest_batch, len(futs))
+            self._kept, self._kept_garbage = [], False
+            if self._files is not None:
+                self._files.note()
+            if self._fault is not None:
+                if self._clean_since is None:
+                    self._clean_since = time.monotonic()
+                self._settle()
+        else:
+            self._kept = [] if fatal else kept + unowned
+            self._kept_garbage = garbage and not fatal
+            self._failed_batches += 1
+            self._failed_futures += len(futs)
+            self._clean_since = None
+            self._enter_fault(error, fatal)
         self._resolve(futs, error)
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("ROLLBACK")
+
+    def _enter_fault(self, error: StoreError, fatal: bool) -> None:
+        """Record the fault; log and report it only when it starts (or becomes fatal)."""
+        was, was_fatal = self._fault, self._fatal
+        self._fault = error
+        self._fatal = fatal or was_fatal
+        if was is None or (fatal and not was_fatal):
+            if fatal:
+                self._kept = []
+            log.error("%s", error)
+            self._report(str(error))
+
+    def _settle(self) -> None:
+        """End the fault once commits have been succeeding for `SETTLE_SECONDS`."""
+        since = self._clean_since
+        if since is not None and not self._kept and time.monotonic() - since >= SETTLE_SECONDS:
+            self._leave_fault()
+
+    def _leave_fault(self) -> None:
+        log.warning(
+            "%s: writes resumed (%d failed batches, %d writes refused during the fault)",
+            self._where,
+            self._failed_batches,
+            self._failed_futures,
+        )
+        self._fault = None
+        self._clean_since = None
+        self._failed_batches = self._failed_futures = 0
+        self._report(None)
+
+    def _report(self, reason: str | None) -> None:
+        callback, loop = self.on_fault, self._loop
+        if callback is None or loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is listening any more
+            loop.call_soon_threadsafe(callback, reason)
 
     def _resolve(self, futs: list[asyncio.Future[None]], error: StoreError | None) -> None:
         if not futs or self._loop is None:

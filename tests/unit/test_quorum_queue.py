@@ -3,6 +3,8 @@ delivery counts, requeue order, delivery limit, reject-publish soft limit, at-le
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from amqpwire.errors import AmqpError, ReplyCode
@@ -317,3 +319,109 @@ def test_declaring_is_not_a_use_for_x_expires() -> None:
     q.reset_expiry()  # a (passive) declare
     clock.advance(0.6)
     assert q.deleted and "q" not in v.queues
+
+
+class KeptState:
+    """The store's side of a quorum queue, as broker.durability keeps it: per position the
+    message, the checked-out mark, the delivery count and the return order."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, list[object]] = {}
+
+    def queue_added(self, vhost: VHost, q: QuorumQueue) -> None:
+        q.store = self  # type: ignore[assignment]
+
+    def publish(self, q: QuorumQueue, body: bytes) -> None:
+        """broker.durability.persist_publish: a position, and the message written even when
+        transient (the type `keeps_transient`), before the queue takes it."""
+        assert q.keeps_transient
+        q.seq += 1
+        self.rows[q.seq] = [message(body), False, 0, 0]
+        q.enqueue(message(body), q.seq)
+
+    def delivery_state(self, q: QuorumQueue, states: list[tuple[int, bool, int, int]]) -> None:
+        for seq, out, count, order in states:
+            self.rows[seq][1:] = [out, count, order]
+
+    def messages_removed(self, q: QuorumQueue, entries: list[QuorumEntry]) -> None:
+        for e in entries:
+            self.rows.pop(e.seq, None)
+
+    def first_delivery(self, e: QuorumEntry) -> None:
+        """What the channel marks on a message's first delivery (broker.session.delivery)."""
+        self.rows[e.seq][1] = True
+
+    def restart(self, clock: ManualClock, **arguments: object) -> QuorumQueue:
+        v = vhost(clock)
+        v.persistence = self  # type: ignore[assignment]
+        q = quorum(v, **arguments)
+        q.restore_state({seq: (int(r[2]), int(r[3]), 0) for seq, r in self.rows.items()})  # type: ignore[call-overload]
+        for seq in sorted(self.rows):
+            msg, out = self.rows[seq][:2]
+            q.restore(seq, msg, bool(out))  # type: ignore[arg-type]
+        clock.advance(0)
+        return q
+
+
+def test_a_restart_puts_messages_back_with_their_counts_and_places() -> None:
+    """A return is written with its count and place (front: rank; back: after what was published
+    before it); at boot the checked-out messages come back returned once more after the waiting
+    returns, and that is written back so a second restart counts nothing again."""
+    clock = ManualClock()
+    kept = KeptState()
+    v = vhost(clock)
+    v.persistence = kept  # type: ignore[assignment]
+    q = quorum(v)
+    for body in (b"a", b"b", b"c", b"d"):
+        kept.publish(q, body)
+    a = q.get(False)
+    assert isinstance(a, QuorumEntry)
+    kept.first_delivery(a)
+    q.settled()
+    q.requeue([a])  # no limit: to the back, after d
+    b = q.get(False)
+    assert isinstance(b, QuorumEntry) and b.orig.body == b"b"
+    kept.first_delivery(b)  # held when the broker stops
+    kept.publish(q, b"e")
+    assert kept.rows[1][1:] == [False, 1, 4 * (1 << 20) + 1]
+    again = kept.restart(clock)
+    assert kept.rows[2][1:3] == [False, 1]  # the restart's return, written back
+    assert [(e.orig.body, e.count) for e in again.returns] == [(b"b", 1)]
+    assert [(e.orig.body, e.count) for e in again.messages] == [(b"c", 0), (b"d", 0), (b"a", 1), (b"e", 0)]
+    third = kept.restart(clock)
+    got = [(e.msg.body, count_header(e.msg)) for e in iter(lambda: third.get(True), None)]
+    assert got == [(b"b", ("long", 1)), (b"c", ("long", 0)), (b"d", ("long", 0)), (b"a", ("long", 1)),
+                   (b"e", ("long", 0))]  # fmt: skip
+
+
+def test_returns_keep_their_rank_and_redeliveries_count_on_after_a_restart() -> None:
+    """With a delivery limit returns wait at the front in the order they were returned; a
+    redelivered message checked out at the restart comes back with its count plus one, after
+    them, and goes over the limit there like any return."""
+    clock = ManualClock()
+    kept = KeptState()
+    v = vhost(clock)
+    v.persistence = kept  # type: ignore[assignment]
+    q = quorum(v, x_delivery_limit=2)
+    for body in (b"a", b"b", b"c", b"z"):
+        kept.publish(q, body)
+    entries = {}
+    for _ in range(3):
+        e = q.get(False)
+        assert isinstance(e, QuorumEntry)
+        kept.first_delivery(e)
+        entries[e.orig.body] = e
+    q.settled(3)
+    q.requeue([entries[b"c"]])
+    q.requeue([entries[b"a"]])  # returns: c, a
+    q.requeue([entries[b"b"]])  # returns: c, a, b
+    c = q.get(False)
+    assert isinstance(c, QuorumEntry) and (c.orig.body, c.count) == (b"c", 1)  # held at the restart
+    before = copy.deepcopy(kept.rows)
+    again = kept.restart(clock, x_delivery_limit=2)
+    assert [(e.orig.body, e.count) for e in again.returns] == [(b"a", 1), (b"b", 1), (b"c", 2)]
+    assert [e.orig.body for e in again.messages] == [b"z"]
+    kept.rows = before  # the same stop, restarted with a limit of 1: c's return goes over it
+    lower = kept.restart(clock, x_delivery_limit=1)
+    assert [(e.orig.body, e.count) for e in lower.returns] == [(b"a", 1), (b"b", 1)]
+    assert 3 not in kept.rows  # dead-lettered (no DLX: dropped) by the restart's return

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.store import sqlite_writer
 from broker.store.base import StoreError, StoreStats
 from broker.store.sqlite_writer import GroupCommitWriter, Op, run_grouped
 
@@ -73,28 +77,176 @@ async def test_everything_pending_commits_in_one_transaction(conn: sqlite3.Conne
     assert rows(conn) == [1, 2, 20, 3, 30, 4, 40]
 
 
-async def test_a_failed_batch_rolls_back_and_stops_the_writer(conn: sqlite3.Connection) -> None:
+class DiskFull:
+    """A commit hook failing like a full disk while `full` is set."""
+
+    def __init__(self) -> None:
+        self.full = True
+
+    def __call__(self) -> None:
+        if self.full:
+            raise sqlite3.OperationalError("database or disk is full")
+
+
+async def test_a_failed_batch_fails_its_futures_keeps_the_rest_and_resumes(
+    conn: sqlite3.Connection, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_writer, "SETTLE_SECONDS", 0.0)
     writer = make_writer(conn)
+    reports: list[str | None] = []
+    writer.on_fault = reports.append
     writer.start(asyncio.get_running_loop())
     ok = writer.new_future()
     writer.submit([(INSERT, (1,))], ok)
     await asyncio.wait_for(ok, 10)
+    disk = DiskFull()
+    writer.commit_hook = disk
+    writer.submit([(INSERT, (2,))])  # nobody waits for it: kept and retried
     bad = writer.new_future()
-    writer.submit([(INSERT, (2,)), ("INSERT INTO missing (x) VALUES (?)", (3,))], bad)
-    with pytest.raises(StoreError, match="write failed, store stopped"):
+    writer.submit([(INSERT, (3,))], bad)  # a publish: failed and dropped
+    with pytest.raises(StoreError, match=r"write failed .*disk is full"):
         await asyncio.wait_for(bad, 10)
-    assert writer.failure is not None
-    assert rows(conn) == [1]  # the failed batch's first statement was rolled back
-    # every later write fails with the same error, at once or after the writer saw it
-    dead = writer.new_future()
-    assert dead.done() and dead.exception() is writer.failure
-    after = asyncio.get_running_loop().create_future()
-    writer.submit([(INSERT, (4,))], after)
-    with pytest.raises(StoreError) as info:
-        await asyncio.wait_for(after, 10)
-    assert info.value is writer.failure
+    assert writer.fault is not None and "disk is full" in writer.fault
+    assert rows(conn) == [1]  # rolled back
+    more = [writer.new_future() for _ in range(3)]
+    for i, fut in enumerate(more):
+        writer.submit([(INSERT, (10 + i,))], fut)
+        with pytest.raises(StoreError):
+            await asyncio.wait_for(fut, 10)
+    assert writer.kept == 1
+    disk.full = False  # space is back: the next batch commits, kept statements first
+    again = writer.new_future()
+    writer.submit([(INSERT, (4,))], again)
+    await asyncio.wait_for(again, 10)
+    assert writer.fault is None and writer.kept == 0
+    assert rows(conn) == [1, 2, 4]
+    await asyncio.sleep(0)  # the reports hop to the loop
+    assert len(reports) == 2 and reports[0] is not None and reports[1] is None
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1  # one line for the fault, not one per failed batch
+    # 4 publishes refused; the failed batches are at least those 4 (the kept statement's retry,
+    # once a second, adds one more where the machine is slow enough)
+    resumed = [
+        m
+        for r in caplog.records
+        if (m := re.search(r"writes resumed \((\d+) failed batches, 4 writes refused", r.getMessage()))
+    ]
+    assert len(resumed) == 1 and int(resumed[0].group(1)) >= 4, [r.getMessage() for r in caplog.records]
     await writer.close()
-    assert rows(conn) == [1]
+
+
+async def test_kept_statements_are_retried_without_new_traffic(
+    conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_writer, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(sqlite_writer, "SETTLE_SECONDS", 0.05)
+    writer = make_writer(conn)
+    writer.start(asyncio.get_running_loop())
+    disk = DiskFull()
+    writer.commit_hook = disk
+    probe = writer.new_future()
+    writer.submit([(INSERT, (7,))])
+    writer.submit([], probe)
+    with pytest.raises(StoreError):
+        await asyncio.wait_for(probe, 10)
+    disk.full = False
+    for _ in range(400):
+        if writer.fault is None:
+            break
+        await asyncio.sleep(0.025)
+    assert writer.fault is None
+    assert rows(conn) == [7]
+    await writer.close()
+
+
+async def test_a_flapping_fault_is_reported_once_and_ends_when_commits_settle(
+    conn: sqlite3.Connection, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_writer, "SETTLE_SECONDS", 3600.0)
+    writer = make_writer(conn)
+    reports: list[str | None] = []
+    writer.on_fault = reports.append
+    writer.start(asyncio.get_running_loop())
+    disk = DiskFull()
+    writer.commit_hook = disk
+    confirmed = 0
+    for i in range(6):  # a nearly full disk: every other commit fits
+        disk.full = i % 2 == 0
+        fut = writer.new_future()
+        writer.submit([(INSERT, (i,))], fut)
+        with contextlib.suppress(StoreError):
+            await asyncio.wait_for(fut, 10)
+            confirmed += 1
+    assert confirmed == 3  # a commit that succeeds is confirmed, fault or not
+    assert writer.fault is not None  # but the fault lasts until commits have settled
+    await asyncio.sleep(0)
+    assert len(reports) == 1
+    assert len([r for r in caplog.records if r.levelname == "ERROR"]) == 1
+    monkeypatch.setattr(sqlite_writer, "SETTLE_SECONDS", 0.05)
+    fut = writer.new_future()
+    writer.submit([(INSERT, (9,))], fut)
+    await asyncio.wait_for(fut, 10)
+    for _ in range(400):  # the idle timer ends it, no further traffic needed
+        if writer.fault is None:
+            break
+        await asyncio.sleep(0.025)
+    assert writer.fault is None
+    await asyncio.sleep(0)
+    assert reports[1:] == [None]
+    assert rows(conn) == [1, 3, 5, 9]
+    await writer.close()
+
+
+async def test_a_sync_in_a_fault_waits_for_the_kept_statements(conn: sqlite3.Connection) -> None:
+    writer = make_writer(conn)
+    writer.start(asyncio.get_running_loop())
+    disk = DiskFull()
+    writer.commit_hook = disk
+    first = writer.new_future()
+    writer.submit([(INSERT, (1,))])
+    writer.submit([], first)
+    with pytest.raises(StoreError):
+        await asyncio.wait_for(first, 10)
+    sync = writer.new_future()
+    writer.submit([], sync)  # nothing new, but the kept insert has not committed: not synced
+    with pytest.raises(StoreError):
+        await asyncio.wait_for(sync, 10)
+    await writer.close()
+
+
+async def test_a_deleted_store_file_stops_the_writer_until_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_writer, "WATCH_SECONDS", 0.05)
+    path = tmp_path / "store.sqlite3"
+    c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    c.execute("PRAGMA journal_mode = WAL")
+    c.execute("CREATE TABLE t (x INTEGER NOT NULL)")
+    writer = make_writer(c)
+    writer._where = str(path)
+    reports: list[str | None] = []
+    writer.on_fault = reports.append
+    writer.start(asyncio.get_running_loop())
+    ok = writer.new_future()
+    writer.submit([(INSERT, (1,))], ok)
+    await asyncio.wait_for(ok, 10)
+    (tmp_path / "store.sqlite3-wal").unlink()
+    # no traffic: the idle check notices, and reports it once
+    for _ in range(400):
+        if reports:
+            break
+        await asyncio.sleep(0.025)
+    assert reports and reports[0] is not None and "-wal was deleted" in reports[0]
+    dead = writer.new_future()
+    assert dead.done() and dead.exception() is not None  # refused at once: restart to recover
+    later = writer.new_future()
+    writer.submit([(INSERT, (2,))], later)
+    assert later.done()
+    with pytest.raises(StoreError, match="until a restart"):
+        later.result()
+    await writer.close()
+    c.close()
+    assert reports == [reports[0]]
 
 
 async def test_close_commits_what_is_pending_then_exits_once(conn: sqlite3.Connection) -> None:

@@ -157,6 +157,25 @@ def test_segment_rolls_measured_on_rabbitmq() -> None:
         assert [r.offset for r in log.records] == offsets, size
 
 
+def test_segment_rolls_after_max_chunks_too() -> None:
+    """osiris's max_segment_size_chunks (256,000): a 1,000,000-message stream of one-message
+    chunks ends at offset 1,000,000 on RabbitMQ 3.10.8 (the second segment's tracking chunk takes
+    one offset); batched records join a chunk and do not count."""
+    assert StreamLog(500_000_000).segment_chunks == 256_000
+    log = StreamLog(500_000_000, segment_chunks=3)
+    for i in range(3):
+        log.append(i + 1, msg("x"), 0)
+    log.chunk_open = True
+    log.append(4, msg("y"), 0)  # joins the third chunk
+    log.chunk_open = False
+    assert log.write_offset == 5
+    log.append(5, msg("z"), 0)
+    assert [r.offset for r in log.records] == [0, 1, 2, 3, 5]
+    log.append(6, msg("z"), 0)  # the new segment: tracking chunk + 2 chunks = 3
+    log.append(7, msg("z"), 0)
+    assert [r.offset for r in log.records][-2:] == [6, 8]
+
+
 def test_max_age_drops_old_segments_on_roll() -> None:
     log = StreamLog(300, max_age_ms=1000)
     for t in (0, 0, 5000, 5000):
@@ -238,12 +257,14 @@ def test_refused_operations_and_delete() -> None:
 def test_store_positions_follow_offsets_across_a_restart() -> None:
     """The position a stream reserves for the store is the offset plus one, segment rolls
     included, so messages restored after a restart keep their offsets."""
-    q = stream(None, x_stream_max_segment_size_bytes=Field("long", 300))
+    clock = ManualClock()
+    q = stream(clock, x_stream_max_segment_size_bytes=Field("long", 300))
     positions = []
     for i in range(6):
         q.seq += 1  # what persistence does before enqueue
         positions.append(q.seq)
         q.enqueue(msg(f"m{i}" + "x" * 98, rk="stprobe-12345678"))
+        clock.advance(0)  # one publish per pass of the event loop: one chunk each
     assert [r.offset + 1 for r in q.log.records] == positions == [1, 2, 4, 6, 8, 10]
     again = stream(None, x_stream_max_segment_size_bytes=Field("long", 300))
     for seq, record in zip(positions, q.log.records, strict=True):
@@ -269,3 +290,67 @@ def test_policy_with_a_key_streams_refuse_is_not_applied() -> None:
     assert (q.policy_name, q.log.max_bytes, q.log.max_age_ms) == ("p", 1000, 3_600_000)
     q.apply_policy(Policy("p", "^s$", {"max-age": "1h", "max-length": 5}, apply_to="queues"))
     assert (q.policy_name, q.log.max_bytes, q.log.max_age_ms) == (None, 5000, None)
+
+
+def test_publishes_in_one_pass_of_the_loop_form_chunks_as_osiris_batches() -> None:
+    """The first publish of a pass of the event loop is a chunk alone, the rest of the pass one
+    chunk (osiris's writer takes its mailbox as a batch): `last` starts at that chunk, whose
+    records add no second chunk header and stay in its segment; the store position stays the
+    offset plus one across segment rolls."""
+    clock = ManualClock()
+    q = stream(clock, x_stream_max_segment_size_bytes=Field("long", 300))
+    positions = []
+    for batch in (["a0"], ["b0", "b1", "b2"], ["c0", "c1"]):
+        for body in batch:
+            q.seq += 1
+            positions.append(q.seq)
+            q.enqueue(msg(body + "x" * 98, rk="stprobe-12345678"))
+        clock.advance(1.5)
+    records = q.log.records
+    assert [r.offset + 1 for r in records] == positions
+    # b1 rolls the full segment (tracking chunk at 2) and b2 joins b1's chunk past the limit;
+    # c0 and c1 are chunks of their own, each opening a segment
+    assert [r.offset for r in records] == [0, 1, 3, 4, 6, 8]
+    assert [r.chunk_start for r in records] == [0, 1, 3, 3, 6, 8]
+    assert [seg.records for seg in q.log.segments] == [2, 2, 1, 1]
+    assert q.log.start_offset(OffsetSpec("last")) == 8
+    stamps = [r.timestamp for r in records]
+    assert stamps[0] < stamps[1] == stamps[3] < stamps[4]
+    assert q.log.start_offset(OffsetSpec("timestamp", stamps[1] - 1)) == 1
+    big = stream(clock)
+    for i in range(5):
+        big.enqueue(msg(f"t{i}"))  # one pass: a transaction's commit
+    assert [r.chunk_start for r in big.log.records] == [0, 1, 1, 1, 1]
+    assert big.log.start_offset(OffsetSpec("last")) == 1
+
+
+def test_a_restart_rebuilds_chunks_and_their_times() -> None:
+    """The store keeps each chunk's time on its first message: a restored log has the same chunks
+    (`last`) and resolves a timestamp offset to the same records; a store without times makes
+    every message a chunk of the restart's time."""
+    clock = ManualClock()
+    q = stream(clock)
+    for batch in (["a0", "a1"], ["b0"], ["c0", "c1", "c2"]):
+        for body in batch:
+            q.seq += 1
+            q.enqueue(msg(body))
+        clock.advance(60)
+    state = {r.seq: (0, 0, r.timestamp) for r in q.log.records if r.chunk < 0}
+    assert sorted(state) == [1, 2, 3, 4, 5]  # a0 | a1 | b0 | c0 | c1 c2
+    clock.advance(3600)  # the restart comes an hour later
+    again = stream(clock)
+    again.restore_state(state)
+    for r in q.log.records:
+        again.restore(r.seq, r.msg, False)
+    assert [(r.offset, r.chunk_start, r.timestamp) for r in again.log.records] == [
+        (r.offset, r.chunk_start, r.timestamp) for r in q.log.records
+    ]
+    assert again.log.start_offset(OffsetSpec("last")) == 4
+    b_time = q.log.records[2].timestamp
+    assert again.log.start_offset(OffsetSpec("timestamp", b_time)) == 2
+    legacy = stream(clock)
+    legacy.restore_state({})
+    for r in q.log.records:
+        legacy.restore(r.seq, r.msg, False)
+    assert {r.timestamp for r in legacy.log.records} == {int(clock.wall() * 1000)}
+    assert legacy.log.start_offset(OffsetSpec("last")) == 5

@@ -131,11 +131,27 @@ async function renderHashExchanges(exchanges) {
   }
 }
 
+function mb(bytes) { return (bytes / 1e6).toFixed(bytes < 1e8 ? 1 : 0) + " MB"; }
+
+function renderNode(node) {
+  const p = document.getElementById("resources");
+  const mem = `memory ${mb(node.mem_used)} of ${mb(node.mem_limit)} (high watermark)`;
+  const disk = `disk free ${mb(node.disk_free)}, limit ${mb(node.disk_free_limit)}`;
+  const alarms = [node.mem_alarm ? "memory" : "", node.disk_free_alarm ? "disk" : ""].filter(Boolean);
+  const store = node.store_fault ? ` · STORE FAULT: ${node.store_fault} (not confirming)` : "";
+  p.textContent = `${mem} · ${disk} · ` +
+    (alarms.length ? `ALARM: ${alarms.join(" & ")}, publishers blocked` : "no resource alarm") + store;
+  p.className = alarms.length || node.store_fault ? "error" : "muted";
+  p.dataset.memAlarm = String(node.mem_alarm);
+  p.dataset.diskAlarm = String(node.disk_free_alarm);
+}
+
 async function refresh() {
   const status = document.getElementById("status");
   try {
-    const [queues, exchanges] = await Promise.all([api("/queues"), api("/exchanges")]);
+    const [queues, exchanges, nodes] = await Promise.all([api("/queues"), api("/exchanges"), api("/nodes")]);
     renderQueues(queues);
+    if (nodes.length) renderNode(nodes[0]);
     await renderHashExchanges(exchanges.filter(x => x.type === "x-consistent-hash"));
     status.textContent = "updated " + new Date().toLocaleTimeString();
     status.className = "muted";

@@ -119,9 +119,16 @@ async def get_overview(api: Api, req: Request, segs: list[str]) -> Response:
     return Response.json(body)
 
 
+def store_fault(store: object) -> str | None:
+    from broker.store import health
+
+    return health.fault_of(store) if store is not None else None
+
+
 async def get_nodes(api: Api, req: Request, segs: list[str]) -> Response:
     n = api.state.node()
     fd_used, fd_total = fd_usage()
+    alarms = api.state.broker.alarms
     node = {
         "name": n.name,
         "type": "disc",
@@ -132,10 +139,17 @@ async def get_nodes(api: Api, req: Request, segs: list[str]) -> Response:
         "rates_mode": "basic",
         "partitions": [],
         "mem_used": n.mem_used,
+        "mem_limit": alarms.memory_limit,
+        "mem_calculation_strategy": "rss",
+        "mem_alarm": alarms.mem_alarm,
+        "disk_free": alarms.disk_free,
+        "disk_free_limit": alarms.disk_limit,
+        "disk_free_alarm": alarms.disk_alarm,
+        # hashbroker's own: why the store is not confirming writes (files deleted or replaced under
+        # the broker, a failed commit), or null; RabbitMQ has no such field
+        "store_fault": store_fault(api.state.broker.store),
         "fd_used": fd_used,
         "fd_total": fd_total,
-        "mem_alarm": False,
-        "disk_free_alarm": False,
         "being_drained": False,
         "exchange_types": exchange_types(api),
         "auth_mechanisms": [

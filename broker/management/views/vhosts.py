@@ -1,4 +1,4 @@
-"""/api/vhosts: list, create, delete."""
+"""/api/vhosts: list, create, delete, and switch the firehose tracer (`tracing`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from broker.auth import parse_tags
 from broker.management.http import Request, Response
 from broker.management.render import (
+    bad_request,
     json_body,
     not_found,
     with_rates,
@@ -14,6 +15,9 @@ from broker.management.render import (
 
 if TYPE_CHECKING:
     from broker.management.api import Api
+
+
+_BOOLEANS = {"true": True, "false": False}
 
 
 def fmt_vhost(api: Api, name: str) -> dict[str, Any]:
@@ -32,7 +36,7 @@ def fmt_vhost(api: Api, name: str) -> dict[str, Any]:
         "metadata": {"description": description, "tags": []},
         "name": name,
         "tags": [],
-        "tracing": False,
+        "tracing": api.state.broker.vhosts[name].tracing,
     }
     return with_rates(d, "messages", "messages_ready", "messages_unacknowledged")
 
@@ -48,6 +52,11 @@ async def put_vhost(api: Api, req: Request, segs: list[str]) -> Response:
     body = json_body(req) if req.body else {}
     if isinstance(body, Response):
         return body
+    tracing = body.get("tracing")
+    if isinstance(tracing, str):
+        tracing = _BOOLEANS.get(tracing, tracing)
+    if "tracing" in body and not isinstance(tracing, bool):  # rabbit_mgmt_util:parse_bool
+        return bad_request(["not_boolean", body["tracing"]])
     tags = body.get("tags", ())
     created = api.state.broker.add_vhost(
         segs[1], str(body.get("description", "")), parse_tags(tags) if tags else ()
@@ -56,6 +65,8 @@ async def put_vhost(api: Api, req: Request, segs: list[str]) -> Response:
         auth = api.state.broker.auth
         if req.user in auth.users and (segs[1], req.user) not in auth.permissions:
             auth.set_permissions(segs[1], req.user, ".*", ".*", ".*")
+    if "tracing" in body:  # rabbit_trace:start/stop; absent: as it was
+        api.state.broker.vhosts[segs[1]].set_tracing(tracing is True)
     return Response(201 if created else 204)
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from broker.embedded import BrokerThread
 from broker.management.http import HttpServer, Request, Response, Timeouts
+from tests import conftest
 from tests.conftest import rabbitmq_reachable
 
 GUEST = "Basic " + base64.b64encode(b"guest:guest").decode()
@@ -213,6 +214,6 @@ def answers(port: int) -> list[tuple[int, bytes]]:
 def test_json_endpoints_refuse_content_types_as_rabbitmq(broker: BrokerThread) -> None:
     if not rabbitmq_reachable():
         pytest.skip("the reference RabbitMQ is not reachable on 127.0.0.1:5672")
-    theirs = answers(15672)
+    theirs = answers(int(conftest.RABBITMQ_API.rsplit(":", 1)[1]))
     assert [s for s, _b in theirs] == [415, 415, 415, 204, 415, 201, 204]
     assert answers(mport(broker)) == theirs

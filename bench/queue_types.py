@@ -1,0 +1,346 @@
+"""Quorum queues and streams: the same aio-pika workloads against hashbroker and RabbitMQ, one run.
+
+    .venv/bin/python bench/queue_types.py [--reference URL] [--messages N] [--quorum-messages N]
+                                          [--window W] [--prefetch P] [--body BYTES] [--rounds R]
+
+Workloads (every one alternates between the two brokers round by round, so drifting load on a shared
+machine hits both alike, and reports each broker's median round and the ratio hashbroker/RabbitMQ):
+
+* quorum publish: one aio-pika channel with publisher confirms, ``--window`` publishes in flight,
+  ``--quorum-messages`` into a fresh durable quorum queue; the rate once every confirm arrived.
+* quorum consume: that queue drained by one aio-pika consumer (prefetch ``--prefetch``, an ack with
+  multiple=true every half prefetch); the rate until the last message arrived.
+* stream publish: ``--messages`` in total (default 1,000,000) appended to one stream per broker with
+  confirms, ``--window`` in flight, split into ``--rounds`` timed rounds.
+* stream read: a consumer from ``x-stream-offset: first`` (prefetch ``--prefetch``, multiple acks)
+  reading all ``--messages``; every round re-reads the whole stream (reads take nothing away) and
+  checks the last ``x-stream-offset`` is ``messages - 1`` (``--read-rounds`` rounds, default
+  ``--rounds``). During each read the RSS of the
+  ``hashbroker serve`` process (its own process: started here on a free port with its own data dir)
+  is sampled every 50 ms; the table gives its RSS before the first read and the peak during the
+  reads next to the size of the bodies read, which says whether the bodies stay out of RAM.
+
+Prints a table; asserts nothing (numbers depend on the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import AbstractIncomingMessage
+from throughput import free_port, local_beam_pid, process_cpu_seconds, rss_mib, start_serve
+
+REFERENCE_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+@dataclass
+class Series:
+    """The rounds of one workload against one broker: rates, and CPU microseconds per message of
+    the broker process and of this (client) process."""
+
+    rates: list[float] = field(default_factory=list)
+    broker_us: list[float] = field(default_factory=list)
+    client_us: list[float] = field(default_factory=list)
+
+    def median(self) -> float | None:
+        return statistics.median(self.rates) if self.rates else None
+
+
+async def publish_confirmed(url: str, queue: str, n: int, window: int, body: bytes) -> float:
+    """``n`` publishes with confirms, ``window`` in flight (``window`` publishers, each awaiting its
+    confirm before its next publish); messages per second."""
+    conn = await aio_pika.connect(url)
+    async with conn:
+        ch = await conn.channel(publisher_confirms=True)
+        message = aio_pika.Message(body)
+        exchange = ch.default_exchange
+
+        async def publisher(count: int) -> None:
+            for _ in range(count):
+                await exchange.publish(message, routing_key=queue)
+
+        shares = [n // window + (1 if i < n % window else 0) for i in range(window)]
+        t0 = time.perf_counter()
+        await asyncio.gather(*(publisher(k) for k in shares if k))
+        return n / (time.perf_counter() - t0)
+
+
+async def consume(
+    url: str, queue: str, n: int, prefetch: int, arguments: dict[str, Any] | None
+) -> tuple[float, Any]:
+    """Read ``n`` messages with one consumer, acking every half prefetch (multiple); the rate and
+    the last delivery's ``x-stream-offset`` (None for a queue)."""
+    conn = await aio_pika.connect(url)
+    async with conn:
+        ch = await conn.channel()
+        await ch.set_qos(prefetch_count=prefetch)
+        q = await ch.get_queue(queue, ensure=False)
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        every = max(1, prefetch // 2)
+        got = 0
+
+        async def on_message(msg: AbstractIncomingMessage) -> None:
+            nonlocal got
+            got += 1
+            if got % every == 0 or got == n:
+                await msg.ack(multiple=True)
+            if got == n and not done.done():
+                done.set_result((msg.headers or {}).get("x-stream-offset"))
+
+        t0 = time.perf_counter()
+        tag = await q.consume(on_message, no_ack=False, arguments=arguments)
+        last = await asyncio.wait_for(done, 3600)
+        elapsed = time.perf_counter() - t0
+        await q.cancel(tag)
+        return n / elapsed, last
+
+
+async def declare(url: str, queue: str, kind: str) -> None:
+    conn = await aio_pika.connect(url)
+    async with conn:
+        ch = await conn.channel()
+        await ch.declare_queue(queue, durable=True, arguments={"x-queue-type": kind})
+
+
+async def delete(url: str, queue: str) -> None:
+    conn = await aio_pika.connect(url)
+    async with conn:
+        ch = await conn.channel()
+        await ch.queue_delete(queue)
+
+
+class RssSampler:
+    """The peak RSS (MiB) of a process while the sampler runs, sampled every 50 ms."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.pid, self.peak = pid, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self.pid is not None:
+            self.peak = max(self.peak, rss_mib(self.pid))
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.pid is not None:
+            self.peak = max(self.peak, rss_mib(self.pid))
+
+
+def timed(label: str, series: Series, pid: int | None, messages: int, fn: Callable[[], float]) -> None:
+    cpu0, client0 = process_cpu_seconds(pid), time.process_time()
+    rate = fn()
+    cpu1, client1 = process_cpu_seconds(pid), time.process_time()
+    print(
+        f"  {time.strftime('%H:%M:%S')} {label}: {messages:,} at {rate:,.0f} msg/s",
+        file=sys.stderr,
+        flush=True,
+    )
+    series.rates.append(rate)
+    series.client_us.append((client1 - client0) / messages * 1e6)
+    if cpu0 is not None and cpu1 is not None:
+        series.broker_us.append((cpu1 - cpu0) / messages * 1e6)
+
+
+def _us(values: list[float]) -> str:
+    return f"{statistics.median(values):.0f}" if values else "-"
+
+
+def row(label: str, hb: Series, ref: Series) -> str:
+    h, r = hb.median(), ref.median()
+    ratio = f"{h / r:.2f}" if h and r else "-"
+    broker = f"{_us(hb.broker_us)}/{_us(ref.broker_us)}"
+    client = f"{_us(hb.client_us)}/{_us(ref.client_us)}"
+    rounds = " ".join(f"{x:,.0f}" for x in hb.rates) + " | " + " ".join(f"{x:,.0f}" for x in ref.rates)
+    return f"{label:<40} {h or 0:>10,.0f} {r or 0:>10,.0f} {ratio:>6} {client:>9} {broker:>9}   {rounds}"
+
+
+HEADER = (
+    f"{'workload (msg/s, median of rounds)':<40} {'hashbroker':>10} {'RabbitMQ':>10} {'ratio':>6}"
+    f" {'client us':>9} {'broker us':>9}   rounds: hashbroker | RabbitMQ"
+)
+
+
+class Bench:
+    """Both brokers, the settings, and every round's results."""
+
+    def __init__(
+        self, args: argparse.Namespace, targets: dict[str, tuple[str, int | None]], hb_pid: int
+    ) -> None:
+        self.args, self.targets, self.hb_pid = args, targets, hb_pid
+        self.body = b"x" * args.body
+        self.suffix = uuid.uuid4().hex[:10]
+        self.results = {w: {t: Series() for t in targets} for w in ("qp", "qc", "sp", "sr")}
+        self.stream = f"bench.qs.stream.{self.suffix}"
+        self.last_offsets: dict[str, set[Any]] = {t: set() for t in targets}
+        self.rss_before_read = 0.0
+        self.rss_peak_read = 0.0
+
+    def quorum_round(self, r: int, target: str) -> None:
+        url, pid = self.targets[target]
+        q, n, a = f"bench.qs.quorum.{self.suffix}.{r}", self.args.quorum_messages, self.args
+        asyncio.run(declare(url, q, "quorum"))
+        timed(
+            f"{target} quorum publish",
+            self.results["qp"][target],
+            pid,
+            n,
+            lambda: asyncio.run(publish_confirmed(url, q, n, a.window, self.body)),
+        )
+        timed(
+            f"{target} quorum consume",
+            self.results["qc"][target],
+            pid,
+            n,
+            lambda: asyncio.run(consume(url, q, n, a.prefetch, None))[0],
+        )
+        asyncio.run(delete(url, q))
+
+    def stream_publish_round(self, target: str, n: int) -> None:
+        url, pid = self.targets[target]
+        window = self.args.window
+        timed(
+            f"{target} stream publish",
+            self.results["sp"][target],
+            pid,
+            n,
+            lambda: asyncio.run(publish_confirmed(url, self.stream, n, window, self.body)),
+        )
+
+    def stream_read_round(self, target: str) -> None:
+        url, pid = self.targets[target]
+        n, prefetch = self.args.messages, self.args.prefetch
+
+        def read() -> float:
+            rate, last = asyncio.run(consume(url, self.stream, n, prefetch, {"x-stream-offset": "first"}))
+            self.last_offsets[target].add(last)
+            return rate
+
+        with RssSampler(self.hb_pid if target == "hashbroker" else None) as sampler:
+            timed(f"{target} stream read", self.results["sr"][target], pid, n, read)
+        self.rss_peak_read = max(self.rss_peak_read, sampler.peak)
+
+    def run(self) -> None:
+        a = self.args
+        for r in range(a.rounds):
+            for target in self.targets:
+                self.quorum_round(r, target)
+        for url, _pid in self.targets.values():
+            asyncio.run(declare(url, self.stream, "stream"))
+        for i in range(a.rounds):
+            n = a.messages // a.rounds + (1 if i < a.messages % a.rounds else 0)
+            for target in self.targets:
+                self.stream_publish_round(target, n)
+        self.rss_before_read = rss_mib(self.hb_pid)
+        for _ in range(a.read_rounds or a.rounds):
+            for target in self.targets:
+                self.stream_read_round(target)
+        for url, _pid in self.targets.values():
+            asyncio.run(delete(url, self.stream))
+
+    def cleanup(self) -> None:
+        """Best effort, for an interrupted run: nothing of ours stays on the shared RabbitMQ."""
+        names = [self.stream] + [f"bench.qs.quorum.{self.suffix}.{r}" for r in range(self.args.rounds)]
+        for name in names:
+            with contextlib.suppress(Exception):
+                asyncio.run(delete(self.targets["rabbitmq"][0], name))
+
+    def report(self) -> None:
+        a, res = self.args, self.results
+        print(HEADER)
+        print(
+            row(
+                f"quorum publish, confirms, {a.window} in flight",
+                res["qp"]["hashbroker"],
+                res["qp"]["rabbitmq"],
+            )
+        )
+        print(row(f"quorum consume, prefetch {a.prefetch}", res["qc"]["hashbroker"], res["qc"]["rabbitmq"]))
+        print(
+            row(
+                f"stream publish, confirms, {a.window} in flight",
+                res["sp"]["hashbroker"],
+                res["sp"]["rabbitmq"],
+            )
+        )
+        print(row(f"stream read {a.messages:,} from first", res["sr"]["hashbroker"], res["sr"]["rabbitmq"]))
+        offsets = {t: sorted(v) for t, v in self.last_offsets.items()}
+        print(f"last x-stream-offset read (expected {a.messages - 1}): {offsets}")
+        bodies = a.messages * a.body / 2**20
+        print(
+            f"hashbroker RSS: {self.rss_before_read:.1f} MiB after publishing,"
+            f" peak {self.rss_peak_read:.1f} MiB during the reads; the bodies read total {bodies:.1f} MiB"
+        )
+        print(
+            "client/broker us: CPU microseconds per message of this process / of the broker process,"
+            " hashbroker/RabbitMQ"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reference", default=REFERENCE_URL, help="reference broker URL (RabbitMQ)")
+    parser.add_argument("--messages", type=int, default=1_000_000, help="messages in the stream (each read)")
+    parser.add_argument("--quorum-messages", type=int, default=20_000, help="messages per quorum round")
+    parser.add_argument("--window", type=int, default=1000, help="confirms in flight")
+    parser.add_argument("--prefetch", type=int, default=1000, help="consumer prefetch")
+    parser.add_argument("--body", type=int, default=100, help="body bytes")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per workload (median)")
+    parser.add_argument("--read-rounds", type=int, default=0, help="stream read rounds (default: --rounds)")
+    args = parser.parse_args(argv)
+
+    data_dir = tempfile.TemporaryDirectory(prefix="qsbench-")
+    port = free_port()
+    proc, _, _ = start_serve(port, data_dir.name)
+    targets = {
+        "hashbroker": (f"amqp://guest:guest@127.0.0.1:{port}/%2F", proc.pid),
+        "rabbitmq": (args.reference, local_beam_pid(args.reference)),
+    }
+    try:
+        print(
+            f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} {platform.machine()} "
+            f"{os.cpu_count()} cpus, Python {platform.python_version()}, aio-pika {aio_pika.__version__}; "
+            f"{args.rounds} rounds, body {args.body} B, window {args.window}, prefetch {args.prefetch}",
+            flush=True,
+        )
+        bench = Bench(args, targets, proc.pid)
+        try:
+            bench.run()
+        finally:
+            bench.cleanup()
+        bench.report()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        data_dir.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

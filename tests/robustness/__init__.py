@@ -1,0 +1,1 @@
+"""Attack and abuse tests: hostile frames, floods, descriptor exhaustion, oversize messages, signals."""
