@@ -8,8 +8,12 @@ connection that publishes is blocked as rabbit_reader blocks it: connection.bloc
 <resources>" when the client advertises the capability, and its socket is no longer read until
 every alarm clears (deliveries keep flowing out). Connections that do not publish go on as before.
 
-The publish path pays one attribute check per socket read: `blocked_by` is an empty frozenset
-while no alarm is set.
+Flow is the quieter sibling of an alarm (RabbitMQ's credit flow): while the store's writer is
+too far behind (`broker.store.sqlite_writer`), a connection that publishes is not read until the
+writer catches up, without connection.blocked; management shows its state as "flow".
+
+The publish path pays two attribute checks per socket read: `blocked_by` is an empty frozenset
+while no alarm is set, and `flow` is False while the store keeps up.
 """
 
 from __future__ import annotations
@@ -98,6 +102,8 @@ class Alarms:
         self.broker = broker
         self.blocked_by: frozenset[str] = frozenset()
         """Resources with an alarm set; empty (falsy) while publishers may go on."""
+        self.flow = False
+        """The store's writer is behind: publishing connections pause until it has caught up."""
         self.reasons: dict[str, str] = {}
         self.reason = ""
         self._holders: dict[str, set[str]] = {}
@@ -165,6 +171,18 @@ class Alarms:
         )
         self._changed(self.blocked_by - {resource})
 
+    def set_flow(self, on: bool) -> None:
+        """The store's writer fell behind (True) or caught up (False): paused publishers resume."""
+        if on == self.flow:
+            return
+        self.flow = on
+        if on:
+            log.info("store writer behind its publishers: publishing connections in flow")
+            return
+        for conn in list(self.broker.connections):
+            if conn.flow_paused:
+                conn.flow_resume()
+
     def _node(self) -> str:
         nodes = self.broker.settings.nodes
         return nodes[0] if nodes else "rabbit@localhost"
@@ -187,6 +205,10 @@ class Alarms:
         """Take both readings now (a limit already passed is an alarm before any client is served)
         and poll them from then on."""
         self._loop = loop
+        if self.broker.store is not None:
+            from broker.store import health
+
+            health.watch_flow(self.broker.store, self.set_flow)
         self.check_memory()
         self.check_disk()
 

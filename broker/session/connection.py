@@ -80,6 +80,8 @@ class Connection(Link):
             return "silent"
         if self.alarm_blocked:
             return "blocked"
+        if self.flow_paused:
+            return "flow"
         if self.core.closing:
             return "closing"
         return self.handshake.state.replace("awaiting_header", "handshake")
@@ -91,14 +93,16 @@ class Connection(Link):
         core = self.core
         channels = self.channels
         dispatch = _dispatch.get
-        alarm = self.broker.alarms.blocked_by  # empty while no resource alarm is set
+        alarms = self.broker.alarms
+        alarm = alarms.blocked_by  # empty while no resource alarm is set
+        held = alarm or alarms.flow  # truthy while publishers must wait
         published = False
         try:
             core.receive_data(data)
             for number, command in core.events():
                 ch = channels.get(number)  # channel 0 is never in the table
                 if ch is not None:
-                    if alarm and type(command) is PUBLISH:
+                    if held and type(command) is PUBLISH:
                         published = True
                     handler = dispatch(type(command))
                     try:
@@ -121,8 +125,12 @@ class Connection(Link):
         except Exception as exc:  # a bug here must cost one connection and one log line, no more
             log.debug("internal error on connection %s", self.id, exc_info=True)
             self.fail(internal_error(), (0, 0), detail=f" ({exc!r})")
-        if alarm and not self._halted and (published or core.assembling_bytes):
-            self.alarm_block()
+        if not self._halted:
+            if alarm:
+                if published or core.assembling_bytes:
+                    self.alarm_block()
+            elif alarms.flow and (not held or published or core.assembling_bytes):
+                self.flow_pause()  # flow that began in this read began with this publisher's message
         self.flush()
 
     def alarm_block(self) -> None:
@@ -146,7 +154,18 @@ class Connection(Link):
         self.alarm_blocked = False
         if self.handshake.capability("connection.blocked"):
             self.send_method(0, simple_payload(10, 61))
-        if not self.paused and not self.closed:
+        if not self.paused and not self.flow_paused and not self.closed:
+            self.transport.resume_reading()
+
+    def flow_pause(self) -> None:
+        """The store is behind: stop reading this publisher's socket until it has caught up."""
+        if not self.flow_paused:
+            self.flow_paused = True
+            self.transport.pause_reading()
+
+    def flow_resume(self) -> None:
+        self.flow_paused = False
+        if not self.paused and not self.alarm_blocked and not self.closed:
             self.transport.resume_reading()
 
     def _failed(self, err: AmqpError, command: Any, ch: Channel | None) -> None:

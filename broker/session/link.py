@@ -67,6 +67,7 @@ class Link(ConnectionIdentity):
         self.exclusive_queues: list[Queue] = []
         self.paused = False
         self.alarm_blocked = False  # a publisher under a resource alarm: its socket is not read
+        self.flow_paused = False  # a publisher waiting for the store to catch up: not read either
         self.closed = False
         self.silent = False
         self._halted = False  # closed or silent: the rest of a read is ignored
@@ -253,7 +254,7 @@ class Link(ConnectionIdentity):
 
     def resume_writing(self) -> None:
         self.paused = False
-        if not self.alarm_blocked:
+        if not self.alarm_blocked and not self.flow_paused:
             self.transport.resume_reading()
         for ch in list(self.channels.values()):
             ch.kick_queues()

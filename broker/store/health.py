@@ -110,6 +110,14 @@ def fault_of(store: object) -> str | None:
     return None if writer is None else writer.fault
 
 
+def watch_flow(store: object, callback: Callable[[bool], None]) -> None:
+    """Call `callback(True)` on the event loop when the store's writer falls too far behind its
+    publishers and `callback(False)` when it has caught up (a store without a writer never does)."""
+    writer = getattr(store, "writer", None)
+    if writer is not None and hasattr(writer, "on_flow"):
+        writer.on_flow = callback
+
+
 def watch(store: object, callback: Callable[[str | None], None]) -> None:
     """Call `callback(reason)` on the event loop when the store enters a fault and
     `callback(None)` when it recovers (e.g. to set and clear a resource alarm)."""

@@ -17,6 +17,13 @@ Store files deleted or replaced under the broker (`broker.store.health`) stop th
 SQLite would go on committing into unlinked files, so nothing can be confirmed until a restart.
 A fault is logged once when it starts and once when it ends, never per batch or per publish, and
 `on_fault` reports each change on the loop (for an alarm).
+
+The writer's backlog is bounded as RabbitMQ's credit flow bounds a message store that falls
+behind: publishes carry their size (`weight`), and once the bytes submitted but not yet committed
+pass `FLOW_HIGH` the writer is in *flow* (`on_flow(True)`, so the broker stops reading publishers'
+sockets) until a commit has brought the backlog under `FLOW_LOW` (`on_flow(False)`). Without it a
+client publishing persistent messages faster than the disk commits them grows the process by the
+whole difference.
 """
 
 from __future__ import annotations
@@ -47,6 +54,10 @@ SETTLE_SECONDS = 2.0
 """A fault ends after commits have succeeded, with none failing, for this long. A disk that is
 nearly full lets a small commit through now and then (SQLite reuses space in its WAL); without
 this the fault would be logged and reported again at every such flap."""
+FLOW_HIGH = 32 << 20
+"""Bytes submitted and not yet committed above which publishers wait (see the module docstring)."""
+FLOW_LOW = 8 << 20
+"""... and below which they go on: the gap keeps flow from flapping at every batch."""
 
 
 class GroupCommitWriter:
@@ -82,6 +93,13 @@ class GroupCommitWriter:
         self._futs: list[asyncio.Future[None]] = []
         self._garbage = False
         self._closing = False
+        # flow: bytes submitted (pending) and being committed (batch), under _cond
+        self._pending_weight = 0
+        self._batch_weight = 0
+        self.flow = False
+        """Set (on the loop) while the backlog is over FLOW_HIGH and not yet back under FLOW_LOW."""
+        self.on_flow: Callable[[bool], None] | None = None
+        """Called on the loop when `flow` changes."""
         self._files: StoreFiles | None = None
         # fault state: written on the writer thread, read anywhere (single attribute reads)
         self._fault: StoreError | None = None
@@ -136,11 +154,14 @@ class GroupCommitWriter:
             self._cond.notify()
         await asyncio.to_thread(thread.join)
 
-    def submit(self, ops: list[Op], fut: asyncio.Future[None] | None = None, garbage: bool = False) -> None:
+    def submit(
+        self, ops: list[Op], fut: asyncio.Future[None] | None = None, garbage: bool = False, weight: int = 0
+    ) -> None:
         """Queue `ops` for the next batch; `fut` resolves once they committed (or the batch failed).
 
         With a future, a failed batch drops `ops` (the caller learns it from the future); without
-        one, nobody could be told, so they are kept and retried until they commit.
+        one, nobody could be told, so they are kept and retried until they commit. `weight` is the
+        bytes `ops` hold (a message's body and properties), counted towards flow until committed.
         """
         if self._thread is None or self._closing:
             raise StoreError(f"{self._where}: store is not started (or closed)")
@@ -153,6 +174,29 @@ class GroupCommitWriter:
             if garbage:
                 self._garbage = True
             self._cond.notify()
+            if not weight:
+                return
+            self._pending_weight += weight
+            if self.flow or self._pending_weight + self._batch_weight <= FLOW_HIGH:
+                return
+            self.flow = True
+        if self.on_flow is not None:
+            self.on_flow(True)
+
+    @property
+    def backlog(self) -> int:
+        """Bytes of publishes submitted and not yet committed."""
+        with self._cond:
+            return self._pending_weight + self._batch_weight
+
+    def _flow_check(self) -> None:
+        """On the loop, after a commit: leave flow once the backlog is under FLOW_LOW."""
+        with self._cond:
+            if not self.flow or self._pending_weight + self._batch_weight >= FLOW_LOW:
+                return
+            self.flow = False
+        if self.on_flow is not None:
+            self.on_flow(False)
 
     def new_future(self) -> asyncio.Future[None]:
         """A future on the writer's loop, already failed when the writer has stopped for good."""
@@ -173,9 +217,17 @@ class GroupCommitWriter:
                     timed_out = not cond.wait(self._idle_timeout())
                 ops, unowned, futs, garbage = self._ops, self._unowned, self._futs, self._garbage
                 self._ops, self._unowned, self._futs, self._garbage = [], [], [], False
+                self._batch_weight, self._pending_weight = self._pending_weight, 0
                 closing = self._closing
             if ops or (self._kept and not self._fatal and (futs or timed_out or closing)):
                 self._commit(ops, unowned, futs, garbage)
+            if self._batch_weight:  # committed or failed: either way no longer held
+                with cond:
+                    self._batch_weight = 0
+                    flow = self.flow
+                if flow and self._loop is not None:
+                    with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting
+                        self._loop.call_soon_threadsafe(self._flow_check)
             elif futs:
                 self._resolve(futs, self._fault if self._fatal else None)
             elif timed_out:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import sqlite3
 import threading
@@ -91,6 +92,8 @@ class DiskFull:
 async def test_a_failed_batch_fails_its_futures_keeps_the_rest_and_resumes(
     conn: sqlite3.Connection, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # another test in the same process (Celery's worker) may have raised the loggers' levels
+    caplog.set_level(logging.INFO, logger="hashbroker.store")
     monkeypatch.setattr(sqlite_writer, "SETTLE_SECONDS", 0.0)
     writer = make_writer(conn)
     reports: list[str | None] = []
@@ -305,3 +308,79 @@ def test_runs_of_the_same_statement_become_one_executemany() -> None:
         ("execute", other, (3,)),
         ("executemany", INSERT, [(4,), (5,), (6,)]),
     ]
+
+
+async def test_a_backlog_over_the_high_mark_is_flow_until_commits_bring_it_under_the_low_mark(
+    conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_writer, "FLOW_HIGH", 1000)
+    monkeypatch.setattr(sqlite_writer, "FLOW_LOW", 300)
+    writer = make_writer(conn)
+    changes: list[bool] = []
+    writer.on_flow = changes.append
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        entered.set()
+        assert release.wait(10)
+
+    writer.commit_hook = hold
+    writer.start(asyncio.get_running_loop())
+    first = writer.new_future()
+    writer.submit([(INSERT, (1,))], first, weight=600)
+    assert await asyncio.to_thread(entered.wait, 10)  # the first batch (600 bytes) is held
+    assert writer.backlog == 600 and not writer.flow
+    futs = [writer.new_future() for _ in range(3)]
+    writer.submit([(INSERT, (2,))], futs[0], weight=300)
+    assert changes == [] and writer.backlog == 900  # 900 is not over 1000
+    writer.submit([(INSERT, (3,))], futs[1], weight=200)
+    assert changes == [True] and writer.flow  # 1100: publishers must wait
+    writer.submit([(INSERT, (4,))], futs[2], weight=200)
+    assert changes == [True]  # reported once
+    release.set()
+    await asyncio.wait_for(asyncio.gather(first, *futs), 10)
+    for _ in range(100):  # the writer's report hops to the loop after the last commit
+        if changes == [True, False]:
+            break
+        await asyncio.sleep(0.01)
+    assert changes == [True, False] and not writer.flow and writer.backlog == 0
+    await writer.close()
+    assert rows(conn) == [1, 2, 3, 4]
+
+
+async def test_flow_stays_on_while_the_backlog_is_above_the_low_mark(
+    conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_writer, "FLOW_HIGH", 1000)
+    monkeypatch.setattr(sqlite_writer, "FLOW_LOW", 300)
+    writer = make_writer(conn)
+    changes: list[bool] = []
+    writer.on_flow = changes.append
+    gate = threading.Semaphore(0)
+    entered = threading.Semaphore(0)
+
+    def hold() -> None:
+        entered.release()
+        assert gate.acquire(timeout=10)
+
+    writer.commit_hook = hold
+    writer.start(asyncio.get_running_loop())
+    first = writer.new_future()
+    writer.submit([(INSERT, (1,))], first, weight=1100)  # over the mark at once
+    assert changes == [True]
+    assert await asyncio.to_thread(entered.acquire, True, 10)
+    second = writer.new_future()
+    writer.submit([(INSERT, (2,))], second, weight=500)  # waits for the next batch
+    gate.release()  # the first batch commits: 500 still held, above the low mark
+    await asyncio.wait_for(first, 10)
+    assert await asyncio.to_thread(entered.acquire, True, 10)  # the second batch is held now
+    await asyncio.sleep(0.05)
+    assert changes == [True] and writer.flow
+    gate.release()
+    await asyncio.wait_for(second, 10)
+    for _ in range(100):
+        if changes == [True, False]:
+            break
+        await asyncio.sleep(0.01)
+    assert changes == [True, False]
+    await writer.close()
