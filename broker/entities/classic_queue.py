@@ -18,6 +18,7 @@ from broker.entities import arguments as A
 from broker.entities.consumers import Consumer, QueueConsumers
 from broker.entities.page_window import REFILL_BELOW, WINDOW, WINDOW_BYTES, page_out
 from broker.entities.queue_type import Entry, Queue, register
+from broker.entities.unstored import forget_ready
 from broker.message import EXPIRATION_FLAG, PRIORITY_FLAG, StoredMessage, parse_expiration
 
 if TYPE_CHECKING:
@@ -34,9 +35,7 @@ def _int_arg(args: FieldTable, key: str) -> int | None:
 
 def _str_arg(args: FieldTable, key: str) -> str | None:
     f = args.get(key)
-    if f is None or f.type != "longstr":
-        return None
-    return str(f.value.decode("utf-8", errors="surrogateescape"))
+    return str(f.value.decode("utf-8", "surrogateescape")) if f is not None and f.type == "longstr" else None
 
 
 def _plain(f: Field) -> Any:
@@ -65,8 +64,7 @@ class ClassicQueue(Queue):
         self.overflow = _str_arg(arguments, "x-overflow") or "drop-head"
         self.dlx = _str_arg(arguments, "x-dead-letter-exchange")
         self.dlrk = _str_arg(arguments, "x-dead-letter-routing-key")
-        mp = _int_arg(arguments, "x-max-priority")
-        self.max_priority = mp if mp else 0
+        self.max_priority = _int_arg(arguments, "x-max-priority") or 0
         sac = arguments.get("x-single-active-consumer")
         self.single_active = bool(sac is not None and sac.type == "bool" and sac.value)
         self.levels: list[deque[Entry]] = [deque() for _ in range(self.max_priority + 1)]
@@ -401,6 +399,8 @@ class ClassicQueue(Queue):
 
     def settled(self, n: int = 1) -> None:
         self.unacked -= n
+
+    forget_unstored = forget_ready
 
     def ack(self, entries: Sequence[Entry]) -> None:
         self.unacked -= len(entries)

@@ -198,6 +198,12 @@ class Queue:
         """Consumers acked these deliveries: they leave the queue for good (and count as acks)."""
         raise NotImplementedError
 
+    def forget_unstored(self, seq: int) -> bool:
+        """The store write of the message at `seq` failed and its publisher is nacked: take it out
+        if it is still ready, so the queue holds only what a restart brings back; True if it was.
+        A type that keeps a log (streams) leaves it there, as RabbitMQ's stream keeps what it wrote."""
+        return False
+
     def requeue(self, entries: list[Entry]) -> None:
         """Return unacked messages (marked redelivered) and deliver again."""
         raise NotImplementedError

@@ -91,54 +91,7 @@ class ConfirmsMixin(DeliveryMixin):
 
 
 def drop_unstored(queues: Sequence[Queue], seqs: Sequence[int]) -> int:
-    """Remove the ready entries at `seqs` from the durable `queues` (aligned); returns how many.
-
-    A queue type that keeps messages elsewhere offers `forget_unstored(seq) -> bool` and does it
-    itself; a classic queue's paged-out messages are its pager's. Otherwise entries are in seq order within
-    each level and a failed write is recent, so each search runs from the tail and stops at the
-    first older entry. A queue type without ready levels (streams keep their log) is left as it is.
-    """
-    dropped = 0
-    for q, seq in zip(queues, seqs, strict=True):
-        if q.store is None or q.deleted:
-            continue
-        forget = getattr(q, "forget_unstored", None)
-        if forget is not None:
-            dropped += bool(forget(seq))
-            continue
-        levels = getattr(q, "levels", None)
-        if levels is None:
-            continue
-        pager = getattr(q, "pager", None)
-        if pager is not None and pager.forget(seq):  # paged out behind the in-memory window
-            dropped += 1
-            _update_blocked(q)
-            continue
-        for level in levels:
-            index = _find(level, seq)
-            if index is None:
-                continue
-            entry = level[index]
-            del level[index]
-            q.count -= 1
-            q.bytes -= len(entry.msg.body)
-            dropped += 1
-            _update_blocked(q)
-            break
-    return dropped
-
-
-def _update_blocked(q: Queue) -> None:
-    update = getattr(q, "_update_blocked", None)
-    if update is not None:
-        update()
-
-
-def _find(level: Sequence[Any], seq: int) -> int | None:
-    for index in range(len(level) - 1, -1, -1):
-        s = level[index].seq
-        if s == seq:
-            return index
-        if s < seq:
-            return None
-    return None
+    """Take the ready messages at `seqs` out of the durable `queues` (aligned): their store write
+    failed, so their publishers are nacked. Returns how many were still ready."""
+    pairs = zip(queues, seqs, strict=True)
+    return sum(q.forget_unstored(seq) for q, seq in pairs if q.store is not None and not q.deleted)

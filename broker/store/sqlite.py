@@ -355,7 +355,8 @@ class SqliteStore(Store):
         ]
         size = len(body)
         ops.extend((S.INSERT_POSITION, (v, to_blob(q), seq, msg_id, size)) for q, seq in queues)
-        self._writer.submit(ops, fut, weight=size + len(properties))
+        # the statements' tuples and the future cost about as much again as a small message
+        self._writer.submit(ops, fut, weight=size + len(properties) + 256 * len(ops))
         return fut
 
     def remove_messages(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:

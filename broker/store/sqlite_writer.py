@@ -54,9 +54,10 @@ SETTLE_SECONDS = 2.0
 """A fault ends after commits have succeeded, with none failing, for this long. A disk that is
 nearly full lets a small commit through now and then (SQLite reuses space in its WAL); without
 this the fault would be logged and reported again at every such flap."""
-FLOW_HIGH = 32 << 20
-"""Bytes submitted and not yet committed above which publishers wait (see the module docstring)."""
-FLOW_LOW = 8 << 20
+FLOW_HIGH = 8 << 20
+"""Bytes submitted and not yet committed above which publishers wait (see the module docstring).
+Group commit needs no more: a batch of 8 MB commits in one transaction as fast as a bigger one."""
+FLOW_LOW = 2 << 20
 """... and below which they go on: the gap keeps flow from flapping at every batch."""
 
 
