@@ -20,6 +20,7 @@ vhost's injected persistence, so a restart rebuilds the same offsets, chunks and
 from __future__ import annotations
 
 import contextlib
+import struct
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 #: place for them); a decimal crashes the conversion.
 _DROPPED_TYPES = frozenset({"array", "table"})
 OFFSET_HEADER = "x-stream-offset"
+_I64 = struct.Struct(">q")
 #: rabbit_stream_queue's unsupported_policies: a policy holding one of them is not applied.
 UNSUPPORTED_POLICY_KEYS = frozenset(
     {
@@ -89,9 +91,16 @@ def stream_message(msg: StoredMessage) -> StoredMessage:
     return msg.with_props(P.rewrite(msg.props, changes))
 
 
+_OFFSET_KEY = OFFSET_HEADER.encode()
+_OFFSET_ENTRY = bytes((len(_OFFSET_KEY),)) + _OFFSET_KEY + b"l"
+
+
 def delivered_message(msg: StoredMessage, offset: int) -> StoredMessage:
     """A log record as a consumer receives it: `x-stream-offset` (long) appended to the headers,
     replacing any header of that name."""
+    props = P.append_header(msg.props, _OFFSET_KEY, _OFFSET_ENTRY + _I64.pack(offset))
+    if props is not None:
+        return msg.with_props(props)
     headers = msg.headers() or FieldTable()
     table = FieldTable(
         [*((k, f) for k, f in headers if k != OFFSET_HEADER), (OFFSET_HEADER, Field("long", offset))]

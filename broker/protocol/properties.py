@@ -103,6 +103,32 @@ def encode_value(name: str, value: Any) -> bytes:
     return _U64.pack(value)
 
 
+def append_header(props: bytes, key: bytes, entry: bytes) -> bytes | None:
+    """`props` with the encoded table entry `entry` (key included) appended to the headers
+    (a headers table made for it when there is none), by splicing bytes instead of decoding and
+    re-encoding the table; None when that cannot be done exactly (continuation flag words, or a
+    table that may already hold `key`), for `rewrite` to do it.
+
+    Delivery-time headers (a stream's offset) are added to every message a consumer reads, so the
+    general path's cost per message would be most of a stream read's."""
+    flags = props[0] << 8 | props[1]
+    if flags & 1:
+        return None
+    pos = 2
+    if flags & 0x8000:  # content_type, content_encoding: the shortstrs before the headers
+        pos += 1 + props[pos]
+    if flags & 0x4000:
+        pos += 1 + props[pos]
+    if not flags & 0x2000:
+        flags |= 0x2000
+        return bytes((flags >> 8, flags & 0xFF)) + props[2:pos] + _U32.pack(len(entry)) + entry + props[pos:]
+    (n,) = _U32.unpack_from(props, pos)
+    end = pos + 4 + n
+    if key in props[pos + 4 : end]:
+        return None
+    return props[:pos] + _U32.pack(n + len(entry)) + props[pos + 4 : end] + entry + props[end:]
+
+
 def rewrite(props: bytes, changes: dict[str, Any]) -> bytes:
     """Return new property bytes with `changes` applied (value None removes the property).
 

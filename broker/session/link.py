@@ -126,7 +126,7 @@ class Link(ConnectionIdentity):
         if self.closed or policy is None:
             return
         beat = policy.tick(self.recv_oct, self.send_oct)
-        if beat is Beat.DEAD and self.alarm_blocked:  # unread on purpose: RabbitMQ pauses its monitor
+        if beat is Beat.DEAD and (self.alarm_blocked or self.flow_paused):  # unread on purpose, as RabbitMQ
             beat = Beat.SEND
         if beat is Beat.DEAD:
             log.error(

@@ -310,14 +310,30 @@ def test_runs_of_the_same_statement_become_one_executemany() -> None:
     ]
 
 
-async def test_a_backlog_over_the_high_mark_is_flow_until_commits_bring_it_under_the_low_mark(
+def flow_writer(
     conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> tuple[GroupCommitWriter, list[bool]]:
+    """A writer with flow marks of 1,000 / 300 bytes and the list of its flow reports."""
     monkeypatch.setattr(sqlite_writer, "FLOW_HIGH", 1000)
     monkeypatch.setattr(sqlite_writer, "FLOW_LOW", 300)
     writer = make_writer(conn)
     changes: list[bool] = []
     writer.on_flow = changes.append
+    return writer, changes
+
+
+async def flow_ended(changes: list[bool]) -> None:
+    """Wait for the end of flow: the writer's report hops to the loop after its last commit."""
+    for _ in range(100):
+        if changes == [True, False]:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_a_backlog_over_the_high_mark_is_flow_until_commits_bring_it_under_the_low_mark(
+    conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, changes = flow_writer(conn, monkeypatch)
     entered, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -339,10 +355,7 @@ async def test_a_backlog_over_the_high_mark_is_flow_until_commits_bring_it_under
     assert changes == [True]  # reported once
     release.set()
     await asyncio.wait_for(asyncio.gather(first, *futs), 10)
-    for _ in range(100):  # the writer's report hops to the loop after the last commit
-        if changes == [True, False]:
-            break
-        await asyncio.sleep(0.01)
+    await flow_ended(changes)
     assert changes == [True, False] and not writer.flow and writer.backlog == 0
     await writer.close()
     assert rows(conn) == [1, 2, 3, 4]
@@ -351,11 +364,7 @@ async def test_a_backlog_over_the_high_mark_is_flow_until_commits_bring_it_under
 async def test_flow_stays_on_while_the_backlog_is_above_the_low_mark(
     conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_writer, "FLOW_HIGH", 1000)
-    monkeypatch.setattr(sqlite_writer, "FLOW_LOW", 300)
-    writer = make_writer(conn)
-    changes: list[bool] = []
-    writer.on_flow = changes.append
+    writer, changes = flow_writer(conn, monkeypatch)
     gate = threading.Semaphore(0)
     entered = threading.Semaphore(0)
 
@@ -378,9 +387,6 @@ async def test_flow_stays_on_while_the_backlog_is_above_the_low_mark(
     assert changes == [True] and writer.flow
     gate.release()
     await asyncio.wait_for(second, 10)
-    for _ in range(100):
-        if changes == [True, False]:
-            break
-        await asyncio.sleep(0.01)
+    await flow_ended(changes)
     assert changes == [True, False]
     await writer.close()
