@@ -54,9 +54,7 @@ def general(props: bytes, offset: int) -> bytes:
 
 @pytest.mark.parametrize("values", CASES, ids=[",".join(c) or "none" for c in CASES])
 @pytest.mark.parametrize("offset", [0, 1, 2**40, 2**63 - 1])
-def test_the_delivered_offset_header_matches_the_general_rewrite(
-    values: dict[str, Any], offset: int
-) -> None:
+def test_the_delivered_offset_header_matches_the_general_rewrite(values: dict[str, Any], offset: int) -> None:
     props = P.encode(values)
     got = delivered_message(StoredMessage("", "k", props, b"body"), offset)
     assert got.props == general(props, offset)
