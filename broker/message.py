@@ -146,7 +146,7 @@ class StoredMessage:
 
 def is_persistent(msg: StoredMessage) -> bool:
     """delivery_mode 2 (the property is decoded only when its flag bit is set)."""
-    return bool(msg.flags & DELIVERY_MODE_FLAG) and msg.prop("delivery_mode") == 2
+    return bool(msg.flags & DELIVERY_MODE_FLAG) and P.delivery_mode(msg.props) == 2
 
 
 def pack_message(msg: StoredMessage) -> bytes:

@@ -103,6 +103,25 @@ def encode_value(name: str, value: Any) -> bytes:
     return _U64.pack(value)
 
 
+def delivery_mode(props: bytes) -> int | None:
+    """The delivery_mode octet, found by skipping the three properties before it instead of
+    locating every property: persistence is asked of every message published and delivered."""
+    flags = props[0] << 8 | props[1]
+    if not flags & 0x1000:
+        return None
+    if flags & 1:  # continuation flag words: the general path
+        span = locate(props).get("delivery_mode")
+        return None if span is None else props[span[0]]
+    pos = 2
+    if flags & 0x8000:
+        pos += 1 + props[pos]
+    if flags & 0x4000:
+        pos += 1 + props[pos]
+    if flags & 0x2000:
+        pos += 4 + _U32.unpack_from(props, pos)[0]
+    return props[pos]
+
+
 def append_header(props: bytes, key: bytes, entry: bytes) -> bytes | None:
     """`props` with the encoded table entry `entry` (key included) appended to the headers
     (a headers table made for it when there is none), by splicing bytes instead of decoding and

@@ -41,7 +41,7 @@ class DeliveryMixin(ChannelBase):
             self.unacked[tag] = Unacked(queue, entry, consumer)
             self.unacked_order.append(tag)
             self.limiter.delivered(consumer)
-        if queue.store is not None:
+        if queue.store is not None and entry.seq:  # seq 0: not a stored position (a stream read)
             self._store_delivered(queue, entry, consumer.no_ack)
         msg = entry.msg
         payload = M.deliver_payload(
