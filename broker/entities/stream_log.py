@@ -20,11 +20,16 @@ field). RabbitMQ's own sizes drift by a byte or two between runs (later measurem
 RabbitMQ their AMQP 1.0 sections cost more (delivery_mode ~25 bytes, content_type ~30,
 message_id ~23, a one-entry header table ~12). Of the base, 48 bytes are the chunk header
 (osiris 1.3.1's HEADER_SIZE_B), which a record joining a chunk does not add again.
+
+The index is columnar (machine-integer arrays of offsets, chunk times and chunk starts, and one
+list of the bodies still in memory): about 32 bytes per record, so a stream of millions of
+messages whose bodies were paged out to the store keeps only that much in RAM per message.
 """
 
 from __future__ import annotations
 
 import bisect
+from array import array
 from dataclasses import dataclass, field
 
 from broker.entities.stream_args import OffsetSpec
@@ -37,6 +42,8 @@ TRACKING_CHUNK = 60
 MAX_SEGMENT_CHUNKS = 256_000
 _CHUNK_BASE = 138
 CHUNK_HEADER = 48
+#: Retained index entries before the dropped prefix of the columns is cut away.
+_COMPACT_AT = 4096
 
 
 def chunk_size(msg: StoredMessage) -> int:
@@ -49,18 +56,19 @@ def chunk_size(msg: StoredMessage) -> int:
     return size
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class Record:
+    """One record as read from the columns (built on demand, never stored)."""
+
     offset: int
-    seq: int  # the store's position of the message
     timestamp: int  # the chunk's wall-clock time, ms
     msg: StoredMessage | None  # None: the body was dropped from memory, the store has it
-    body_size: int = 0
-    chunk: int = -1  # the offset of the chunk's first record (-1: this one)
+    chunk_start: int  # the offset of the chunk's first record
 
     @property
-    def chunk_start(self) -> int:
-        return self.offset if self.chunk < 0 else self.chunk
+    def seq(self) -> int:
+        """The store's position of the message: its offset plus one."""
+        return self.offset + 1
 
 
 @dataclass(slots=True)
@@ -69,6 +77,20 @@ class Segment:
     records: int = 0
     last_timestamp: int = 0
     chunks: int = 0
+    body_bytes: int = 0  # the bodies of its records, for the queue's byte count on retention
+
+
+@dataclass(slots=True)
+class Dropped:
+    """What retention removed: the store positions, and the body bytes in all and in memory."""
+
+    seqs: list[int]
+    body_bytes: int
+    resident_bytes: int
+
+
+def _column() -> array[int]:
+    return array("q")
 
 
 @dataclass
@@ -77,8 +99,10 @@ class StreamLog:
     max_bytes: int | None = None
     max_age_ms: int | None = None
     next_offset: int = 0
-    records: list[Record] = field(default_factory=list)
-    offsets: list[int] = field(default_factory=list)
+    offsets: array[int] = field(default_factory=_column)
+    stamps: array[int] = field(default_factory=_column)  # each record's chunk time, ms
+    chunks: array[int] = field(default_factory=_column)  # each record's chunk start offset
+    msgs: list[StoredMessage | None] = field(default_factory=list)  # None: paged out
     segments: list[Segment] = field(default_factory=list)
     head: int = 0  # index of the first retained record
     chunk_open: bool = False  # the next record joins the last chunk (its owner batches writes)
@@ -91,29 +115,38 @@ class StreamLog:
 
     @property
     def first_offset(self) -> int:
-        return self.records[self.head].offset if self.head < len(self.records) else self.next_offset
+        return self.offsets[self.head] if self.head < len(self.offsets) else self.next_offset
 
     def __len__(self) -> int:
-        return len(self.records) - self.head
+        return len(self.offsets) - self.head
+
+    @property
+    def end(self) -> int:
+        """One past the index of the newest record."""
+        return len(self.offsets)
 
     @property
     def write_offset(self) -> int:
         """The offset the next record will take (one more when it must open a new segment)."""
-        if self.chunk_open and len(self.records) > self.head:
+        if self.chunk_open and len(self.offsets) > self.head:
             return self.next_offset
         if self.segments and self._full():
             return self.next_offset + 1
         return self.next_offset
 
-    def append(self, seq: int, msg: StoredMessage, now_ms: int) -> list[Record]:
-        """Write one record, into the last chunk while it is open (`chunk_open`), else as a new
-        chunk; returns the records retention dropped."""
-        if self.chunk_open and len(self.records) > self.head:
-            last = self.records[-1]
-            self._write(
-                Record(self.next_offset, seq, last.timestamp, msg, len(msg.body), last.chunk_start), msg
-            )
-            return []
+    def record(self, i: int) -> Record:
+        return Record(self.offsets[i], self.stamps[i], self.msgs[i], self.chunks[i])
+
+    def retained(self) -> list[Record]:
+        """The retained records, oldest first (for inspection: the hot paths read the columns)."""
+        return [self.record(i) for i in range(self.head, len(self.offsets))]
+
+    def append(self, msg: StoredMessage, now_ms: int) -> Dropped | None:
+        """Write one record at `write_offset`, into the last chunk while it is open
+        (`chunk_open`), else as a new chunk; returns what retention dropped, if any."""
+        if self.chunk_open and len(self.offsets) > self.head:
+            self._write(self.next_offset, self.stamps[-1], self.chunks[-1], msg)
+            return None
         rolled = False
         if not self.segments:
             self.segments.append(Segment())
@@ -121,10 +154,11 @@ class StreamLog:
             self.segments.append(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms, 1))
             self.next_offset += 1
             rolled = True
-        self._write(Record(self.next_offset, seq, now_ms, msg, len(msg.body)), msg)
-        return self._retain(now_ms) if rolled else []
+        offset = self.next_offset
+        self._write(offset, now_ms, offset, msg)
+        return self._retain(now_ms) if rolled else None
 
-    def restore(self, offset: int, seq: int, msg: StoredMessage, timestamp: int | None) -> None:
+    def restore(self, offset: int, msg: StoredMessage, timestamp: int | None) -> None:
         """Put back a record read from the store at its offset, starting a chunk at `timestamp`
         or (None) joining the chunk before it; a gap before it (a tracking chunk, or messages the
         store did not keep) starts a new segment and chunk."""
@@ -134,25 +168,28 @@ class StreamLog:
             size = SEGMENT_HEADER + (TRACKING_CHUNK if tracked else 0)
             self.segments.append(Segment(size, chunks=int(tracked)))
         self.next_offset = offset
-        last = self.records[-1] if len(self.records) > self.head else None
-        if timestamp is None and last is not None and not gap:
-            record = Record(offset, seq, last.timestamp, msg, len(msg.body), last.chunk_start)
+        has_last = len(self.offsets) > self.head
+        if timestamp is None and has_last and not gap:
+            self._write(offset, self.stamps[-1], self.chunks[-1], msg)
         else:
-            ts = timestamp if timestamp is not None else last.timestamp if last is not None else 0
-            record = Record(offset, seq, ts, msg, len(msg.body))
-        self._write(record, msg)
+            ts = timestamp if timestamp is not None else self.stamps[-1] if has_last else 0
+            self._write(offset, ts, offset, msg)
 
-    def _write(self, record: Record, msg: StoredMessage) -> None:
+    def _write(self, offset: int, timestamp: int, chunk: int, msg: StoredMessage) -> None:
         seg = self.segments[-1]
-        self.next_offset = record.offset + 1
-        self.records.append(record)
-        self.offsets.append(record.offset)
-        seg.size += chunk_size(msg) - (CHUNK_HEADER if record.chunk >= 0 else 0)
-        seg.chunks += record.chunk < 0
+        self.next_offset = offset + 1
+        self.offsets.append(offset)
+        self.stamps.append(timestamp)
+        self.chunks.append(chunk)
+        self.msgs.append(msg)
+        joins = chunk != offset
+        seg.size += chunk_size(msg) - (CHUNK_HEADER if joins else 0)
+        seg.chunks += not joins
         seg.records += 1
-        seg.last_timestamp = record.timestamp
+        seg.body_bytes += len(msg.body)
+        seg.last_timestamp = timestamp
 
-    def _retain(self, now_ms: int) -> list[Record]:
+    def _retain(self, now_ms: int) -> Dropped | None:
         segs = self.segments
         drop = 0
         if self.max_bytes is not None:
@@ -165,25 +202,35 @@ class StreamLog:
             while len(segs) - drop > 1 and segs[drop].last_timestamp < limit:
                 drop += 1
         if not drop:
-            return []
+            return None
         n = sum(s.records for s in segs[:drop])
+        body_bytes = sum(s.body_bytes for s in segs[:drop])
         del segs[:drop]
-        dropped = self.records[self.head : self.head + n]
-        self.head += n
-        if self.head > 4096 and self.head * 2 > len(self.records):
-            del self.records[: self.head]
-            del self.offsets[: self.head]
+        start, stop = self.head, self.head + n
+        seqs = [offset + 1 for offset in self.offsets[start:stop]]
+        resident = 0
+        msgs = self.msgs
+        for i in range(start, stop):
+            m = msgs[i]
+            if m is not None:
+                resident += len(m.body)
+                msgs[i] = None
+        self.head = stop
+        if self.head > _COMPACT_AT and self.head * 2 > len(self.offsets):
+            for column in (self.offsets, self.stamps, self.chunks, self.msgs):
+                del column[: self.head]
             self.head = 0
-        return dropped
+        return Dropped(seqs, body_bytes, resident)
 
     def index_of(self, offset: int) -> int:
-        """The index in `records` of the first retained record at `offset` or later."""
-        return bisect.bisect_left(self.offsets, offset, lo=self.head)
-
-    def at_or_after(self, offset: int) -> Record | None:
-        """The first retained record at `offset` or later."""
-        i = self.index_of(offset)
-        return self.records[i] if i < len(self.records) else None
+        """The index of the first retained record at `offset` or later (`end` if none). Offsets
+        are contiguous but for a tracking chunk per segment: the guess is nearly always right."""
+        offsets, head = self.offsets, self.head
+        if head < len(offsets):
+            guess = offset - offsets[head] + head
+            if head <= guess < len(offsets) and offsets[guess] == offset:
+                return guess
+        return bisect.bisect_left(offsets, offset, lo=head)
 
     def start_offset(self, spec: OffsetSpec) -> int:
         """Where a consumer with `spec` starts reading (osiris's offset spec resolution)."""
@@ -193,17 +240,18 @@ class StreamLog:
         if spec.kind == "next":
             return nxt
         if spec.kind == "last":  # the start of the last chunk
-            return self.records[-1].chunk_start if len(self) else nxt
+            return self.chunks[-1] if len(self) else nxt
         if spec.kind == "offset":  # past the end: the consumer waits for that offset
             return max(spec.value, first)
-        for record in self.records[self.head :]:  # timestamp: the first chunk at or after it
-            if record.timestamp >= spec.value:
-                return record.offset
+        stamps = self.stamps
+        for i in range(self.head, len(stamps)):  # timestamp: the first chunk at or after it
+            if stamps[i] >= spec.value:
+                return self.offsets[i]
         return nxt
 
     def clear(self) -> None:
-        self.records.clear()
-        self.offsets.clear()
+        for column in (self.offsets, self.stamps, self.chunks, self.msgs):
+            del column[:]
         self.segments.clear()
         self.head = 0
         self.chunk_open = False

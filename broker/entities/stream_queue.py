@@ -31,7 +31,7 @@ from broker.entities import arguments as A
 from broker.entities import stream_args as SA
 from broker.entities.consumers import Consumer
 from broker.entities.queue_type import Entry, Queue, register
-from broker.entities.stream_log import Record, StreamLog
+from broker.entities.stream_log import StreamLog
 from broker.message import HEADERS_FLAG, StoredMessage
 from broker.protocol import properties as P
 
@@ -243,7 +243,7 @@ class StreamQueue(Queue):
         persistence = self.vhost.persistence if self.store is not None else None
         now = self._now_ms()
         new_chunk = not log.chunk_open
-        self._append(seq, kept, now)
+        self._append(kept, now)
         if new_chunk:
             if persistence is not None:
                 persistence.stream_timestamps(self, [(seq, now)])
@@ -280,7 +280,7 @@ class StreamQueue(Queue):
             timestamp = stamps[seq][2] if seq in stamps and stamps[seq][2] else None
             if timestamp is None and not len(self.log):
                 timestamp = self._now_ms()
-        self.log.restore(seq - 1, seq, msg, timestamp)
+        self.log.restore(seq - 1, msg, timestamp)
         self.count += 1
         self.bytes += len(msg.body)
         self.resident += len(msg.body)
@@ -288,19 +288,19 @@ class StreamQueue(Queue):
         self._committed_below = self.log.next_offset
         self._evict()
 
-    def _append(self, seq: int, msg: StoredMessage, now_ms: int) -> None:
-        dropped = self.log.append(seq, msg, now_ms)
+    def _append(self, msg: StoredMessage, now_ms: int) -> None:
+        dropped = self.log.append(msg, now_ms)
         self.seq = self.log.write_offset
         self.count += 1
         self.bytes += len(msg.body)
         self.resident += len(msg.body)
-        if dropped:
-            self.count -= len(dropped)
-            self.bytes -= sum(r.body_size for r in dropped)
-            self.resident -= sum(r.body_size for r in dropped if r.msg is not None)
+        if dropped is not None:
+            self.count -= len(dropped.seqs)
+            self.bytes -= dropped.body_bytes
+            self.resident -= dropped.resident_bytes
             persistence = self.vhost.persistence
             if self.store is not None and persistence is not None:  # a kept stream stores all
-                persistence.positions_removed(self, [r.seq for r in dropped])
+                persistence.positions_removed(self, dropped.seqs)
         if self.store is not None:
             self._track_commits()
 
@@ -329,38 +329,38 @@ class StreamQueue(Queue):
         if self.resident <= RESIDENT_BYTES or not self._can_read_back():
             return
         log = self.log
-        records = log.records
+        offsets, msgs, end = log.offsets, log.msgs, log.end
         i = log.index_of(self._evicted_below)
-        while i < len(records) and self.resident > RESIDENT_BYTES:
-            record = records[i]
-            if record.offset >= self._committed_below:
+        while i < end and self.resident > RESIDENT_BYTES:
+            if offsets[i] >= self._committed_below:
                 break
-            if record.msg is not None:  # with a store every record is stored (see `enqueue`)
-                self.resident -= record.body_size
-                record.msg = None
+            m = msgs[i]
+            if m is not None:  # with a store every record is stored (see `enqueue`)
+                self.resident -= len(m.body)
+                msgs[i] = None
             i += 1
-        if i < len(records):
-            self._evicted_below = records[i].offset
-        else:
-            self._evicted_below = log.next_offset
+        self._evicted_below = offsets[i] if i < end else log.next_offset
 
     def _can_read_back(self) -> bool:
         """Bodies leave memory only if the persistence can read them back."""
         persistence = self.vhost.persistence
         return self.store is not None and persistence is not None and persistence.can_read_back(self)
 
-    def _message(self, record: Record) -> StoredMessage:
-        """The record's message, read back from the store (a page at a time) if it left memory."""
-        if record.msg is not None:
-            return record.msg
-        msg = self._page.get(record.seq)
+    def _message(self, i: int) -> StoredMessage:
+        """The message of the log's record `i`, read back from the store (a page at a time) if it
+        left memory."""
+        msg = self.log.msgs[i]
+        if msg is not None:
+            return msg
+        seq = self.log.offsets[i] + 1
+        msg = self._page.get(seq)
         if msg is None:
             persistence = self.vhost.persistence
             if persistence is None or not self._can_read_back():
                 raise internal_error()
-            rows = persistence.read_page(self, record.seq, PAGE)
+            rows = persistence.read_page(self, seq, PAGE)
             self._page = {seq: stream_message(stored) for seq, stored in rows}
-            msg = self._page.get(record.seq)
+            msg = self._page.get(seq)
             if msg is None:  # the store lost a committed message
                 raise internal_error()
         return msg
@@ -383,15 +383,16 @@ class StreamQueue(Queue):
                     continue
                 channel = c.channel
                 while pos < log.next_offset and channel.can_deliver(c):
-                    record = log.at_or_after(pos)
-                    if record is None:
+                    i = log.index_of(pos)
+                    if i >= log.end:
                         pos = log.next_offset
                         break
-                    pos = record.offset + 1
+                    offset = log.offsets[i]
+                    pos = offset + 1
                     self.positions[c] = pos
                     self.unacked += 1
                     self.stat_deliver += 1
-                    msg = delivered_message(self._message(record), record.offset)
+                    msg = delivered_message(self._message(i), offset)
                     channel.deliver(c, self, Entry(0, msg, 0.0))
                 self.positions[c] = pos
         finally:

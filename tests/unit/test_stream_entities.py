@@ -128,10 +128,10 @@ def test_retention_per_segment_as_recorded() -> None:
     max-length-bytes 2000 -> offsets 81, 82, 84, 85, 87, 88 kept (tracking chunks take the gaps)."""
     log = StreamLog(500, max_bytes=2000)
     for i in range(60):
-        log.append(i + 1, msg(f"{i:03d}" + "x" * 97), 0)
-    assert [r.offset for r in log.records[log.head :]] == [81, 82, 84, 85, 87, 88]
+        log.append(msg(f"{i:03d}" + "x" * 97), 0)
+    assert [r.offset for r in log.retained()] == [81, 82, 84, 85, 87, 88]
     assert log.next_offset == 89
-    assert [r.msg.body[:3] for r in log.records[log.head :]] == [
+    assert [r.msg.body[:3] for r in log.retained()] == [
         b"054",
         b"055",
         b"056",
@@ -152,9 +152,9 @@ def test_segment_rolls_measured_on_rabbitmq() -> None:
     }
     for size, offsets in measured.items():
         log = StreamLog(size)
-        for i in range(12):
-            log.append(i + 1, msg("x" * 100, rk="stprobe-12345678"), 0)
-        assert [r.offset for r in log.records] == offsets, size
+        for _i in range(12):
+            log.append(msg("x" * 100, rk="stprobe-12345678"), 0)
+        assert [r.offset for r in log.retained()] == offsets, size
 
 
 def test_segment_rolls_after_max_chunks_too() -> None:
@@ -163,30 +163,30 @@ def test_segment_rolls_after_max_chunks_too() -> None:
     one offset); batched records join a chunk and do not count."""
     assert StreamLog(500_000_000).segment_chunks == 256_000
     log = StreamLog(500_000_000, segment_chunks=3)
-    for i in range(3):
-        log.append(i + 1, msg("x"), 0)
+    for _i in range(3):
+        log.append(msg("x"), 0)
     log.chunk_open = True
-    log.append(4, msg("y"), 0)  # joins the third chunk
+    log.append(msg("y"), 0)  # joins the third chunk
     log.chunk_open = False
     assert log.write_offset == 5
-    log.append(5, msg("z"), 0)
-    assert [r.offset for r in log.records] == [0, 1, 2, 3, 5]
-    log.append(6, msg("z"), 0)  # the new segment: tracking chunk + 2 chunks = 3
-    log.append(7, msg("z"), 0)
-    assert [r.offset for r in log.records][-2:] == [6, 8]
+    log.append(msg("z"), 0)
+    assert [r.offset for r in log.retained()] == [0, 1, 2, 3, 5]
+    log.append(msg("z"), 0)  # the new segment: tracking chunk + 2 chunks = 3
+    log.append(msg("z"), 0)
+    assert [r.offset for r in log.retained()][-2:] == [6, 8]
 
 
 def test_max_age_drops_old_segments_on_roll() -> None:
     log = StreamLog(300, max_age_ms=1000)
     for t in (0, 0, 5000, 5000):
-        log.append(1, msg("x" * 100), t)
+        log.append(msg("x" * 100), t)
     assert log.first_offset == 3  # the first segment (offsets 0, 1) aged out when the third rolled
 
 
 def test_start_offsets() -> None:
     log = StreamLog(500_000_000)
     for t in range(10):
-        log.append(t + 1, msg(f"m{t}"), t * 1000)
+        log.append(msg(f"m{t}"), t * 1000)
     assert log.start_offset(OffsetSpec("first")) == 0
     assert log.start_offset(OffsetSpec("last")) == 9
     assert log.start_offset(OffsetSpec("next")) == 10
@@ -194,6 +194,38 @@ def test_start_offsets() -> None:
     assert log.start_offset(OffsetSpec("offset", 100)) == 100
     assert log.start_offset(OffsetSpec("timestamp", 4500)) == 5
     assert log.start_offset(OffsetSpec("timestamp", 99_000)) == 10
+
+
+def test_index_of_finds_offsets_across_tracking_gaps_and_retention() -> None:
+    """The contiguous-offset guess and the binary search agree: every offset (a tracking chunk's
+    gap too) maps to the first retained record at or after it, also after retention cut the head."""
+    import bisect
+
+    log = StreamLog(400, max_bytes=1500)
+    for i in range(40):
+        log.append(msg(f"{i:03d}" + "x" * 97), 0)
+    assert log.head > 0 and len(set(range(log.first_offset, log.next_offset)) - set(log.offsets)) > 0
+    for offset in range(0, log.next_offset + 2):
+        expected = bisect.bisect_left(log.offsets, offset, lo=log.head)
+        assert log.index_of(offset) == expected, offset
+
+
+def test_a_paged_out_record_costs_a_few_machine_words() -> None:
+    """A stream of millions of messages whose bodies the store holds keeps only its index in
+    memory: offsets, chunk times and chunk starts as machine integers, and one list slot."""
+    import tracemalloc
+
+    body = msg("x" * 100)
+    tracemalloc.start()
+    try:
+        log = StreamLog(500_000_000)
+        for i in range(50_000):
+            log.append(body, 1_700_000_000_000 + i)
+        log.msgs[:] = [None] * len(log.msgs)
+        used, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert used / 50_000 < 48, used / 50_000
 
 
 # -- messages and consumers -----------------------------------------------------------------------------
@@ -265,11 +297,11 @@ def test_store_positions_follow_offsets_across_a_restart() -> None:
         positions.append(q.seq)
         q.enqueue(msg(f"m{i}" + "x" * 98, rk="stprobe-12345678"))
         clock.advance(0)  # one publish per pass of the event loop: one chunk each
-    assert [r.offset + 1 for r in q.log.records] == positions == [1, 2, 4, 6, 8, 10]
+    assert [r.offset + 1 for r in q.log.retained()] == positions == [1, 2, 4, 6, 8, 10]
     again = stream(None, x_stream_max_segment_size_bytes=Field("long", 300))
-    for seq, record in zip(positions, q.log.records, strict=True):
+    for seq, record in zip(positions, q.log.retained(), strict=True):
         again.restore(seq, record.msg, False)
-    assert [r.offset for r in again.log.records] == [r.offset for r in q.log.records]
+    assert [r.offset for r in again.log.retained()] == [r.offset for r in q.log.retained()]
     assert again.seq == q.seq and again.log.next_offset == q.log.next_offset
     ch = RecordingChannel()
     again.add_consumer(Consumer(ch, "c", again, False, False, 10, table(x_stream_offset=Field("long", 3))))
@@ -306,7 +338,7 @@ def test_publishes_in_one_pass_of_the_loop_form_chunks_as_osiris_batches() -> No
             positions.append(q.seq)
             q.enqueue(msg(body + "x" * 98, rk="stprobe-12345678"))
         clock.advance(1.5)
-    records = q.log.records
+    records = q.log.retained()
     assert [r.offset + 1 for r in records] == positions
     # b1 rolls the full segment (tracking chunk at 2) and b2 joins b1's chunk past the limit;
     # c0 and c1 are chunks of their own, each opening a segment
@@ -320,7 +352,7 @@ def test_publishes_in_one_pass_of_the_loop_form_chunks_as_osiris_batches() -> No
     big = stream(clock)
     for i in range(5):
         big.enqueue(msg(f"t{i}"))  # one pass: a transaction's commit
-    assert [r.chunk_start for r in big.log.records] == [0, 1, 1, 1, 1]
+    assert [r.chunk_start for r in big.log.retained()] == [0, 1, 1, 1, 1]
     assert big.log.start_offset(OffsetSpec("last")) == 1
 
 
@@ -335,22 +367,22 @@ def test_a_restart_rebuilds_chunks_and_their_times() -> None:
             q.seq += 1
             q.enqueue(msg(body))
         clock.advance(60)
-    state = {r.seq: (0, 0, r.timestamp) for r in q.log.records if r.chunk < 0}
+    state = {r.seq: (0, 0, r.timestamp) for r in q.log.retained() if r.chunk_start == r.offset}
     assert sorted(state) == [1, 2, 3, 4, 5]  # a0 | a1 | b0 | c0 | c1 c2
     clock.advance(3600)  # the restart comes an hour later
     again = stream(clock)
     again.restore_state(state)
-    for r in q.log.records:
+    for r in q.log.retained():
         again.restore(r.seq, r.msg, False)
-    assert [(r.offset, r.chunk_start, r.timestamp) for r in again.log.records] == [
-        (r.offset, r.chunk_start, r.timestamp) for r in q.log.records
+    assert [(r.offset, r.chunk_start, r.timestamp) for r in again.log.retained()] == [
+        (r.offset, r.chunk_start, r.timestamp) for r in q.log.retained()
     ]
     assert again.log.start_offset(OffsetSpec("last")) == 4
-    b_time = q.log.records[2].timestamp
+    b_time = q.log.retained()[2].timestamp
     assert again.log.start_offset(OffsetSpec("timestamp", b_time)) == 2
     legacy = stream(clock)
     legacy.restore_state({})
-    for r in q.log.records:
+    for r in q.log.retained():
         legacy.restore(r.seq, r.msg, False)
-    assert {r.timestamp for r in legacy.log.records} == {int(clock.wall() * 1000)}
+    assert {r.timestamp for r in legacy.log.retained()} == {int(clock.wall() * 1000)}
     assert legacy.log.start_offset(OffsetSpec("last")) == 5
