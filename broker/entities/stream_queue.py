@@ -31,7 +31,7 @@ from broker.entities import arguments as A
 from broker.entities import stream_args as SA
 from broker.entities.consumers import Consumer
 from broker.entities.queue_type import Entry, Queue, register
-from broker.entities.stream_log import StreamLog
+from broker.entities.stream_log import StreamLog, resident_cost
 from broker.message import HEADERS_FLAG, StoredMessage
 from broker.protocol import properties as P
 
@@ -68,8 +68,8 @@ UNSUPPORTED_POLICY_KEYS = frozenset(
         "dead-letter-strategy",
     }
 )
-#: Bodies of the newest records kept in memory; older ones the store has committed are dropped
-#: and read back a page at a time when a consumer reaches them.
+#: Memory for the newest records' messages (bodies and their overhead, `resident_cost`); older ones
+#: the store has committed are dropped and read back a page at a time when a consumer reaches them.
 RESIDENT_BYTES = 8 * 1024 * 1024
 PAGE = 256
 
@@ -150,7 +150,7 @@ class StreamQueue(Queue):
         self.published = 0  # message_stats publish (`seq` follows the log's offsets)
         self.log = StreamLog(SA.DEFAULT_SEGMENT_BYTES)
         self._delivering = False
-        self.resident = 0  # body bytes of the records held in memory
+        self.resident = 0  # what the records' messages held in memory cost (`resident_cost`)
         self._committed_below = 0  # offsets below this one are committed to the store
         self._evicted_below = 0  # eviction went this far
         self._since_sync = 0
@@ -283,7 +283,7 @@ class StreamQueue(Queue):
         self.log.restore(seq - 1, msg, timestamp)
         self.count += 1
         self.bytes += len(msg.body)
-        self.resident += len(msg.body)
+        self.resident += resident_cost(msg)
         self.seq = self.log.write_offset
         self._committed_below = self.log.next_offset
         self._evict()
@@ -293,7 +293,7 @@ class StreamQueue(Queue):
         self.seq = self.log.write_offset
         self.count += 1
         self.bytes += len(msg.body)
-        self.resident += len(msg.body)
+        self.resident += resident_cost(msg)
         if dropped is not None:
             self.count -= len(dropped.seqs)
             self.bytes -= dropped.body_bytes
@@ -324,7 +324,7 @@ class StreamQueue(Queue):
         self._evict()
 
     def _evict(self) -> None:
-        """Drop the oldest committed, stored bodies while more than RESIDENT_BYTES are held (only
+        """Drop the oldest committed, stored messages while they cost more than RESIDENT_BYTES (only
         with a store that can read them back)."""
         if self.resident <= RESIDENT_BYTES or not self._can_read_back():
             return
@@ -336,7 +336,7 @@ class StreamQueue(Queue):
                 break
             m = msgs[i]
             if m is not None:  # with a store every record is stored (see `enqueue`)
-                self.resident -= len(m.body)
+                self.resident -= resident_cost(m)
                 msgs[i] = None
             i += 1
         self._evicted_below = offsets[i] if i < end else log.next_offset
