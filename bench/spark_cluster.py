@@ -42,78 +42,90 @@ def wait_port(port: int, timeout: float) -> None:
 
 
 def build_wheel(out: Path) -> Path:
-    """hashbroker as a pure-Python wheel, copied to a .zip name that Spark puts on the path."""
+    """hashbroker as a pure-Python wheel, copied to a .zip name that Spark puts on the path
+    (Spark takes only .zip/.egg/.jar py-files). Raises RuntimeError with pip's output if the
+    build fails."""
     source = out / "src"  # a copy: building in place would leave build/ and *.egg-info behind
     shutil.copytree(
         ROOT,
         source,
         ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache", ".venv"),
     )
-    subprocess.run(
+    build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
         env=dict(os.environ, HASHBROKER_PURE="1"),
-        check=True,
+        capture_output=True,
+        text=True,
         timeout=600,
     )
-    wheel = next(out.glob("hashbroker-*.whl"))
-    shipped = out / (wheel.name + ".zip")
-    shutil.copyfile(wheel, shipped)
+    wheels = list(out.glob("hashbroker-*.whl"))
+    if build.returncode != 0 or not wheels:
+        raise RuntimeError(f"cannot build the hashbroker wheel: {build.stderr.strip()[-500:]}")
+    shipped = out / (wheels[0].name + ".zip")
+    shutil.copyfile(wheels[0], shipped)
     return shipped
 
 
 @contextmanager
-def standalone_cluster(cores: int = 2, memory: str = "2G") -> Iterator[tuple[str, Path]]:
-    """Start a master and one worker; yield the master URL and the shipped wheel; stop both."""
+def spark_cluster(work: Path, cores: int = 2, memory: str = "2G") -> Iterator[str]:
+    """Start a master and one worker with their files in `work`; yield the master URL; stop both."""
     import pyspark
 
     spark_home = Path(pyspark.__file__).resolve().parent
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "SPARK_HOME": str(spark_home),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_WORKER_DIR": str(work),
+        "SPARK_LOG_DIR": str(work),
+        "SPARK_MASTER_WEBUI_PORT": str(free_port()),
+        "SPARK_WORKER_WEBUI_PORT": str(free_port()),
+    }
+    if "JAVA_HOME" in os.environ:
+        env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+    spark_class = str(spark_home / "bin" / "spark-class")
+    port = free_port()
+    url = f"spark://127.0.0.1:{port}"
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = []
+    try:
+        logs.append(open(work / "master.log", "w"))  # noqa: SIM115 - closed in finally
+        master = [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
+        procs.append(
+            subprocess.Popen(
+                [*master, "--port", str(port)], env=env, stdout=logs[-1], stderr=subprocess.STDOUT
+            )
+        )
+        wait_port(port, 120)
+        logs.append(open(work / "worker.log", "w"))  # noqa: SIM115 - closed in finally
+        worker = [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1"]
+        worker += ["--cores", str(cores), "--memory", memory, "--work-dir", str(work), url]
+        procs.append(subprocess.Popen(worker, env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + 120
+        while "Successfully registered with master" not in (work / "worker.log").read_text():
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    "the worker did not register:\n" + (work / "worker.log").read_text()[-3000:]
+                )
+            time.sleep(0.5)
+        yield url
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for log in logs:
+            log.close()
+
+
+@contextmanager
+def standalone_cluster(cores: int = 2, memory: str = "2G") -> Iterator[tuple[str, Path]]:
+    """A cluster in a temporary directory; yield the master URL and the shipped wheel."""
     with tempfile.TemporaryDirectory(prefix="bench_spark_cluster_") as tmp:
         work = Path(tmp)
         wheel = build_wheel(work)
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "SPARK_HOME": str(spark_home),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_WORKER_DIR": str(work),
-            "SPARK_LOG_DIR": str(work),
-            "SPARK_MASTER_WEBUI_PORT": str(free_port()),
-            "SPARK_WORKER_WEBUI_PORT": str(free_port()),
-        }
-        if "JAVA_HOME" in os.environ:
-            env["JAVA_HOME"] = os.environ["JAVA_HOME"]
-        spark_class = str(spark_home / "bin" / "spark-class")
-        port = free_port()
-        url = f"spark://127.0.0.1:{port}"
-        procs: list[subprocess.Popen[bytes]] = []
-        logs = []
-        try:
-            logs.append(open(work / "master.log", "w"))  # noqa: SIM115 - closed in finally
-            master = [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
-            procs.append(
-                subprocess.Popen(
-                    [*master, "--port", str(port)], env=env, stdout=logs[-1], stderr=subprocess.STDOUT
-                )
-            )
-            wait_port(port, 120)
-            logs.append(open(work / "worker.log", "w"))  # noqa: SIM115 - closed in finally
-            worker = [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1"]
-            worker += ["--cores", str(cores), "--memory", memory, "--work-dir", str(work), url]
-            procs.append(subprocess.Popen(worker, env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
-            deadline = time.monotonic() + 120
-            while "Successfully registered with master" not in (work / "worker.log").read_text():
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "the worker did not register:\n" + (work / "worker.log").read_text()[-3000:]
-                    )
-                time.sleep(0.5)
+        with spark_cluster(work, cores, memory) as url:
             yield url, wheel
-        finally:
-            for proc in reversed(procs):
-                proc.terminate()
-            for proc in procs:
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-            for log in logs:
-                log.close()

@@ -10,11 +10,7 @@ connections by owner unless the user is a monitor).
 
 from __future__ import annotations
 
-import base64
-import json
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,11 +20,11 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
-from tests import conftest
+from tests import conftest, management_support
 from tests.conftest import rabbitmq_reachable
+from tests.management_support import GUEST, q
 
 RABBIT_API = conftest.RABBITMQ_API
-GUEST = "guest:guest"
 RUN = uuid.uuid4().hex[:6]
 V = f"hbaz-{RUN}"  # the vhost the identities with permissions may use
 V2 = f"hbaz2-{RUN}"  # a vhost made and deleted by the matrix
@@ -48,21 +44,8 @@ IDENTITIES: list[tuple[str, str, str, bool]] = [
 
 
 def call(base: str, method: str, path: str, auth: str | None, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
-    if auth is not None:
-        req.add_header("authorization", "Basic " + base64.b64encode(auth.encode()).decode())
-    if data is not None:
-        req.add_header("content-type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=15) as resp:
-            raw, status = resp.read(), resp.status
-    except urllib.error.HTTPError as err:
-        raw, status = err.read(), err.code
-    try:
-        return status, json.loads(raw) if raw else None
-    except ValueError:
-        return status, raw.decode("utf-8", "replace")
+    """The matrix names the identity before the body."""
+    return management_support.call(base, method, path, body, auth)
 
 
 @dataclass
@@ -75,10 +58,6 @@ class Case:
     @property
     def label(self) -> str:
         return f"{self.method} {self.path}"
-
-
-def q(s: str) -> str:
-    return urllib.request.quote(s, safe="")
 
 
 VQ = q(V)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import threading
 import urllib.error
 import urllib.parse
@@ -23,26 +22,9 @@ from broker.embedded import BrokerThread
 from broker.management import ManagementServer, start_management
 from tests import conftest
 from tests.conftest import rabbitmq_reachable
+from tests.management_support import GUEST, call
 
 RABBIT_API = conftest.RABBITMQ_API
-GUEST = "guest:guest"
-
-
-def call(base: str, method: str, path: str, auth: str = GUEST, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
-    req.add_header("authorization", "Basic " + base64.b64encode(auth.encode()).decode())
-    if data is not None:
-        req.add_header("content-type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=15) as resp:
-            raw, status = resp.read(), resp.status
-    except urllib.error.HTTPError as err:
-        raw, status = err.read(), err.code
-    try:
-        return status, json.loads(raw) if raw else None
-    except ValueError:
-        return status, raw
 
 
 @pytest.fixture
@@ -169,7 +151,7 @@ def _sequence(base: str, vhost: str, admin: str) -> list[tuple[str, int, Any]]:
     out: list[tuple[str, int, Any]] = []
 
     def step(label: str, method: str, path: str, auth: str, body: Any = None) -> None:
-        status, answer = call(base, method, path, auth, body)
+        status, answer = call(base, method, path, body, auth)
         out.append((label, status, answer))
 
     step("declare without permissions", "PUT", f"/api/queues/{v}/pq", admin, {"durable": True})

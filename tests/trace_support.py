@@ -7,13 +7,8 @@ observation: client libraries would turn them all into plain ints and strings.
 
 from __future__ import annotations
 
-import base64
-import json
 import re
 import struct
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from typing import Any
 
@@ -23,32 +18,13 @@ from pamqp import commands
 from amqpwire.fields import Field, FieldTable
 from broker.protocol import properties as P
 from tests.differential_support import RawAmqp
+from tests.management_support import call, q
 
-GUEST = "guest:guest"
 _FRAME = struct.Struct(">BHI")
 # "127.0.0.1:54321 -> 127.0.0.1:5672": RabbitMQ's connection name, compared by its shape
 _CONN_NAME = re.compile(r"^\d+\.\d+\.\d+\.\d+:\d+ -> \d+\.\d+\.\d+\.\d+:\d+$")
 # a direct reply-to address: opaque, each broker encodes its own channel identity
 _REPLY_TO = re.compile(r"amq\.rabbitmq\.reply-to\.\S+")
-
-
-def call(base: str, method: str, path: str, body: Any = None, auth: str = GUEST) -> tuple[int, Any]:
-    """One management API request; (status, decoded JSON body or None)."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
-    req.add_header("authorization", "Basic " + base64.b64encode(auth.encode()).decode())
-    if data is not None:
-        req.add_header("content-type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=15) as resp:
-            raw, status = resp.read(), resp.status
-    except urllib.error.HTTPError as err:
-        raw, status = err.read(), err.code
-    return status, json.loads(raw) if raw else None
-
-
-def q(s: str) -> str:
-    return urllib.parse.quote(s, safe="")
 
 
 def typed(value: Field) -> Any:

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,50 +25,17 @@ pyspark = pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
-def _wait_port(port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"nothing listens on port {port} after {timeout} s")
+sys.path.insert(0, str(ROOT))
+from bench.spark_cluster import build_wheel, spark_cluster  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def bridge_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """hashbroker built as a wheel (pure Python), as a .zip that --py-files accepts."""
-    out = tmp_path_factory.mktemp("wheel")
-    source = out / "src"  # a copy: building in place would leave build/ and *.egg-info behind
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache", ".venv"),
-    )
-    build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
-        env=dict(os.environ, HASHBROKER_PURE="1"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    wheels = list(out.glob("hashbroker-*.whl"))
-    if build.returncode != 0 or not wheels:
-        pytest.skip(f"cannot build the hashbroker wheel here: {build.stderr.strip()[-500:]}")
-    shipped = out / (wheels[0].name + ".zip")  # Spark puts only .zip/.egg/.jar py-files on the path
-    shutil.copyfile(wheels[0], shipped)
-    return shipped
+    try:
+        return build_wheel(tmp_path_factory.mktemp("wheel"))
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -102,64 +66,8 @@ def executor_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A standalone master and one worker (2 cores, 1 GiB) on 127.0.0.1."""
-    work = tmp_path_factory.mktemp("cluster")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "SPARK_HOME": str(SPARK_HOME),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_WORKER_DIR": str(work),
-        "SPARK_LOG_DIR": str(work),
-        "SPARK_MASTER_WEBUI_PORT": str(_free_port()),
-        "SPARK_WORKER_WEBUI_PORT": str(_free_port()),
-    }
-    if "JAVA_HOME" in os.environ:
-        env["JAVA_HOME"] = os.environ["JAVA_HOME"]
-    spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    port = _free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs = []
-    try:
-        master_log = open(work / "master.log", "w")  # noqa: SIM115 - closed in finally
-        procs.append(
-            subprocess.Popen(
-                [
-                    spark_class,
-                    "org.apache.spark.deploy.master.Master",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                ],
-                env=env,
-                stdout=master_log,
-                stderr=subprocess.STDOUT,
-            )
-        )
-        _wait_port(port, 120)
-        worker_args = ["--host", "127.0.0.1", "--cores", "2", "--memory", "1G", "--work-dir", str(work)]
-        worker_log = open(work / "worker.log", "w")  # noqa: SIM115 - closed in finally
-        procs.append(
-            subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", *worker_args, url],
-                env=env,
-                stdout=worker_log,
-                stderr=subprocess.STDOUT,
-            )
-        )
-        deadline = time.monotonic() + 120
-        while "Successfully registered with master" not in (work / "worker.log").read_text():
-            if time.monotonic() > deadline:
-                pytest.fail("the worker did not register:\n" + (work / "worker.log").read_text()[-3000:])
-            time.sleep(0.5)
+    with spark_cluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="1G") as url:
         yield url
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 DRIVER = textwrap.dedent(

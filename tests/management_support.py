@@ -1,0 +1,37 @@
+"""One management API request for the tests that drive hashbroker's and RabbitMQ's HTTP API alike."""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+GUEST = "guest:guest"
+
+
+def call(base: str, method: str, path: str, body: Any = None, auth: str | None = GUEST) -> tuple[int, Any]:
+    """(status, body): the body decoded from JSON, or as text when it is not JSON, or None when
+    empty. `auth` None sends no credentials."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method)
+    if auth is not None:
+        req.add_header("authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    if data is not None:
+        req.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=15) as resp:
+            raw, status = resp.read(), resp.status
+    except urllib.error.HTTPError as err:
+        raw, status = err.read(), err.code
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, raw.decode("utf-8", "replace")
+
+
+def q(s: str) -> str:
+    """A path segment: a name with every reserved character quoted (`/` too)."""
+    return urllib.parse.quote(s, safe="")
