@@ -8,7 +8,7 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,15 @@ def make_writer(conn: sqlite3.Connection, exits: list[int] | None = None) -> Gro
 
 def rows(conn: sqlite3.Connection) -> list[int]:
     return [r[0] for r in conn.execute("SELECT x FROM t ORDER BY rowid")]
+
+
+async def until(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
+    """Wait for `condition` while the writer's thread and timers run; its last value."""
+    for _ in range(int(seconds / 0.025)):
+        if condition():
+            return True
+        await asyncio.sleep(0.025)
+    return condition()
 
 
 async def test_everything_pending_commits_in_one_transaction(conn: sqlite3.Connection) -> None:
@@ -153,11 +162,7 @@ async def test_kept_statements_are_retried_without_new_traffic(
     with pytest.raises(StoreError):
         await asyncio.wait_for(probe, 10)
     disk.full = False
-    for _ in range(400):
-        if writer.fault is None:
-            break
-        await asyncio.sleep(0.025)
-    assert writer.fault is None
+    assert await until(lambda: writer.fault is None)
     assert rows(conn) == [7]
     await writer.close()
 
@@ -189,11 +194,7 @@ async def test_a_flapping_fault_is_reported_once_and_ends_when_commits_settle(
     fut = writer.new_future()
     writer.submit([(INSERT, (9,))], fut)
     await asyncio.wait_for(fut, 10)
-    for _ in range(400):  # the idle timer ends it, no further traffic needed
-        if writer.fault is None:
-            break
-        await asyncio.sleep(0.025)
-    assert writer.fault is None
+    assert await until(lambda: writer.fault is None)  # the idle timer ends it, no new traffic
     await asyncio.sleep(0)
     assert reports[1:] == [None]
     assert rows(conn) == [1, 3, 5, 9]
@@ -235,10 +236,7 @@ async def test_a_deleted_store_file_stops_the_writer_until_restart(
     await asyncio.wait_for(ok, 10)
     (tmp_path / "store.sqlite3-wal").unlink()
     # no traffic: the idle check notices, and reports it once
-    for _ in range(400):
-        if reports:
-            break
-        await asyncio.sleep(0.025)
+    await until(lambda: bool(reports))
     assert reports and reports[0] is not None and "-wal was deleted" in reports[0]
     dead = writer.new_future()
     assert dead.done() and dead.exception() is not None  # refused at once: restart to recover
