@@ -74,8 +74,8 @@ class ClassicQueue(Queue):
         self.selection = QueueConsumers(self.single_active)
         self.consumers = self.selection.members
         self.unacked = 0
-        # management message_stats, RabbitMQ's per-queue counters (`seq` is the publish count), bumped
-        # where messages leave; `stat_empty_get`: a basic.get found the queue empty (see `stats`)
+        # management message_stats, RabbitMQ's per-queue counters (`seq` + `stat_refused` is the
+        # publish count), bumped where messages leave; `stat_empty_get`: see `stats`
         self.stat_deliver = self.stat_deliver_no_ack = self.stat_get = self.stat_get_no_ack = 0
         self.stat_redeliver = self.stat_ack = 0
         self.stat_empty_get = False
@@ -362,8 +362,8 @@ class ClassicQueue(Queue):
         channel, never per queue.
         """
         out: dict[str, int] = {}
-        if self.seq:
-            out["publish"] = self.seq
+        if self.seq or self.stat_refused:
+            out["publish"] = self.seq + self.stat_refused
         delivered = self.stat_deliver + self.stat_deliver_no_ack + self.stat_get + self.stat_get_no_ack
         if delivered or self.stat_empty_get:
             out["ack"] = self.stat_ack

@@ -26,6 +26,8 @@ class Exchange:
         "name",
         "name_wire",
         "policy",
+        "publish_in",
+        "publish_out",
         "type_name",
     )
 
@@ -51,6 +53,9 @@ class Exchange:
         self.arguments = arguments
         self.binding_set: set[Binding] = set()
         self.policy: Policy | None = None  # the effective policy, set by BrokerPolicies
+        # message_stats (broker.entities.message_stats): publishes to it, queues they reached
+        self.publish_in = 0
+        self.publish_out = 0
         ae = arguments.get("alternate-exchange")
         self.alternate = (
             ae.value.decode("utf-8", errors="surrogateescape") if ae and ae.type == "longstr" else None

@@ -69,6 +69,7 @@ class Queue:
     dlx: str | None
     dlrk: str | None
     stat_ack: int
+    stat_refused: int = 0  # publishes its overflow refused: they count in message_stats `publish`
 
     def __new__(
         cls,

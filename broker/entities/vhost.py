@@ -15,6 +15,7 @@ from amqpwire.fields import FieldTable
 from broker.entities.clock import Clock, UnscheduledClock
 from broker.entities.dead_letter import is_cycle, make_dead_letter
 from broker.entities.exchange import Exchange
+from broker.entities.message_stats import VHostStats
 from broker.entities.queue import Queue
 from broker.message import RoutingView, StoredMessage
 from exchanges.base import Binding, Destination
@@ -71,6 +72,8 @@ class VHost:
         # single-active-consumer selection mode ("first" | "consistent-hash")
         self.hooks: Any = None
         self.active_consumer_selection = "first"
+        # message_stats above the queues (the overview sums the vhosts')
+        self.stats = VHostStats()
         # the firehose (rabbit_trace): publishes and deliveries are copied to amq.rabbitmq.trace
         self.tracing = False
         # hash exchanges the dashboard watches: exchange name -> broker.entities.hash_watch.HashWatch
@@ -232,6 +235,7 @@ class VHost:
             src = self.exchanges.get(source_name)
             if src is not None:
                 self._remove_binding_from(src, b)
+        self.stats.retire(q.stats)
         n = q.delete()
         for cb in list(self.on_queue_deleted):
             cb(q)

@@ -16,8 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from broker.entities.message_stats import exchange_stats
 from broker.management import sessions
-from broker.management.rates import DEPTHS, TOTALS, RateSamples
+from broker.management.rates import DEPTHS, TOTALS, RateSamples, SampleKey, exchange_key, vhost_key
 from broker.management.sessions import ChannelInfo, ConnectionInfo
 from broker.management.values import json_value, properties_key, table_to_json
 
@@ -45,6 +46,7 @@ class ExchangeInfo:
     arguments: dict[str, Any]
     declared_by: str
     policy: str | None  # the effective policy's name
+    stats: dict[str, int]  # message_stats counters (broker.entities.message_stats.exchange_stats)
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,13 @@ class BrokerState:
             # single-user broker: anything not predeclared was declared by that user
             declared_by="rmq-internal" if internal_origin else self.broker.settings.default_user,
             policy=x.policy.name if x.policy is not None else None,
+            stats=exchange_stats(x.publish_in, x.publish_out),
         )
+
+    def vhost_stats(self, vhost: str) -> dict[str, int] | None:
+        """The vhost's message_stats counters, None before any activity."""
+        vh = self.broker.vhosts[vhost]
+        return vh.stats.totals(q.stats for q in vh.queues.values())
 
     # -- queues ---------------------------------------------------------------------------------
 
@@ -255,7 +263,7 @@ class BrokerState:
 
     def sample(self, now: float | None = None) -> None:
         """Record every queue's counters and depths; rates are the change between two samples."""
-        values: dict[tuple[str, str], dict[str, int]] = {}
+        values: dict[SampleKey, dict[str, int]] = {}
         totals = dict.fromkeys(DEPTHS, 0)
         for vname, vh in self.broker.vhosts.items():
             for q in vh.queues.values():
@@ -267,6 +275,9 @@ class BrokerState:
                 values[(vname, q.name)] = {**q.stats, **depth}
                 for k, v in depth.items():
                     totals[k] += v
+            values[vhost_key(vname)] = self.vhost_stats(vname) or {}
+            for x in vh.exchanges.values():
+                values[exchange_key(vname, x.name)] = exchange_stats(x.publish_in, x.publish_out)
         values[TOTALS] = totals
         self.rates.take(time.monotonic() if now is None else now, values)
 
@@ -275,6 +286,12 @@ class BrokerState:
 
     def totals_rates(self) -> dict[str, float]:
         return self.rates.of(TOTALS)
+
+    def vhost_rates(self, vhost: str) -> dict[str, float]:
+        return self.rates.of(vhost_key(vhost))
+
+    def exchange_rates(self, vhost: str, name: str) -> dict[str, float]:
+        return self.rates.of(exchange_key(vhost, name))
 
     def _consumer_info(self, vhost: str, q: Queue, c: Consumer, active: Consumer | None) -> ConsumerInfo:
         ch = cast("Channel", c.channel)  # every consumer's channel is an AMQP channel

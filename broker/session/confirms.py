@@ -60,8 +60,9 @@ class ConfirmsMixin(DeliveryMixin):
         top = self._ack_upto if upto is None else min(upto, self._ack_upto)
         if top <= self._ack_sent:
             return
-        multiple = top - self._ack_sent > 1
-        self.reply(M.confirm_payload(True, top, multiple))
+        n = top - self._ack_sent
+        self.reply(M.confirm_payload(True, top, n > 1))
+        self.vhost.stats.confirm += n
         self._ack_sent = top
 
     def _committed(self, waiting: list[Any], fut: asyncio.Future[None]) -> None:

@@ -79,6 +79,7 @@ class DeliveryMixin(ChannelBase):
             store.mark_redelivered(self.vhost.name, queue.name, (entry.seq,))
 
     def _send_return(self, msg: StoredMessage) -> None:
+        self.vhost.stats.return_unroutable += 1
         out: list[bytes] = []
         payload = M.return_payload(312, "NO_ROUTE", M.shortstr(msg.exchange), M.shortstr(msg.routing_key))
         self._content_frames(payload, msg, out)

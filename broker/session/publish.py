@@ -101,8 +101,12 @@ class PublishMixin(ConfirmsMixin):
         self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int, routed: list[Queue] | None = None
     ) -> None:
         vhost = self.vhost
+        vhost.stats.publish += 1
+        x.publish_in += 1
         if routed is not None:
-            self._deliver_routed(msg, [q for q in routed if not q.deleted], mandatory, seq)
+            live = [q for q in routed if not q.deleted]
+            x.publish_out += len(live)
+            self._deliver_routed(msg, live, mandatory, seq)
             return
         if x.impl is None:  # the default exchange (type direct: never delayed)
             rk = msg.routing_key
@@ -116,6 +120,7 @@ class PublishMixin(ConfirmsMixin):
             if msg.extra_keys is None:  # one key: the queue of that name, if any
                 q = vhost.queues.get(rk)
                 if q is not None and q.store is None and q.overflow == "drop-head":
+                    x.publish_out += 1
                     q.enqueue(msg)
                     if seq:
                         self._confirm(seq, True)
@@ -129,7 +134,9 @@ class PublishMixin(ConfirmsMixin):
                 if seq:
                     self._confirm(seq, True)
                 return
-        self._deliver_routed(msg, vhost.route(x, msg), mandatory, seq)
+        queues = vhost.route(x, msg)
+        x.publish_out += len(queues)
+        self._deliver_routed(msg, queues, mandatory, seq)
 
     def _deliver_routed(self, msg: StoredMessage, queues: list[Queue], mandatory: bool, seq: int) -> None:
         vhost = self.vhost
@@ -151,6 +158,7 @@ class PublishMixin(ConfirmsMixin):
         for q in queues:
             if q.overflow != "drop-head" and q.would_overflow(size):
                 rejected = True
+                q.stat_refused += 1
                 if q.overflow == "reject-publish-dlx":
                     q.dead_letter([Entry(0, msg, 0.0)], "maxlen")
                 continue
@@ -167,6 +175,7 @@ class PublishMixin(ConfirmsMixin):
         for q in queues:
             if q.overflow != "drop-head" and q.would_overflow(size):
                 rejected = True
+                q.stat_refused += 1
                 if q.overflow == "reject-publish-dlx":
                     q.dead_letter([Entry(0, msg, 0.0)], "maxlen")
                 continue

@@ -17,6 +17,7 @@ from broker.management.render import (
     json_body,
     not_found,
     operation_failed,
+    with_rates,
 )
 from broker.management.state import ExchangeInfo
 from broker.management.writes import AmqpOpError, PropertyTypeError
@@ -37,6 +38,9 @@ def fmt_exchange(api: Api, e: ExchangeInfo, detail: bool = False) -> dict[str, A
         "user_who_performed_action": e.declared_by,
         "vhost": e.vhost,
     }
+    if e.stats:  # as RabbitMQ: only once the exchange took a publish
+        rates = api.state.exchange_rates(e.vhost, e.name)
+        d["message_stats"] = with_rates(dict(e.stats), *e.stats, rates=rates)
     if detail:
         d["incoming"] = []
         d["outgoing"] = []

@@ -29,7 +29,6 @@ def fmt_vhost(api: Api, name: str) -> dict[str, Any]:
         "cluster_state": {api.state.node_name: "running"},
         "default_queue_type": "undefined",
         "description": description,
-        "message_stats": {},
         "messages": ready + unacked,
         "messages_ready": ready,
         "messages_unacknowledged": unacked,
@@ -38,6 +37,9 @@ def fmt_vhost(api: Api, name: str) -> dict[str, Any]:
         "tags": [],
         "tracing": api.state.broker.vhosts[name].tracing,
     }
+    stats = api.state.vhost_stats(name)
+    if stats is not None:  # as RabbitMQ: none before any activity
+        d["message_stats"] = with_rates(dict(stats), *stats, rates=api.state.vhost_rates(name))
     return with_rates(d, "messages", "messages_ready", "messages_unacknowledged")
 
 

@@ -1,0 +1,76 @@
+"""RabbitMQ's message_stats above the queues: per vhost (the overview sums them) and per exchange.
+
+RabbitMQ counts these per channel and aggregates them by vhost and exchange in its management
+database; the aggregates outlive the channels, queues and exchanges they came from (observed on
+3.10.8: a deleted queue's deliveries stay in its vhost's totals). Here the publish side is counted
+where a publish is delivered (a transaction's at tx.commit, a rolled-back one never), confirms
+where acks are sent (3.10.8 does not count nacks), and the deliver side is the sum of the queues' own counters
+(`Queue.stats`) plus what deleted queues had counted.
+
+Observed on 3.10.8: a vhost shows no message_stats before any activity, then all twelve keys
+(zeros included). `drop_unroutable` stays 0 there even after unroutable publishes without
+`mandatory`, and `get_empty` too (it counts per channel only). An exchange shows `publish_in`
+(publishes to it) and `publish_out` (queues its publishes reached, through exchange-to-exchange
+bindings too, refused ones included) once each is above zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+#: The deliver-side counters a vhost sums from its queues.
+DELIVER_KEYS = (
+    "ack",
+    "deliver",
+    "deliver_get",
+    "deliver_no_ack",
+    "get",
+    "get_empty",
+    "get_no_ack",
+    "redeliver",
+)
+#: Every key of a vhost's (and the overview's) message_stats.
+VHOST_KEYS = (*DELIVER_KEYS, "confirm", "drop_unroutable", "publish", "return_unroutable")
+
+
+class VHostStats:
+    """The publish-side counters of one vhost and the deliver-side counts of its deleted queues."""
+
+    __slots__ = ("active", "confirm", "publish", "retired", "return_unroutable")
+
+    def __init__(self) -> None:
+        self.publish = 0
+        self.confirm = 0
+        self.return_unroutable = 0
+        self.retired = dict.fromkeys(DELIVER_KEYS, 0)
+        self.active = False  # a deleted queue had activity
+
+    def retire(self, queue_stats: Mapping[str, int]) -> None:
+        """Keep a deleted queue's deliver-side counts in the vhost's totals."""
+        for key in DELIVER_KEYS:
+            if key in queue_stats:
+                self.retired[key] += queue_stats[key]
+                self.active = True
+
+    def totals(self, queue_stats: Iterable[Mapping[str, int]]) -> dict[str, int] | None:
+        """All VHOST_KEYS, or None before any activity (RabbitMQ shows no message_stats then)."""
+        out = {**self.retired, "confirm": self.confirm, "drop_unroutable": 0}
+        out["publish"] = self.publish
+        out["return_unroutable"] = self.return_unroutable
+        active = self.active or bool(self.publish or self.confirm or self.return_unroutable)
+        for stats in queue_stats:
+            for key in DELIVER_KEYS:
+                if key in stats:
+                    out[key] += stats[key]
+                    active = True
+        return out if active else None
+
+
+def exchange_stats(publish_in: int, publish_out: int) -> dict[str, int]:
+    """An exchange's message_stats: each key once it is above zero."""
+    out = {}
+    if publish_in:
+        out["publish_in"] = publish_in
+    if publish_out:
+        out["publish_out"] = publish_out
+    return out
