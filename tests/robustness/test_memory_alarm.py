@@ -65,6 +65,23 @@ def status_kb(pid: int, key: str) -> int:
     raise AssertionError(f"no {key} in /proc/{pid}/status")
 
 
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def idle_rss(tmp_path: Path) -> int:
+    """The resident size (bytes) of a broker that has just started serving."""
+    probe, _port, _log = start_serve(tmp_path)
+    try:
+        return status_kb(probe.pid, "VmRSS")
+    finally:
+        stop(probe)
+
+
 @dataclass
 class Flood:
     """A pika SelectConnection publishing 1 KB messages with confirms, WINDOW in flight."""
@@ -172,12 +189,7 @@ def flood_until_blocked(port: int, queue: str, timeout: float = 240.0) -> tuple[
 def run_flood(tmp_path: Path, watermark: int | None = None) -> dict[str, Any]:
     """Start a broker with `watermark` (bytes; default: HEADROOM above its idle size), flood it,
     drain it; returns the figures the test and the README quote."""
-    probe, _port, _log = start_serve(tmp_path / "probe")
-    try:
-        idle = status_kb(probe.pid, "VmRSS")
-    finally:
-        probe.terminate()
-        probe.wait(10)
+    idle = idle_rss(tmp_path / "probe")
     limit = watermark if watermark is not None else idle + HEADROOM
     proc, port, log_path = start_serve(tmp_path / "broker", "--memory-high-watermark", str(limit))
     try:
@@ -203,11 +215,7 @@ def run_flood(tmp_path: Path, watermark: int | None = None) -> dict[str, Any]:
             "log": log_path.read_text(),
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 def test_flood_is_blocked_bounded_and_fully_delivered(tmp_path: Path) -> None:
@@ -225,12 +233,7 @@ def test_flood_is_blocked_bounded_and_fully_delivered(tmp_path: Path) -> None:
 def test_consumer_keeps_receiving_while_publisher_is_blocked(tmp_path: Path) -> None:
     """A connection that never published is not blocked: it consumes, declares and gets on while
     the flood's connection is held (rabbit_reader blocks publishers only)."""
-    probe, _port, _log = start_serve(tmp_path / "probe")
-    try:
-        idle = status_kb(probe.pid, "VmRSS")
-    finally:
-        probe.terminate()
-        probe.wait(10)
+    idle = idle_rss(tmp_path / "probe")
     proc, port, _log = start_serve(tmp_path / "broker", "--memory-high-watermark", str(idle + HEADROOM // 2))
     try:
         flood, thread = flood_until_blocked(port, "alarms-flood2")
@@ -247,11 +250,7 @@ def test_consumer_keeps_receiving_while_publisher_is_blocked(tmp_path: Path) -> 
         assert flood.unblocked.wait(60)
         flood.close(thread)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 def _observe_blocking(host_port: int, trigger: Any, release: Any, queue: str) -> dict[str, Any]:
