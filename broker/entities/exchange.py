@@ -21,13 +21,13 @@ class Exchange:
         "auto_delete",
         "binding_set",
         "durable",
+        "fanout_extra",
         "impl",
         "internal",
         "name",
         "name_wire",
         "policy",
         "publish_in",
-        "publish_out",
         "type_name",
     )
 
@@ -53,13 +53,20 @@ class Exchange:
         self.arguments = arguments
         self.binding_set: set[Binding] = set()
         self.policy: Policy | None = None  # the effective policy, set by BrokerPolicies
-        # message_stats (broker.entities.message_stats): publishes to it, queues they reached
+        # message_stats (broker.entities.message_stats): publishes to it, and the queues they
+        # reached beyond one each (publish_out = publish_in + fanout_extra: a publish that reaches
+        # exactly one queue, the common case, costs one count)
         self.publish_in = 0
-        self.publish_out = 0
+        self.fanout_extra = 0
         ae = arguments.get("alternate-exchange")
         self.alternate = (
             ae.value.decode("utf-8", errors="surrogateescape") if ae and ae.type == "longstr" else None
         )
+
+    @property
+    def publish_out(self) -> int:
+        """How many queues its publishes reached (RabbitMQ's `publish_out`)."""
+        return self.publish_in + self.fanout_extra
 
     @property
     def policy_name(self) -> str | None:

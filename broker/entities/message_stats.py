@@ -34,12 +34,13 @@ VHOST_KEYS = (*DELIVER_KEYS, "confirm", "drop_unroutable", "publish", "return_un
 
 
 class VHostStats:
-    """The publish-side counters of one vhost and the deliver-side counts of its deleted queues."""
+    """The publish-side counters of one vhost and what its deleted queues and exchanges counted
+    (`publish` is the sum of its exchanges' `publish_in`, so a publish counts once)."""
 
     __slots__ = ("active", "confirm", "publish", "retired", "return_unroutable")
 
     def __init__(self) -> None:
-        self.publish = 0
+        self.publish = 0  # publishes to exchanges since deleted
         self.confirm = 0
         self.return_unroutable = 0
         self.retired = dict.fromkeys(DELIVER_KEYS, 0)
@@ -52,12 +53,13 @@ class VHostStats:
                 self.retired[key] += queue_stats[key]
                 self.active = True
 
-    def totals(self, queue_stats: Iterable[Mapping[str, int]]) -> dict[str, int] | None:
-        """All VHOST_KEYS, or None before any activity (RabbitMQ shows no message_stats then)."""
+    def totals(self, queue_stats: Iterable[Mapping[str, int]], publishes: int) -> dict[str, int] | None:
+        """All VHOST_KEYS, or None before any activity (RabbitMQ shows no message_stats then);
+        `publishes`: the sum of the live exchanges' `publish_in`."""
         out = {**self.retired, "confirm": self.confirm, "drop_unroutable": 0}
-        out["publish"] = self.publish
+        out["publish"] = self.publish + publishes
         out["return_unroutable"] = self.return_unroutable
-        active = self.active or bool(self.publish or self.confirm or self.return_unroutable)
+        active = self.active or bool(out["publish"] or self.confirm or self.return_unroutable)
         for stats in queue_stats:
             for key in DELIVER_KEYS:
                 if key in stats:

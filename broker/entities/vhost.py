@@ -159,6 +159,7 @@ class VHost:
         if self.persistence is not None and x.durable:  # also drops its bindings
             self.persistence.exchange_deleted(self, x)
         self.exchanges.pop(x.name, None)
+        self.stats.publish += x.publish_in  # the vhost's message_stats keep its publishes
         if self.hooks is not None:
             self.hooks.exchange_deleted(self, x)
         # bindings where x is the source

@@ -200,7 +200,8 @@ class BrokerState:
     def vhost_stats(self, vhost: str) -> dict[str, int] | None:
         """The vhost's message_stats counters, None before any activity."""
         vh = self.broker.vhosts[vhost]
-        return vh.stats.totals(q.stats for q in vh.queues.values())
+        publishes = sum(x.publish_in for x in vh.exchanges.values())
+        return vh.stats.totals((q.stats for q in vh.queues.values()), publishes)
 
     # -- queues ---------------------------------------------------------------------------------
 

@@ -101,16 +101,17 @@ class PublishMixin(ConfirmsMixin):
         self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int, routed: list[Queue] | None = None
     ) -> None:
         vhost = self.vhost
-        vhost.stats.publish += 1
-        x.publish_in += 1
+        x.publish_in += 1  # message_stats: one count when the publish reaches exactly one queue
         if routed is not None:
             live = [q for q in routed if not q.deleted]
-            x.publish_out += len(live)
+            if len(live) != 1:
+                x.fanout_extra += len(live) - 1
             self._deliver_routed(msg, live, mandatory, seq)
             return
         if x.impl is None:  # the default exchange (type direct: never delayed)
             rk = msg.routing_key
-            if rk.startswith(REPLY_TO_PREFIX):
+            if rk.startswith(REPLY_TO_PREFIX):  # to a consumer, through no queue
+                x.fanout_extra -= 1
                 delivered = self.conn.broker.deliver_reply(msg)
                 if not delivered and mandatory:
                     self._send_return(msg)
@@ -120,7 +121,6 @@ class PublishMixin(ConfirmsMixin):
             if msg.extra_keys is None:  # one key: the queue of that name, if any
                 q = vhost.queues.get(rk)
                 if q is not None and q.store is None and q.overflow == "drop-head":
-                    x.publish_out += 1
                     q.enqueue(msg)
                     if seq:
                         self._confirm(seq, True)
@@ -129,13 +129,15 @@ class PublishMixin(ConfirmsMixin):
             hooks = vhost.hooks
             if hooks is not None and hooks.hold_delayed(vhost, x, msg):
                 # held for x-delay ms; the plugin routes to nothing now, so mandatory returns
+                x.fanout_extra -= 1
                 if mandatory:
                     self._send_return(msg)
                 if seq:
                     self._confirm(seq, True)
                 return
         queues = vhost.route(x, msg)
-        x.publish_out += len(queues)
+        if len(queues) != 1:
+            x.fanout_extra += len(queues) - 1
         self._deliver_routed(msg, queues, mandatory, seq)
 
     def _deliver_routed(self, msg: StoredMessage, queues: list[Queue], mandatory: bool, seq: int) -> None:
