@@ -104,7 +104,7 @@ class StorePersistence:
         self.store.remove_messages(q.vhost.name, q.name, stored_seqs(entries))
 
     def queue_purged(self, q: Queue, ready: Sequence[Entry], paged: Sequence[int] = ()) -> None:
-        if q.unacked:  # the unacked messages stay stored
+        if q.purge_keeps_stored():  # e.g. the unacked messages stay stored
             self.store.remove_messages(q.vhost.name, q.name, [*stored_seqs(ready), *paged])
         else:
             self.store.purge_queue(q.vhost.name, q.name)
@@ -125,6 +125,9 @@ class StorePersistence:
 
     def delivery_state(self, q: Queue, states: Iterable[tuple[int, bool, int, int]]) -> None:
         self.store.set_delivery_state(q.vhost.name, q.name, states)
+
+    def dead_letters_held(self, q: Queue, held: Iterable[tuple[int, str, int]]) -> None:
+        self.store.set_dead_letters(q.vhost.name, q.name, held)
 
     def stream_timestamps(self, q: Queue, stamps: Iterable[tuple[int, int]]) -> None:
         self.store.set_timestamps(q.vhost.name, q.name, stamps)
@@ -237,6 +240,7 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
         if q is None:
             continue
         q.restore_state(snap.queue_state.get((vname, qname), {}))
+        q.restore_dead_letters(snap.dead_letters.get((vname, qname), {}))
         for m in recs:
             msg = StoredMessage(m.exchange, m.routing_key, m.properties, m.body)
             if msg.flags:

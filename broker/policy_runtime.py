@@ -63,6 +63,7 @@ class BrokerPolicies:
     def attach(self, vhost: VHost) -> None:
         vhost.hooks = self
         vhost.active_consumer_selection = self.broker.settings.active_consumer_selection
+        vhost.dead_letter_retry_seconds = self.broker.settings.dead_letter_worker_publisher_confirm_timeout
         self.reapply(vhost)
 
     def _vhosts(self) -> list[VHost]:

@@ -69,12 +69,19 @@ class Persistence(Protocol):
     # -- quorum queues and streams: everything kept, state per position ------------------------
 
     def positions_removed(self, q: Queue, seqs: Iterable[int]) -> None:
-        """Positions of a kept queue left it for good (a stream's retention)."""
+        """Positions of a kept queue left it for good (a stream's retention, a held dead letter
+        forwarded)."""
         ...
 
     def delivery_state(self, q: Queue, states: Iterable[tuple[int, bool, int, int]]) -> None:
         """(seq, checked_out, delivery_count, return_order) of quorum messages: a restart returns
         the checked-out ones, counting the return; the others keep their count and place."""
+        ...
+
+    def dead_letters_held(self, q: Queue, held: Iterable[tuple[int, str, int]]) -> None:
+        """(seq, reason, order) of quorum messages that left the queue for its dead-letter store
+        (at-least-once, no queue took them): their positions stay, a restart holds them again.
+        Once forwarded, `positions_removed` forgets them."""
         ...
 
     def stream_timestamps(self, q: Queue, stamps: Iterable[tuple[int, int]]) -> None:

@@ -181,6 +181,15 @@ class Queue:
         """Before `restore`: seq -> (delivery_count, return_order, timestamp ms) the store kept
         beside the messages (quorum queues, streams); other types keep none."""
 
+    def restore_dead_letters(self, held: Mapping[int, tuple[str, int]]) -> None:
+        """Before `restore`: seq -> (reason, order) of the messages the store kept as held in the
+        queue's dead-letter store (quorum queues' at-least-once dead-lettering); other types hold none."""
+
+    def purge_keeps_stored(self) -> bool:
+        """Whether stored positions besides the ready messages stay through a purge (unacked
+        messages; a quorum queue's held dead letters): then the purged ones are forgotten by name."""
+        return self.unacked > 0
+
     # -- messages out -------------------------------------------------------------------------
 
     def try_deliver(self) -> None:
