@@ -54,7 +54,10 @@ def exchange_record(vhost: VHost, x: Exchange) -> ExchangeRecord:
 
 
 def queue_record(vhost: VHost, q: Queue) -> QueueRecord:
-    return QueueRecord(vhost.name, q.name, True, False, q.auto_delete, q.arguments)
+    """The queue's stored record, with a replicated queue's placement once it has one."""
+    return QueueRecord(
+        vhost.name, q.name, True, False, q.auto_delete, q.arguments, tuple(q.members), q.leader or ""
+    )
 
 
 def binding_record(vhost: VHost, source: str, b: Binding) -> BindingRecord:
@@ -96,6 +99,9 @@ class StorePersistence:
         if q.durable and q.exclusive_owner is None:
             q.store = self.store
             self.store.put_queue(queue_record(vhost, q))
+
+    def queue_placed(self, vhost: VHost, q: Queue) -> None:
+        self.store.put_queue(queue_record(vhost, q))
 
     def queue_deleted(self, vhost: VHost, q: Queue) -> None:
         self.store.delete_queue(vhost.name, q.name)
@@ -197,16 +203,16 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
         qv = vhosts.get(qrec.vhost)
         if qv is None or qrec.name in qv.queues:
             continue
-        qv.add_queue(
-            Queue(
-                qv,
-                qrec.name,
-                durable=True,
-                exclusive_owner=None,
-                auto_delete=qrec.auto_delete,
-                arguments=qrec.arguments,
-            )
+        queue = Queue(
+            qv,
+            qrec.name,
+            durable=True,
+            exclusive_owner=None,
+            auto_delete=qrec.auto_delete,
+            arguments=qrec.arguments,
         )
+        queue.restore_placement(qrec.members, qrec.leader)
+        qv.add_queue(queue)
     restored = skipped = 0
     replay: list[tuple[VHost, Exchange, Binding]] = []
     rings: list[tuple[VHost, Exchange, Binding]] = []

@@ -39,6 +39,11 @@ class Persistence(Protocol):
         that its messages are written)."""
         ...
 
+    def queue_placed(self, vhost: VHost, q: Queue) -> None:
+        """A kept replicated queue's members and leader were chosen: they are kept with its record,
+        so a restart shows the same ones."""
+        ...
+
     def queue_deleted(self, vhost: VHost, q: Queue) -> None:
         """A kept queue is gone, with its messages and bindings."""
         ...

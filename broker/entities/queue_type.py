@@ -137,6 +137,10 @@ class Queue:
     ) -> None:
         """Choose the nodes a replicated queue lives on; a non-replicated one is the declarer's."""
 
+    def restore_placement(self, members: Sequence[str], leader: str) -> None:
+        """At boot, before the queue is added: the members and leader its stored record kept (none
+        for a non-replicated type, or a record stored before placements were kept)."""
+
     def is_policy_applicable(self, policy: Policy) -> bool:
         """Whether a matching policy may apply at all (a type may refuse a policy as a whole)."""
         return True

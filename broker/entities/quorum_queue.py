@@ -19,7 +19,7 @@ consumer selection, dead-lettering):
   with its delivery count; the store marks which were checked out (delivered, unacked), and a
   restart returns those as rabbit_fifo does when the leader learns the consumers are gone
   (`return_all`: each return counts, over the limit is dead-lettered, the rest wait in `returns`);
-  the dead-letter store's messages are held again.
+  the dead-letter store's messages are held again; members and leader are those of its record.
 Raft's timing (leader election, replication) is not emulated.
 """
 
@@ -457,19 +457,31 @@ class QuorumQueue(ClassicQueue):
     def place(
         self, nodes: Sequence[str], declaring: str, replicas: Mapping[str, int], leaders: Mapping[str, int]
     ) -> None:
-        """Choose members and leader once, at declaration (broker.entities.quorum_membership)."""
+        """Choose members and leader once, at declaration (broker.entities.quorum_membership), and
+        keep them with the queue's record, as RabbitMQ keeps the node list in its queue record."""
         self.members, self.leader = place(
             nodes, declaring, self.initial_group_size, self.leader_locator, replicas, leaders
         )
+        persistence = self.vhost.persistence
+        if self.store is not None and persistence is not None:
+            persistence.queue_placed(self.vhost, self)
+
+    def restore_placement(self, members: Sequence[str], leader: str) -> None:
+        """The members and leader of the stored record, kept as they are whatever nodes run now:
+        RabbitMQ keeps a queue's node list across a restart, and `online` (the management view)
+        leaves out the members whose node is not running. Raft is not emulated, so no election
+        moves the leadership off a node that is not running."""
+        if members:
+            self.members = list(members)
+            self.leader = leader or self.members[0]
 
     def details(self) -> dict[str, object]:
         """What management and ctl show beyond the classic fields: membership (leader None and no
-        members until `place` ran; every member is online, nodes never go down here) and the
+        members until `place` ran; which members are online is the cluster's to say) and the
         dead-letter store of at-least-once dead-lettering."""
         return {
             "leader": self.leader,
             "members": list(self.members),
-            "online": list(self.members),
             "messages_dlx": self._held(),
             "message_bytes_dlx": self._held_bytes(),
             "initial_group_size": self.initial_group_size,
