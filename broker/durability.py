@@ -54,7 +54,10 @@ def exchange_record(vhost: VHost, x: Exchange) -> ExchangeRecord:
 
 
 def queue_record(vhost: VHost, q: Queue) -> QueueRecord:
-    return QueueRecord(vhost.name, q.name, True, False, q.auto_delete, q.arguments)
+    """The queue's stored record, with a replicated queue's placement once it has one."""
+    return QueueRecord(
+        vhost.name, q.name, True, False, q.auto_delete, q.arguments, tuple(q.members), q.leader or ""
+    )
 
 
 def binding_record(vhost: VHost, source: str, b: Binding) -> BindingRecord:
@@ -97,6 +100,9 @@ class StorePersistence:
             q.store = self.store
             self.store.put_queue(queue_record(vhost, q))
 
+    def queue_placed(self, vhost: VHost, q: Queue) -> None:
+        self.store.put_queue(queue_record(vhost, q))
+
     def queue_deleted(self, vhost: VHost, q: Queue) -> None:
         self.store.delete_queue(vhost.name, q.name)
 
@@ -104,7 +110,7 @@ class StorePersistence:
         self.store.remove_messages(q.vhost.name, q.name, stored_seqs(entries))
 
     def queue_purged(self, q: Queue, ready: Sequence[Entry], paged: Sequence[int] = ()) -> None:
-        if q.unacked:  # the unacked messages stay stored
+        if q.purge_keeps_stored():  # e.g. the unacked messages stay stored
             self.store.remove_messages(q.vhost.name, q.name, [*stored_seqs(ready), *paged])
         else:
             self.store.purge_queue(q.vhost.name, q.name)
@@ -125,6 +131,9 @@ class StorePersistence:
 
     def delivery_state(self, q: Queue, states: Iterable[tuple[int, bool, int, int]]) -> None:
         self.store.set_delivery_state(q.vhost.name, q.name, states)
+
+    def dead_letters_held(self, q: Queue, held: Iterable[tuple[int, str, int]]) -> None:
+        self.store.set_dead_letters(q.vhost.name, q.name, held)
 
     def stream_timestamps(self, q: Queue, stamps: Iterable[tuple[int, int]]) -> None:
         self.store.set_timestamps(q.vhost.name, q.name, stamps)
@@ -194,16 +203,16 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
         qv = vhosts.get(qrec.vhost)
         if qv is None or qrec.name in qv.queues:
             continue
-        qv.add_queue(
-            Queue(
-                qv,
-                qrec.name,
-                durable=True,
-                exclusive_owner=None,
-                auto_delete=qrec.auto_delete,
-                arguments=qrec.arguments,
-            )
+        queue = Queue(
+            qv,
+            qrec.name,
+            durable=True,
+            exclusive_owner=None,
+            auto_delete=qrec.auto_delete,
+            arguments=qrec.arguments,
         )
+        queue.restore_placement(qrec.members, qrec.leader)
+        qv.add_queue(queue)
     restored = skipped = 0
     replay: list[tuple[VHost, Exchange, Binding]] = []
     rings: list[tuple[VHost, Exchange, Binding]] = []
@@ -237,6 +246,7 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
         if q is None:
             continue
         q.restore_state(snap.queue_state.get((vname, qname), {}))
+        q.restore_dead_letters(snap.dead_letters.get((vname, qname), {}))
         for m in recs:
             msg = StoredMessage(m.exchange, m.routing_key, m.properties, m.body)
             if msg.flags:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError
@@ -63,6 +64,8 @@ class BrokerPolicies:
     def attach(self, vhost: VHost) -> None:
         vhost.hooks = self
         vhost.active_consumer_selection = self.broker.settings.active_consumer_selection
+        vhost.dead_letter_retry_seconds = self.broker.settings.dead_letter_worker_publisher_confirm_timeout
+        self._place(vhost.queues.values())
         self.reapply(vhost)
 
     def _vhosts(self) -> list[VHost]:
@@ -185,25 +188,33 @@ class BrokerPolicies:
             runner.exchange_deleted(x)
 
     def queue_added(self, vhost: VHost, q: Queue) -> None:
-        if q.replicated:
-            self._place(q)
+        self._place([q])
         if len(self.store.policies(vhost.name)):
             self._apply_queue(vhost, q)
 
-    def _place(self, q: Queue) -> None:
-        """Membership of a replicated queue on the emulated cluster, decided once when it is added
-        (declared, or read back at boot) from how many replicas and leaders each node holds."""
+    def _place(self, queues: Iterable[Queue]) -> None:
+        """Membership of the replicated queues among `queues` that have none yet (declared now,
+        or read back from a store that did not keep it), from how many replicas and leaders each
+        node holds. A queue that has members keeps them: placement is decided once and kept in
+        the queue's record (broker.durability), as RabbitMQ keeps the node list it stored."""
+        todo = [q for q in queues if q.replicated and not q.members]
+        if not todo:
+            return
         replicas: dict[str, int] = {}
         leaders: dict[str, int] = {}
+
+        def count(q: Queue) -> None:
+            for node in q.members:
+                replicas[node] = replicas.get(node, 0) + 1
+            if q.leader is not None:
+                leaders[q.leader] = leaders.get(q.leader, 0) + 1
+
         for vhost in self._vhosts():
             for other in vhost.queues.values():
-                if other is q:
-                    continue
-                for node in other.members:
-                    replicas[node] = replicas.get(node, 0) + 1
-                if other.leader is not None:
-                    leaders[other.leader] = leaders.get(other.leader, 0) + 1
-        q.place(self.cluster.nodes, self.cluster.local, replicas, leaders)
+                count(other)
+        for q in todo:
+            q.place(self.cluster.nodes, self.cluster.local, replicas, leaders)
+            count(q)
 
     # -- cluster --------------------------------------------------------------------------------------
 

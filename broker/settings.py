@@ -59,6 +59,9 @@ class Settings(BaseModel):
     nodes: list[str] = Field(default_factory=lambda: ["rabbit@localhost"])
     """HASHBROKER_NODES: "rabbit@a,rabbit@b" (as `--nodes`) or a JSON list."""
     active_consumer_selection: Literal["first", "consistent-hash"] = "first"
+    dead_letter_worker_publisher_confirm_timeout: float = Field(default=180.0, gt=0)
+    """Seconds a quorum queue's at-least-once dead-letter worker waits before forwarding again the
+    dead letters no queue took (RabbitMQ's setting of that name, 180000 ms by default)."""
     memory_high_watermark: float | str = 0.4
     """RabbitMQ's vm_memory_high_watermark: a fraction of RAM (0.4) or an absolute size ("200MB",
     "512MiB", bytes); above it the memory alarm blocks publishers."""

@@ -39,6 +39,11 @@ class Persistence(Protocol):
         that its messages are written)."""
         ...
 
+    def queue_placed(self, vhost: VHost, q: Queue) -> None:
+        """A kept replicated queue's members and leader were chosen: they are kept with its record,
+        so a restart shows the same ones."""
+        ...
+
     def queue_deleted(self, vhost: VHost, q: Queue) -> None:
         """A kept queue is gone, with its messages and bindings."""
         ...
@@ -69,12 +74,19 @@ class Persistence(Protocol):
     # -- quorum queues and streams: everything kept, state per position ------------------------
 
     def positions_removed(self, q: Queue, seqs: Iterable[int]) -> None:
-        """Positions of a kept queue left it for good (a stream's retention)."""
+        """Positions of a kept queue left it for good (a stream's retention, a held dead letter
+        forwarded)."""
         ...
 
     def delivery_state(self, q: Queue, states: Iterable[tuple[int, bool, int, int]]) -> None:
         """(seq, checked_out, delivery_count, return_order) of quorum messages: a restart returns
         the checked-out ones, counting the return; the others keep their count and place."""
+        ...
+
+    def dead_letters_held(self, q: Queue, held: Iterable[tuple[int, str, int]]) -> None:
+        """(seq, reason, order) of quorum messages that left the queue for its dead-letter store
+        (at-least-once, no queue took them): their positions stay, a restart holds them again.
+        Once forwarded, `positions_removed` forgets them."""
         ...
 
     def stream_timestamps(self, q: Queue, stamps: Iterable[tuple[int, int]]) -> None:

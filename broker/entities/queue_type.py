@@ -137,6 +137,10 @@ class Queue:
     ) -> None:
         """Choose the nodes a replicated queue lives on; a non-replicated one is the declarer's."""
 
+    def restore_placement(self, members: Sequence[str], leader: str) -> None:
+        """At boot, before the queue is added: the members and leader its stored record kept (none
+        for a non-replicated type, or a record stored before placements were kept)."""
+
     def is_policy_applicable(self, policy: Policy) -> bool:
         """Whether a matching policy may apply at all (a type may refuse a policy as a whole)."""
         return True
@@ -180,6 +184,15 @@ class Queue:
     def restore_state(self, state: dict[int, tuple[int, int, int]]) -> None:
         """Before `restore`: seq -> (delivery_count, return_order, timestamp ms) the store kept
         beside the messages (quorum queues, streams); other types keep none."""
+
+    def restore_dead_letters(self, held: Mapping[int, tuple[str, int]]) -> None:
+        """Before `restore`: seq -> (reason, order) of the messages the store kept as held in the
+        queue's dead-letter store (quorum queues' at-least-once dead-lettering); other types hold none."""
+
+    def purge_keeps_stored(self) -> bool:
+        """Whether stored positions besides the ready messages stay through a purge (unacked
+        messages; a quorum queue's held dead letters): then the purged ones are forgotten by name."""
+        return self.unacked > 0
 
     # -- messages out -------------------------------------------------------------------------
 

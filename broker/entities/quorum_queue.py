@@ -13,11 +13,13 @@ consumer selection, dead-lettering):
 * `x-overflow: reject-publish` lets one message over the limit in, then refuses publishes until the
   ready (+ dead-letter held) messages are at or below 80% of it; `reject-publish-dlx` is drop-head;
 * `x-dead-letter-strategy: at-least-once` (with reject-publish) keeps a dead letter that no queue
-  took in the queue's dead-letter store and retries it on a timer, as rabbit_fifo_dlx does;
+  took in the queue's dead-letter store and retries it on a timer, as rabbit_fifo_dlx does
+  (broker.entities.quorum_dlx);
 * across a restart the queue keeps what its Raft log keeps: every message, transient ones too,
   with its delivery count; the store marks which were checked out (delivered, unacked), and a
   restart returns those as rabbit_fifo does when the leader learns the consumers are gone
-  (`return_all`: each return counts, over the limit is dead-lettered, the rest wait in `returns`).
+  (`return_all`: each return counts, over the limit is dead-lettered, the rest wait in `returns`);
+  the dead-letter store's messages are held again; members and leader are those of its record.
 Raft's timing (leader election, replication) is not emulated.
 """
 
@@ -32,15 +34,14 @@ from amqpwire.fields import Field, FieldTable
 from broker.entities import arguments as A
 from broker.entities import quorum_arguments as QA
 from broker.entities.classic_queue import ClassicQueue
-from broker.entities.dead_letter import is_cycle, make_dead_letter
 from broker.entities.queue_type import Entry, register
+from broker.entities.quorum_dlx import DeadLetterStore
 from broker.entities.quorum_membership import place
 from broker.entities.quorum_restart import BootRestore, back_order
 from broker.message import EXPIRATION_FLAG, StoredMessage
 from broker.protocol import properties as P
 
 if TYPE_CHECKING:
-    from broker.entities.clock import Timer
     from broker.entities.consumers import Consumer
     from broker.entities.vhost import VHost
     from broker.policy import Policy
@@ -48,9 +49,6 @@ if TYPE_CHECKING:
 DELIVERY_COUNT = "x-delivery-count"
 #: rabbit_fifo unblocks a reject-publish queue at or below this share of its limits.
 SOFT_LIMIT = 0.8
-#: rabbit_fifo_dlx_worker retries the dead letters no queue accepted after its
-#: dead_letter_worker_publisher_confirm_timeout (180 s on the reference 3.10.8).
-DLX_RETRY_SECONDS = 180.0
 
 
 class QuorumEntry(Entry):
@@ -113,8 +111,7 @@ class QuorumQueue(ClassicQueue):
         self.members: list[str] = []  # set by `place` (the emulated cluster's placement)
         self.leader: str | None = None
         self.blocked = False  # reject-publish: over the limit, refusing until below the soft limit
-        self.dlx_held: list[tuple[StoredMessage, str]] = []
-        self._dlx_timer: Timer | None = None
+        self.dlx_store = DeadLetterStore(self, self._update_blocked)
         self._rank = 0  # return order of the latest return (broker.entities.quorum_restart)
         self._boot: BootRestore | None = None
         self._normalise_overflow()
@@ -178,10 +175,10 @@ class QuorumQueue(ClassicQueue):
     # -- limits --------------------------------------------------------------------------------
 
     def _held(self) -> int:
-        return len(self.dlx_held)
+        return len(self.dlx_store)
 
     def _held_bytes(self) -> int:
-        return sum(len(m.body) for m, _r in self.dlx_held)
+        return self.dlx_store.bytes
 
     def _over(self) -> bool:
         n, b = self.count + self._held(), self.bytes + self._held_bytes()
@@ -251,6 +248,11 @@ class QuorumQueue(ClassicQueue):
     def restore_state(self, state: dict[int, tuple[int, int, int]]) -> None:
         self._boot = BootRestore(state)
 
+    def restore_dead_letters(self, held: Mapping[int, tuple[str, int]]) -> None:
+        if self._boot is None:
+            self._boot = BootRestore({})
+        self._boot.held = held
+
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
         """A message read back at boot with its delivery count and place. `redelivered` is the
         store's checked-out mark: the restart returns that message, one more delivery
@@ -261,13 +263,17 @@ class QuorumQueue(ClassicQueue):
         if not boot.scheduled:
             boot.scheduled = True
             self.clock.call_later(0.0, self._after_boot)
+        if seq > self.seq:
+            self.seq = seq
+        held = boot.held.get(seq)
+        if held is not None:  # in the dead-letter store, not in the queue
+            self.dlx_store.restore(seq, msg, *held)
+            return
         expires = 0.0
         if self.uses_ttl or msg.flags & EXPIRATION_FLAG:
             expires = self._expiry_for(msg, self.clock.now())
         count, order = boot.counts(seq)
         self._rank = boot.rank
-        if seq > self.seq:
-            self.seq = seq
         entry = QuorumEntry(seq, msg, expires, count + 1 if redelivered else count)
         boot.place(entry, order, redelivered, self.returns, self.messages)  # type: ignore[arg-type]
         self.count += 1
@@ -276,12 +282,20 @@ class QuorumQueue(ClassicQueue):
             self._arm_ttl()
 
     def _after_boot(self) -> None:
-        """Once the store is attached and policies apply: dead-letter the restart's returns that
-        went over the delivery limit (rabbit_fifo's return_one), and write the others' counts and
-        places (a second restart must not count them again)."""
+        """Once the store is attached and policies apply: the dead-letter worker starts (it
+        forwards what the store holds), and the restart's returns are settled."""
         boot, self._boot = self._boot, None
-        if boot is None or self.deleted or not boot.returned:
+        if boot is None or self.deleted:
             return
+        if len(self.dlx_store):
+            self.dlx_store.start()
+        if boot.returned:
+            self._settle_returned(boot)
+
+    def _settle_returned(self, boot: BootRestore) -> None:
+        """Dead-letter the restart's returns that went over the delivery limit (rabbit_fifo's
+        return_one), and write the others' counts and places (a second restart must not count
+        them again)."""
         limit = self.delivery_limit
         over = [e for e in boot.returned if limit is not None and e.count > limit]
         for e in over:
@@ -412,11 +426,11 @@ class QuorumQueue(ClassicQueue):
         self._update_blocked()
         return n
 
+    def purge_keeps_stored(self) -> bool:
+        return self.unacked > 0 or len(self.dlx_store) > 0
+
     def delete(self) -> int:
-        if self._dlx_timer is not None:
-            self._dlx_timer.cancel()
-            self._dlx_timer = None
-        self.dlx_held.clear()
+        self.dlx_store.clear()
         return super().delete()
 
     # -- dead lettering ------------------------------------------------------------------------
@@ -427,47 +441,15 @@ class QuorumQueue(ClassicQueue):
         return strategy and self.overflow == "reject-publish" and self.dlx is not None
 
     def dead_letter(self, entries: list[Entry], reason: str) -> None:
-        originals = [e.orig if isinstance(e, QuorumEntry) else e.msg for e in entries]
-        for e, orig in zip(entries, originals, strict=True):
-            e.msg = orig
+        """Dead letters are the messages as published (no x-delivery-count); at-least-once hands
+        them to the queue's dead-letter store, which holds those no queue takes."""
+        for e in entries:
+            if isinstance(e, QuorumEntry):
+                e.msg = e.orig
         if not self._at_least_once() or not entries:
             super().dead_letter(entries, reason)
             return
-        persistence = self.vhost.persistence
-        if self.store is not None and persistence is not None:
-            persistence.messages_removed(self, entries)
-        for msg in originals:
-            if not self._routable(msg, reason):
-                self.dlx_held.append((msg, reason))
-                continue
-            self.vhost.dead_letter(self, [msg], reason)
-        if self.dlx_held and self._dlx_timer is None:
-            self._dlx_timer = self.clock.call_later(DLX_RETRY_SECONDS, self._retry_held)
-        self._update_blocked()
-
-    def _routable(self, msg: StoredMessage, reason: str) -> bool:
-        assert self.dlx is not None
-        x = self.vhost.exchanges.get(self.dlx)
-        if x is None:
-            return False
-        dl = make_dead_letter(msg, reason, self.dlx, self.dlrk, self.name, self.vhost.clock.wall())
-        targets = self.vhost.route(x, dl)
-        if reason != "rejected":
-            targets = [t for t in targets if not is_cycle(t.name, dl)]
-        return bool(targets)
-
-    def _retry_held(self) -> None:
-        self._dlx_timer = None
-        if self.deleted:
-            return
-        held, self.dlx_held = self.dlx_held, []
-        for msg, reason in held:
-            if self.dlx is not None and self._routable(msg, reason):
-                self.vhost.dead_letter(self, [msg], reason)
-            else:
-                self.dlx_held.append((msg, reason))
-        if self.dlx_held:
-            self._dlx_timer = self.clock.call_later(DLX_RETRY_SECONDS, self._retry_held)
+        self.dlx_store.dead_letter(entries, reason)
         self._update_blocked()
 
     # -- reading -------------------------------------------------------------------------------
@@ -475,19 +457,31 @@ class QuorumQueue(ClassicQueue):
     def place(
         self, nodes: Sequence[str], declaring: str, replicas: Mapping[str, int], leaders: Mapping[str, int]
     ) -> None:
-        """Choose members and leader once, at declaration (broker.entities.quorum_membership)."""
+        """Choose members and leader once, at declaration (broker.entities.quorum_membership), and
+        keep them with the queue's record, as RabbitMQ keeps the node list in its queue record."""
         self.members, self.leader = place(
             nodes, declaring, self.initial_group_size, self.leader_locator, replicas, leaders
         )
+        persistence = self.vhost.persistence
+        if self.store is not None and persistence is not None:
+            persistence.queue_placed(self.vhost, self)
+
+    def restore_placement(self, members: Sequence[str], leader: str) -> None:
+        """The members and leader of the stored record, kept as they are whatever nodes run now:
+        RabbitMQ keeps a queue's node list across a restart, and `online` (the management view)
+        leaves out the members whose node is not running. Raft is not emulated, so no election
+        moves the leadership off a node that is not running."""
+        if members:
+            self.members = list(members)
+            self.leader = leader or self.members[0]
 
     def details(self) -> dict[str, object]:
         """What management and ctl show beyond the classic fields: membership (leader None and no
-        members until `place` ran; every member is online, nodes never go down here) and the
+        members until `place` ran; which members are online is the cluster's to say) and the
         dead-letter store of at-least-once dead-lettering."""
         return {
             "leader": self.leader,
             "members": list(self.members),
-            "online": list(self.members),
             "messages_dlx": self._held(),
             "message_bytes_dlx": self._held_bytes(),
             "initial_group_size": self.initial_group_size,

@@ -9,12 +9,15 @@ is dead-lettered; the rest go to the back of `returns`).
 The store keeps, per message, whether it was checked out, its delivery count and a return order
 (`QuorumQueue` writes them): < 0 for a message waiting in `returns` (-rank, ranks grow with each
 return), > 0 for one re-enqueued at the back (`back_order`), 0 for a message in publish order.
+A message held in the queue's dead-letter store is marked with its reason instead and goes back
+there, not into the queue.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -44,6 +47,8 @@ class BootRestore:
         self.returned: list[QuorumEntry] = []  # returned by the restart, in their `returns` order
         self.rank = 0  # the highest return rank stored
         self.scheduled = False  # the queue's after-boot step is due
+        #: seq -> (reason, order) of the messages held in the dead-letter store (broker.entities.quorum_dlx)
+        self.held: Mapping[int, tuple[str, int]] = {}
 
     def counts(self, seq: int) -> tuple[int, int]:
         """(delivery_count, return_order) stored for `seq`."""

@@ -74,6 +74,9 @@ class VHost:
         self.active_consumer_selection = "first"
         # message_stats above the queues (the overview sums the vhosts')
         self.stats = VHostStats()
+        # how long a quorum queue's dead-letter worker waits before forwarding again what no queue
+        # took (broker.entities.quorum_dlx; Settings.dead_letter_worker_publisher_confirm_timeout)
+        self.dead_letter_retry_seconds = 180.0
         # the firehose (rabbit_trace): publishes and deliveries are copied to amq.rabbitmq.trace
         self.tracing = False
         # hash exchanges the dashboard watches: exchange name -> broker.entities.hash_watch.HashWatch

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -129,6 +130,13 @@ class BrokerState:
     def queue_node(self, name: str) -> str:
         """A queue's node: a shard queue's node from its name, else this node."""
         return self.broker.policies.queue_node(name)
+
+    def online(self, nodes: Iterable[str]) -> list[str]:
+        """The nodes among `nodes` that run in the emulated cluster: a replicated queue's members
+        on a node that is not running (a stored placement after a restart with other `--nodes`,
+        or `ctl remove_node`) are not online."""
+        cluster = self.broker.cluster
+        return [n for n in nodes if n in cluster]
 
     # -- identity & auth ------------------------------------------------------------------------
 

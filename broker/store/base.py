@@ -182,6 +182,11 @@ class Store(ABC):
         """(seq, ms) of stream messages: the chunk time `x-stream-offset` timestamps resolve against."""
         return None
 
+    def set_dead_letters(self, vhost: str, queue: str, held: Iterable[tuple[int, str, int]]) -> None:
+        """(seq, reason, order) of quorum messages now held in their queue's dead-letter store: a
+        restart holds them again, in that order, instead of putting them back in the queue."""
+        return None
+
 
 class NullStore(Store):
     """`--data-dir :memory:`: keeps nothing, so a restart starts empty, as the broker did before.

@@ -66,12 +66,18 @@ class ExchangeRecord:
 
 @dataclass(frozen=True, slots=True)
 class QueueRecord:
+    """A durable queue. `members` and `leader`: where a replicated (quorum) queue was placed on the
+    emulated cluster, kept as RabbitMQ keeps the node list in its queue record; empty when the
+    queue is not replicated or was stored before placements were kept."""
+
     vhost: str
     name: str
     durable: bool = True
     exclusive: bool = False
     auto_delete: bool = False
     arguments: FieldTable = field(default_factory=FieldTable)
+    members: tuple[str, ...] = ()
+    leader: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,9 @@ class Snapshot:
     #: (vhost, queue) -> seq -> (delivery_count, return_order, timestamp ms) where any is set: the
     #: state quorum queues and streams keep per position beside `messages`.
     queue_state: dict[tuple[str, str], dict[int, tuple[int, int, int]]] = field(default_factory=dict)
+    #: (vhost, queue) -> seq -> (dead-letter reason, place in the store) of the quorum messages held
+    #: in their queue's dead-letter store (at-least-once: no queue took them yet).
+    dead_letters: dict[tuple[str, str], dict[int, tuple[str, int]]] = field(default_factory=dict)
     #: with `load(messages=False)`: (vhost, queue) -> (message count, body bytes, last seq) instead
     depths: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
 

@@ -131,7 +131,7 @@ class SqliteStore(Store):
                 except sqlite3.Error as exc:
                     conn.close()
                     raise StoreError(f"{path}: cannot add the permissions table ({exc})") from None
-            S.add_queue_message_columns(conn, path)
+            S.add_later_columns(conn, path)
             S.add_position_sizes(conn, path)
             return cls(directory, conn, lock_file)
         except BaseException:
@@ -294,6 +294,8 @@ class SqliteStore(Store):
                         int(q.exclusive),
                         int(q.auto_delete),
                         q.arguments.encode(),
+                        json.dumps(list(q.members)) if q.members else "",
+                        q.leader,
                     ),
                 )
             ]
@@ -412,5 +414,13 @@ class SqliteStore(Store):
         """(seq, ms) of stream messages: the chunk time `x-stream-offset` timestamps resolve against."""
         v, q = to_blob(vhost), to_blob(queue)
         ops: list[Op] = [(S.SET_TIMESTAMP, (ts, v, q, seq)) for seq, ts in stamps]
+        if ops:
+            self._writer.submit(ops)
+
+    def set_dead_letters(self, vhost: str, queue: str, held: Iterable[tuple[int, str, int]]) -> None:
+        """(seq, reason, order) of quorum messages now held in their queue's dead-letter store: a
+        restart holds them again, in that order, instead of putting them back in the queue."""
+        v, q = to_blob(vhost), to_blob(queue)
+        ops: list[Op] = [(S.SET_DEAD_LETTER, (reason, order, v, q, seq)) for seq, reason, order in held]
         if ops:
             self._writer.submit(ops)

@@ -75,8 +75,9 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
                     _table(args, where),
                 )
             )
-        for vhost, name, durable, exclusive, auto_delete, args in c.execute(
-            "SELECT vhost, name, durable, exclusive, auto_delete, arguments FROM queues ORDER BY id"
+        for vhost, name, durable, exclusive, auto_delete, args, members, leader in c.execute(
+            "SELECT vhost, name, durable, exclusive, auto_delete, arguments, members, leader "
+            "FROM queues ORDER BY id"
         ):
             snap.queues.append(
                 QueueRecord(
@@ -86,6 +87,8 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
                     bool(exclusive),
                     bool(auto_delete),
                     _table(args, where),
+                    _members(members, where),
+                    leader,
                 )
             )
         for vhost, source, kind, dest, key, args in c.execute(
@@ -131,7 +134,7 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
             )
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: cannot read the store ({exc})") from None
-    snap.queue_state = load_queue_state(c, path)
+    snap.queue_state, snap.dead_letters = load_queue_state(c, path)
     return snap
 
 
@@ -153,6 +156,19 @@ def _queue_ids(c: sqlite3.Connection, where: str) -> tuple[set[tuple[str, str]],
     return lazy, others
 
 
+def _members(raw: str, where: str) -> tuple[str, ...]:
+    """A queue's stored member nodes ('' when none were stored)."""
+    if not raw:
+        return ()
+    try:
+        nodes = json.loads(raw)
+    except ValueError:
+        nodes = None
+    if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+        raise StoreError(f"{where}: stored queue members cannot be decoded ({raw[:60]!r})")
+    return tuple(nodes)
+
+
 def _table(raw: bytes, where: str) -> FieldTable:
     """Stored arguments; a NaN/Inf a store written before such values were refused stays loadable,
     because refusing to start over a value the broker once accepted would strand the whole store."""
@@ -162,22 +178,32 @@ def _table(raw: bytes, where: str) -> FieldTable:
         raise StoreError(f"{where}: stored arguments cannot be decoded ({exc})") from None
 
 
-def load_queue_state(
-    c: sqlite3.Connection, path: Path
-) -> dict[tuple[str, str], dict[int, tuple[int, int, int]]]:
-    """The positions with a delivery count, a return order or a timestamp (quorum queues,
-    streams), by queue."""
-    out: dict[tuple[str, str], dict[int, tuple[int, int, int]]] = {}
+QueueState = dict[tuple[str, str], dict[int, tuple[int, int, int]]]
+"""(vhost, queue) -> seq -> (delivery_count, return_order, timestamp ms), as `Snapshot.queue_state`."""
+DeadLetters = dict[tuple[str, str], dict[int, tuple[str, int]]]
+"""(vhost, queue) -> seq -> (reason, order), as `Snapshot.dead_letters`."""
+
+
+def load_queue_state(c: sqlite3.Connection, path: Path) -> tuple[QueueState, DeadLetters]:
+    """In one pass over the positions, by queue: those with a delivery count, a return order or a
+    timestamp (quorum queues, streams), and those held in their quorum queue's dead-letter store
+    (reason, order)."""
+    state: QueueState = {}
+    held: DeadLetters = {}
     try:
-        for vhost, queue, seq, count, order, ts in c.execute(
-            "SELECT vhost, queue, seq, delivery_count, return_order, timestamp FROM queue_messages "
-            "WHERE delivery_count != 0 OR return_order != 0 OR timestamp != 0"
+        for vhost, queue, seq, count, order, ts, reason, dl_order in c.execute(
+            "SELECT vhost, queue, seq, delivery_count, return_order, timestamp, dead_letter, "
+            "dead_letter_order FROM queue_messages "
+            "WHERE delivery_count != 0 OR return_order != 0 OR timestamp != 0 OR dead_letter != ''"
         ):
             key = (from_blob(vhost), from_blob(queue))
-            out.setdefault(key, {})[int(seq)] = (int(count), int(order), int(ts))
+            if reason:
+                held.setdefault(key, {})[int(seq)] = (str(reason), int(dl_order))
+            if count or order or ts:
+                state.setdefault(key, {})[int(seq)] = (int(count), int(order), int(ts))
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: cannot read the store ({exc})") from None
-    return out
+    return state, held
 
 
 class QueueReader:

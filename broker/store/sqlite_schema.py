@@ -86,9 +86,11 @@ PUT_EXCHANGE = (
     "arguments = excluded.arguments"
 )
 PUT_QUEUE = (
-    "INSERT INTO queues (vhost, name, durable, exclusive, auto_delete, arguments) VALUES (?, ?, ?, ?, ?, ?) "
+    "INSERT INTO queues (vhost, name, durable, exclusive, auto_delete, arguments, members, leader) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (vhost, name) DO UPDATE SET durable = excluded.durable, exclusive = excluded.exclusive, "
-    "auto_delete = excluded.auto_delete, arguments = excluded.arguments"
+    "auto_delete = excluded.auto_delete, arguments = excluded.arguments, members = excluded.members, "
+    "leader = excluded.leader"
 )
 ADD_BINDING = (
     "INSERT OR IGNORE INTO bindings (vhost, source, dest_kind, destination, key, arguments) "
@@ -163,24 +165,42 @@ QUEUE_MESSAGE_COLUMNS = (
     ("delivery_count", "INTEGER NOT NULL DEFAULT 0"),
     ("return_order", "INTEGER NOT NULL DEFAULT 0"),
     ("timestamp", "INTEGER NOT NULL DEFAULT 0"),
+    ("dead_letter", "TEXT NOT NULL DEFAULT ''"),
+    ("dead_letter_order", "INTEGER NOT NULL DEFAULT 0"),
 )
 """Added to `queue_messages` after schema version 1 shipped (every store gets them on open): a
-quorum message's returns so far and its place among returned messages, and a stream chunk's time
-(ms, on the chunk's first message). Additive, so an older hashbroker still reads the store."""
+quorum message's returns so far and its place among returned messages, a stream chunk's time (ms,
+on the chunk's first message), and for a quorum message held in its queue's dead-letter store
+(at-least-once, no queue took it yet) the dead-letter reason ('' for any other message) and its
+place in that store. Additive, so an older hashbroker still reads the store."""
+QUEUE_COLUMNS = (
+    ("members", "TEXT NOT NULL DEFAULT ''"),
+    ("leader", "TEXT NOT NULL DEFAULT ''"),
+)
+"""Added to `queues` after schema version 1 shipped: a replicated queue's member nodes (a JSON
+list) and leader as placed at declaration, '' when not placed (classic queues, or a store written
+before they were kept: such a queue is placed again at boot, then written)."""
+LATER_COLUMNS = (("queue_messages", QUEUE_MESSAGE_COLUMNS), ("queues", QUEUE_COLUMNS))
 SET_DELIVERY_STATE = (
     "UPDATE queue_messages SET redelivered = ?, delivery_count = ?, return_order = ? "
     "WHERE vhost = ? AND queue = ? AND seq = ?"
 )
 SET_TIMESTAMP = "UPDATE queue_messages SET timestamp = ? WHERE vhost = ? AND queue = ? AND seq = ?"
+SET_DEAD_LETTER = (
+    "UPDATE queue_messages SET dead_letter = ?, dead_letter_order = ? "
+    "WHERE vhost = ? AND queue = ? AND seq = ?"
+)
 
 
-def add_queue_message_columns(conn: sqlite3.Connection, path: Path) -> None:
-    """Add the `QUEUE_MESSAGE_COLUMNS` a store lacks (created before they existed)."""
+def add_later_columns(conn: sqlite3.Connection, path: Path) -> None:
+    """Add the `LATER_COLUMNS` a store lacks (created before they existed)."""
+    name = ""
     try:
-        have = {row[1] for row in conn.execute("PRAGMA table_info(queue_messages)")}
-        for name, decl in QUEUE_MESSAGE_COLUMNS:
-            if name not in have:
-                conn.execute(f"ALTER TABLE queue_messages ADD COLUMN {name} {decl}")
+        for table, columns in LATER_COLUMNS:
+            have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            for name, decl in columns:
+                if name not in have:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
     except sqlite3.Error as exc:
         conn.close()
         raise StoreError(f"{path}: cannot add the {name} column ({exc})") from None

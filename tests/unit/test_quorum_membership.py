@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from broker.entities.queue import Queue
 from broker.entities.quorum_membership import place
 from broker.entities.quorum_queue import QuorumQueue
-from tests.unit.entities_support import args, vhost
+from broker.entities.vhost import VHost
+from tests.unit.entities_support import args, declare, vhost
 
 NODES = ["rabbit@a", "rabbit@b", "rabbit@c", "rabbit@d", "rabbit@e"]
 
@@ -31,8 +35,6 @@ def test_balanced_leader_is_the_member_leading_fewest_queues() -> None:
 
 
 def test_queue_reports_its_placement_in_the_read_model() -> None:
-    from broker.entities.queue import Queue
-
     v = vhost()
     q = Queue(
         v,
@@ -47,5 +49,41 @@ def test_queue_reports_its_placement_in_the_read_model() -> None:
     q.place(NODES[:3], "rabbit@c", {"rabbit@a": 1}, {})
     details = q.info().details
     assert details["leader"] == "rabbit@c"
-    assert details["members"] == ["rabbit@c", "rabbit@b"] == details["online"]
+    assert details["members"] == ["rabbit@c", "rabbit@b"]
+    assert "online" not in details  # the cluster's to say (management: members on running nodes)
     assert q.info().type == "quorum"
+
+
+class Placements:
+    """A persistence that keeps every queue and records the placements written with its record."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[Any, ...]] = []
+
+    def queue_added(self, vhost: VHost, q: Queue) -> None:
+        q.store = self  # type: ignore[assignment]
+
+    def queue_placed(self, vhost: VHost, q: Queue) -> None:
+        self.written.append((q.name, list(q.members), q.leader))
+
+
+def test_a_placement_is_written_with_the_record_and_a_stored_one_is_kept() -> None:
+    """`place` writes the members and leader it chose; at boot `restore_placement` gives a quorum
+    queue its stored ones as they are (any nodes), and leaves a classic queue without any."""
+    kept = Placements()
+    v = vhost()
+    v.persistence = kept  # type: ignore[assignment]
+    q = Queue(
+        v, "q", durable=True, exclusive_owner=None, auto_delete=False, arguments=args(x_queue_type="quorum")
+    )
+    v.add_queue(q)
+    q.place(NODES[:3], "rabbit@b", {}, {})
+    assert kept.written == [("q", NODES[:3], "rabbit@b")]
+    again = Queue(
+        v, "r", durable=True, exclusive_owner=None, auto_delete=False, arguments=args(x_queue_type="quorum")
+    )
+    again.restore_placement(["rabbit@x", "rabbit@y"], "rabbit@y")
+    assert (again.members, again.leader) == (["rabbit@x", "rabbit@y"], "rabbit@y")
+    classic = declare(v, "classic")
+    classic.restore_placement((), "")
+    assert (classic.members, classic.leader) == ((), None)

@@ -107,7 +107,7 @@ def _fmt_quorum(api: Api, q: QueueInfo) -> dict[str, Any]:
     det = q.details
     leader = det.get("leader") or api.state.queue_node(q.name)
     members = list(det.get("members") or [leader])
-    online = list(det.get("online") or members)
+    online = api.state.online(members)
     dlx, dlx_bytes = int(det.get("messages_dlx") or 0), int(det.get("message_bytes_dlx") or 0)
     messages = q.messages_ready + q.messages_unacknowledged + dlx
     nbytes = q.message_bytes_ready + q.message_bytes_unacknowledged + dlx_bytes
