@@ -29,8 +29,6 @@ DELIVER_KEYS = (
     "get_no_ack",
     "redeliver",
 )
-#: Every key of a vhost's (and the overview's) message_stats.
-VHOST_KEYS = (*DELIVER_KEYS, "confirm", "drop_unroutable", "publish", "return_unroutable")
 
 
 class VHostStats:
@@ -54,7 +52,8 @@ class VHostStats:
                 self.active = True
 
     def totals(self, queue_stats: Iterable[Mapping[str, int]], publishes: int) -> dict[str, int] | None:
-        """All VHOST_KEYS, or None before any activity (RabbitMQ shows no message_stats then);
+        """The deliver-side keys, confirm, drop_unroutable, publish and return_unroutable, or None
+        before any activity (RabbitMQ shows no message_stats then);
         `publishes`: the sum of the live exchanges' `publish_in`."""
         out = {**self.retired, "confirm": self.confirm, "drop_unroutable": 0}
         out["publish"] = self.publish + publishes

@@ -287,8 +287,7 @@ class QuorumQueue(ClassicQueue):
         boot, self._boot = self._boot, None
         if boot is None or self.deleted:
             return
-        if len(self.dlx_store):
-            self.dlx_store.start()
+        self.dlx_store.start()
         if boot.returned:
             self._settle_returned(boot)
 
