@@ -7,7 +7,10 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker.embedded import BrokerThread
 
 GUEST = "guest:guest"
 
@@ -35,3 +38,9 @@ def call(base: str, method: str, path: str, body: Any = None, auth: str | None =
 def q(s: str) -> str:
     """A path segment: a name with every reserved character quoted (`/` too)."""
     return urllib.parse.quote(s, safe="")
+
+
+def mgmt_base(b: BrokerThread) -> str:
+    """The management API's base URL of an embedded broker started with `management_port=0`."""
+    assert b.broker.management is not None
+    return f"http://127.0.0.1:{b.broker.management.port}"

@@ -19,7 +19,7 @@ import pytest
 from broker.embedded import BrokerThread
 from tests import conftest
 from tests.differential_support import optional_rabbitmq_url
-from tests.management_support import call, q
+from tests.management_support import call, mgmt_base, q
 
 EVERYTHING = {"configure": ".*", "write": ".*", "read": ".*"}
 
@@ -28,11 +28,6 @@ EVERYTHING = {"configure": ".*", "write": ".*", "read": ".*"}
 def hb() -> Iterator[BrokerThread]:
     with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
         yield b
-
-
-def api(b: BrokerThread) -> str:
-    assert b.broker.management is not None
-    return f"http://127.0.0.1:{b.broker.management.port}"
 
 
 def scenario(url: str, vhost: str) -> None:
@@ -124,7 +119,7 @@ def run(base: str, url: str, expect: dict[str, Any] | None = None) -> dict[str, 
 
 
 def test_vhost_and_exchange_counters_on_hashbroker(hb: BrokerThread) -> None:
-    got = run(api(hb), hb.url)
+    got = run(mgmt_base(hb), hb.url)
     assert got["fresh"] is False  # no message_stats before any activity
     assert got["vhost"] == {
         "publish": 11,  # 3 fx + 3 dx + 2 lim + 2 plain + 1 committed (not the rolled-back one)
@@ -148,7 +143,7 @@ def test_vhost_and_exchange_counters_on_hashbroker(hb: BrokerThread) -> None:
 
 
 def test_overview_sums_the_vhosts_and_rates_follow_samples(hb: BrokerThread) -> None:
-    base = api(hb)
+    base = mgmt_base(hb)
     state = hb.broker.management.state  # type: ignore[union-attr]
     vhost = f"hb-rates-{uuid.uuid4().hex[:8]}"
     assert call(base, "PUT", f"/api/vhosts/{q(vhost)}")[0] == 201
@@ -186,6 +181,6 @@ def test_counters_equal_rabbitmq(hb: BrokerThread, request: pytest.FixtureReques
     rabbit = optional_rabbitmq_url(request)
     if rabbit is None:
         pytest.skip("no RabbitMQ reachable on 127.0.0.1:5672")
-    ours = run(api(hb), hb.url)
+    ours = run(mgmt_base(hb), hb.url)
     theirs = run(conftest.RABBITMQ_API, rabbit, expect=ours)
     assert ours == theirs

@@ -18,6 +18,7 @@ import pytest
 from broker.embedded import BrokerThread
 from tests import conftest
 from tests.differential_support import optional_rabbitmq_url
+from tests.management_support import mgmt_base
 from tests.test_management_api import http
 
 STATS_KEYS = (
@@ -37,11 +38,6 @@ STATS_KEYS = (
 def hb() -> Iterator[BrokerThread]:
     with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
         yield b
-
-
-def mgmt_base(b: BrokerThread) -> str:
-    assert b.broker.management is not None
-    return f"http://127.0.0.1:{b.broker.management.port}"
 
 
 def scenario(url: str, queue: str) -> None:

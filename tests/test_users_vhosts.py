@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import shutil
 import subprocess
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,19 +15,11 @@ from broker import ctl
 from broker.embedded import BrokerThread
 from tests import conftest
 from tests.conftest import rabbitmq_reachable
+from tests.management_support import call
 
 
 def api(base: str, method: str, path: str, body: Any = None, auth: str = "guest:guest") -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + "/api" + path, data=data, method=method)
-    req.add_header("authorization", "Basic " + base64.b64encode(auth.encode()).decode())
-    req.add_header("content-type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            raw, status = resp.read(), resp.status
-    except urllib.error.HTTPError as err:
-        raw, status = err.read(), err.code
-    return status, json.loads(raw) if raw else None
+    return call(base + "/api", method, path, body, auth)
 
 
 def outcomes(port: int, vhost: str, user: str, password: str) -> list[str]:
