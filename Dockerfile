@@ -1,6 +1,6 @@
 # hashbroker: a pure-Python AMQP 0-9-1 broker answering as RabbitMQ 3.10.8 does.
 #
-# Build stage: the full python image has a C compiler, so setup.py compiles exchanges/hashcore.py
+# Build stage: the full python image has a C compiler, so setup.py compiles exchanges/hashing/hashcore.py
 # with mypyc (the hash exchanges then route a key in ~1 µs instead of 3-12 µs interpreted).
 FROM python:3.11 AS build
 WORKDIR /src

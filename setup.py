@@ -1,8 +1,8 @@
-"""Build hook: compile exchanges/hashcore.py with mypyc when possible; metadata is in pyproject.toml.
+"""Build hook: compile exchanges/hashing/hashcore.py with mypyc when possible; metadata is in pyproject.toml.
 
-`build_ext` writes a copy of hashcore.py as exchanges/_hashcore_native.py with
+`build_ext` writes a copy of hashcore.py as exchanges/hashing/_hashcore_native.py with
 `SOURCE_DIGEST = "<sha256 of hashcore.py>"` appended, has mypyc turn it into C, removes the copy
-and compiles the extension. `exchanges.hashing` imports the result only while hashcore.py still
+and compiles the extension. `exchanges.hashing.native` imports the result only while hashcore.py still
 has that digest. Without mypy/mypyc or a C compiler, with HASHBROKER_PURE set, or when anything in
 that fails, the install goes on and hashcore.py runs interpreted (same answers, slower).
 """
@@ -19,9 +19,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-SOURCE = Path("exchanges") / "hashcore.py"
-GENERATED = Path("exchanges") / "_hashcore_native.py"
-NATIVE_NAME = "exchanges._hashcore_native"
+SOURCE = Path("exchanges") / "hashing" / "hashcore.py"
+GENERATED = Path("exchanges") / "hashing" / "_hashcore_native.py"
+NATIVE_NAME = "exchanges.hashing._hashcore_native"
 PLACEHOLDER = Extension(NATIVE_NAME, sources=[])
 """Makes setuptools plan a build_ext (and a platform wheel); replaced by mypyc's real extension."""
 

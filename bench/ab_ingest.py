@@ -4,7 +4,7 @@
         [--starts 0]
 
 A refactor of the broker's core states its effect on the ingest hot path with this: each tree gets
-its own `hashbroker serve` (`python -m broker.cli serve` with PYTHONPATH set to that tree, each with
+its own `hashbroker serve` (`python -m broker.cli.main serve` with PYTHONPATH set to that tree, each with
 its own data dir so the SQLite store is on, as with the default data dir), and the rounds alternate
 between them so that the VM's drifting speed hits both alike. Prints each round and the medians;
 asserts nothing. Make the old tree with `git worktree add /tmp/old <commit>`.
@@ -35,7 +35,7 @@ from throughput import bench_raw_pipelined, free_port, hashbroker_cmd, rss_mib
 def start(tree: Path, port: int, data_dir: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "serve", "--port", str(port), "--data-dir", data_dir],
+        [sys.executable, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", data_dir],
         cwd=tree,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -20,8 +20,8 @@ from typing import Any
 
 import pika
 
-from broker.entities.consumer_ring import Mode
-from broker.entities.consumers import ActiveConsumerSelector
+from broker.entities.queues.consumer_ring import Mode
+from broker.entities.queues.consumers import ActiveConsumerSelector
 
 
 def measure(queues: int = 100, consumers: int = 10) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--live", action="store_true", help="measure on a live hashbroker, not the model")
     args = parser.parse_args()
     result = (measure_live if args.live else measure)(args.queues, args.consumers)
-    print(f"{'live hashbroker (BrokerThread)' if args.live else 'model (broker.entities.consumers)'}:")
+    print(f"{'live hashbroker (BrokerThread)' if args.live else 'model (broker.entities.queues.consumers)'}:")
     header = f"{'mode':<16}{'active':>8}{'max':>6}{'min':>6}{'mean':>7}{'max/mean':>10}{'moved on join':>15}"
     print(header)
     print("-" * len(header))

@@ -84,7 +84,7 @@ def run(tree: Path, n: int, out: Path) -> int:
                 f"--callgrind-out-file={out}",
                 sys.executable,
                 "-m",
-                "broker.cli",
+                "broker.cli.main",
                 "serve",
                 "--port",
                 str(port),

@@ -211,7 +211,16 @@ def main() -> int:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
         env = {**os.environ, "HASHBROKER_LOG_LEVEL": "DEBUG"}
-        cmd = [sys.executable, "-m", "broker.cli", "serve", "--port", str(port), "--data-dir", ":memory:"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "broker.cli.main",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            ":memory:",
+        ]
         proc = subprocess.Popen(cmd, env=env, stderr=log_path.open("wb"))
         for _ in range(300):
             try:

@@ -84,7 +84,16 @@ class Hashbroker:
 
     def start(self, timeout: float = 600) -> tuple[float, float]:
         """Start; seconds until the port accepted and until connection.start answered the header."""
-        cmd = [sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "broker.cli.main",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         t0 = time.perf_counter()
         with self.log.open("ab") as log:  # a file, not a pipe: 5,000 closes' log lines never block it
             self.proc = subprocess.Popen(

@@ -40,7 +40,7 @@ def rss(pid: int) -> int:
 
 def serve(tree: str, data: str, port: int) -> tuple[subprocess.Popen[bytes], float]:
     env = {**os.environ, "PYTHONPATH": tree, "HASHBROKER_LOG_LEVEL": "WARNING"}
-    cmd = [sys.executable, "-m", "broker.cli", "serve", "--port", str(port), "--data-dir", data]
+    cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", data]
     proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL)
     t0 = time.monotonic()
     while True:

@@ -91,7 +91,7 @@ def bench_store(n: int, window: int, body: bytes, sync: str) -> StoreResult:
 
 def broker_has_data_dir() -> bool:
     """True once the broker's settings know `data_dir` (the durable store is present)."""
-    from broker.settings import Settings
+    from broker.runtime.settings import Settings
 
     return "data_dir" in Settings.model_fields
 
@@ -143,7 +143,16 @@ def bench_hashbroker_end_to_end(n: int, window: int, body: bytes, sync: str = "n
         port = _free_port()
         proc = subprocess.Popen(
             [
-                *(sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
+                *(
+                    sys.executable,
+                    "-m",
+                    "broker.cli.main",
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ),
                 *("--data-dir", tmp, "--store-sync", sync, "--log-level", "WARNING"),
             ],
             cwd=REPO,

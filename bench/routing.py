@@ -21,7 +21,7 @@ import time
 import exchanges
 from exchanges import Binding, Destination, FieldTable, SimpleMessage
 from exchanges.base import ExchangeType
-from exchanges.jump_table import TABLES
+from exchanges.hashing.jump_table import TABLES
 
 SIZES = (4, 64, 1024)
 

@@ -55,7 +55,7 @@ WARM_UP_ROWS = 20_000
 def start_hashbroker(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
     """`hashbroker serve` in its own process (its event loop does not share the driver's GIL)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(
         [*cmd, "--data-dir", data_dir, "--log-level", "WARNING"],
         cwd=ROOT,

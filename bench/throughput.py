@@ -53,7 +53,7 @@ def free_port() -> int:
 
 def hashbroker_cmd() -> list[str]:
     exe = shutil.which("hashbroker", path=str(Path(sys.executable).parent)) or shutil.which("hashbroker")
-    return [exe] if exe else [sys.executable, "-m", "broker.cli"]
+    return [exe] if exe else [sys.executable, "-m", "broker.cli.main"]
 
 
 def start_serve(port: int, data_dir: str | None = None) -> tuple[subprocess.Popen[bytes], float, float]:

@@ -11,8 +11,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from broker.runtime.settings import Settings
 from broker.server import Broker
-from broker.settings import Settings
 
 
 class BrokerThread:

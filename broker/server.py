@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from amqpwire.errors import connection_forced
-from broker.settings import Settings
+from broker.runtime.settings import Settings
 
 if TYPE_CHECKING:
-    from broker.cluster import Cluster
+    from broker.entities.cluster import Cluster
+    from broker.entities.message import StoredMessage
     from broker.entities.vhost import VHost
-    from broker.message import StoredMessage
-    from broker.policy_runtime import BrokerPolicies
+    from broker.runtime.policies import BrokerPolicies
     from broker.session.channel import Channel
     from broker.session.connection import Connection
     from broker.store import Snapshot, Store
@@ -72,8 +72,8 @@ class Broker:
         self.store: Store | None = None  # opened by start(), closed by stop()
         self._policies: BrokerPolicies | None = None
         self._clock: LoopClock | None = None
-        from broker.alarms import Alarms
-        from broker.auth import Registry
+        from broker.entities.users import Registry
+        from broker.runtime.alarms import Alarms
 
         self.auth = Registry()
         self.alarms = Alarms(self)
@@ -86,7 +86,7 @@ class Broker:
 
         Built on first use, after the socket listens: it pulls in the exchanges library."""
         if self._policies is None:
-            from broker.policy_runtime import BrokerPolicies
+            from broker.runtime.policies import BrokerPolicies
 
             self._policies = BrokerPolicies(self)
         return self._policies
@@ -112,7 +112,7 @@ class Broker:
             self._clock = LoopClock(asyncio.get_running_loop())
         vhost = VHost(name, self.compat, self._clock)
         if self.store is not None and self.store.persistent:
-            from broker import durability
+            from broker.runtime import durability
 
             durability.attach(vhost, self.store)
         return vhost
@@ -121,7 +121,7 @@ class Broker:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        from broker.transport import AcceptFailureLog, raise_open_files_limit
+        from broker.runtime.transport import AcceptFailureLog, raise_open_files_limit
 
         raise_open_files_limit()
         if not isinstance(loop.get_exception_handler(), AcceptFailureLog):
@@ -154,13 +154,13 @@ class Broker:
         self.vhosts[self.settings.default_vhost] = self.new_vhost(self.settings.default_vhost)
         # -- store: rebuild before any client can act (no await until the store runs)
         if store.persistent:
-            from broker import durability
+            from broker.runtime import durability
 
             durability.rebuild(self, store, snapshot)
             store.start(loop)
             durability.record_new_vhosts(self, store, snapshot)
             self._restore_auth(snapshot)
-            self.auth.store = store
+            self.auth.store = durability.StoredUsers(store)
             log.info("durable state in %s (sync=%s)", store.location, self.settings.store_sync)
         else:
             store.start(loop)
@@ -184,7 +184,7 @@ class Broker:
             )
 
     def _protocol_factory(self) -> asyncio.Protocol:
-        from broker.transport import AmqpProtocol
+        from broker.runtime.transport import AmqpProtocol
 
         return AmqpProtocol(self)
 
@@ -268,7 +268,7 @@ class Broker:
         (administrator, all permissions on the default vhost), as RabbitMQ does on an empty node.
         Seeded entries are written to the store (`auth.store` is set only afterwards, so set it
         here temporarily for persistent stores)."""
-        from broker.auth import Permission, User
+        from broker.entities.users import Permission, User
 
         auth = self.auth
         auth.users.clear()
@@ -283,7 +283,12 @@ class Broker:
             return
         s = self.settings
         store = self.store if self.store is not None and self.store.persistent else None
-        auth.store = store
+        if store is not None:
+            from broker.runtime.durability import StoredUsers
+
+            auth.store = StoredUsers(store)
+        else:
+            auth.store = None
         auth.add_user(s.default_user, s.default_pass, ("administrator",))
         auth.set_permissions(s.default_vhost, s.default_user, ".*", ".*", ".*")
 
@@ -315,7 +320,7 @@ class Broker:
         for p in list(self.policies.list(name)):
             self.policies.delete(name, p.name)
         store = vhost.store
-        from broker import durability
+        from broker.runtime import durability
 
         durability.attach(vhost, None)
         for q in list(vhost.queues.values()):

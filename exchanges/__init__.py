@@ -11,16 +11,16 @@ from typing import Any
 
 from amqpwire.errors import AmqpError
 from amqpwire.fields import Field, FieldTable
-from exchanges import (  # noqa: F401 - importing a type module registers it (the x-*hash types load lazily)
+from exchanges.base import Binding, Destination, ExchangeType, Message, SimpleMessage
+from exchanges.compat import DEFAULT_COMPAT, Compat
+from exchanges.registry import get_type, type_names
+from exchanges.types import (  # noqa: F401 - importing a type module registers it (the x-*hash types load lazily)
     delayed,
     direct,
     fanout,
     topic,
 )
-from exchanges import headers as headers_exchange  # noqa: F401 - `headers` is predict's argument
-from exchanges.base import Binding, Destination, ExchangeType, Message, SimpleMessage
-from exchanges.compat import DEFAULT_COMPAT, Compat
-from exchanges.registry import get_type, type_names
+from exchanges.types import headers as headers_exchange  # noqa: F401 - `headers` is predict's argument
 
 __all__ = [
     "AmqpError",
@@ -42,7 +42,7 @@ __all__ = [
 
 def hash_implementation() -> str:
     """ "mypyc" when the compiled hash module routes, "python" when hashcore.py runs interpreted."""
-    from exchanges.hashing import hash_implementation as implementation
+    from exchanges.hashing.native import hash_implementation as implementation
 
     return implementation()
 

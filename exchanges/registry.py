@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 _TYPES: dict[str, type[ExchangeType]] = {}
 
 _LAZY_MODULES = {
-    "x-consistent-hash": "exchanges.consistent_hash",
-    "x-modulus-hash": "exchanges.modulus_hash",
+    "x-consistent-hash": "exchanges.types.consistent_hash",
+    "x-modulus-hash": "exchanges.types.modulus_hash",
 }
 """Plugin types whose module (and the hash code under it) loads on first use, as RabbitMQ loads a
 plugin's exchange type only when the plugin is enabled: a broker that never declares one starts

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from exchanges.base import Binding
-from exchanges.erlang_terms import term_order_key
-from exchanges.hash_terms import key_bytes, table_term
+from exchanges.erlang.terms import term_order_key
+from exchanges.hashing.terms import key_bytes, table_term
 
 
 def route_table_order(binding: Binding) -> tuple[Any, ...]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.entities.consumer_ring import ConsumerInfo, HashRing, murmur3_32, pulsar_hash
-from broker.entities.consumers import ActiveConsumerSelector
+from broker.entities.queues.consumer_ring import ConsumerInfo, HashRing, murmur3_32, pulsar_hash
+from broker.entities.queues.consumers import ActiveConsumerSelector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.active_consumers import measure

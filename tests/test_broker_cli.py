@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import main
-from broker.settings import Settings
+from broker.cli.main import main
+from broker.runtime.settings import Settings
 
 PY = sys.executable
 
@@ -35,7 +35,7 @@ def test_serve_starts_quickly_and_accepts_amqp(tmp_path: Path) -> None:
     cfg = tmp_path / "hb.toml"
     cfg.write_text(f'port = {port}\nlog_level = "WARNING"\n')
     env = {**os.environ, "HASHBROKER_HOST": "127.0.0.1", "HASHBROKER_DATA_DIR": str(tmp_path / "data")}
-    proc = subprocess.Popen([PY, "-m", "broker.cli", "serve", "--config", str(cfg)], env=env)
+    proc = subprocess.Popen([PY, "-m", "broker.cli.main", "serve", "--config", str(cfg)], env=env)
     try:
         deadline = time.time() + 10
         while True:
@@ -74,7 +74,7 @@ def test_settings_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.slow
 def test_demo_runs() -> None:
-    proc = subprocess.run([PY, "-m", "broker.cli", "demo"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([PY, "-m", "broker.cli.main", "demo"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "IDENTICAL to RabbitMQ 3.10.8" in proc.stdout
     assert "chi-squared" in proc.stdout

@@ -14,7 +14,7 @@ import pika
 import pytest
 
 from amqpwire.errors import AmqpError
-from broker.message import parse_expiration
+from broker.entities.message import parse_expiration
 from tests.differential_support import RABBITMQ_SERVER_PROPERTY_KEYS
 from tests.test_broker_protocol import _frame, _method, _port, _read_frame, _ss, open_connection
 

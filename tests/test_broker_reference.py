@@ -8,7 +8,7 @@ from typing import Any
 import pika
 import pytest
 
-from broker.demo import RABBITMQ_3_10_8_COUNTS, report
+from broker.cli.demo import RABBITMQ_3_10_8_COUNTS, report
 
 
 @pytest.mark.slow

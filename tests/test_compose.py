@@ -86,7 +86,7 @@ def serve_help() -> str:
         [
             sys.executable,
             "-c",
-            "import sys; from broker.cli import main; sys.exit(main())",
+            "import sys; from broker.cli.main import main; sys.exit(main())",
             "serve",
             "--help",
         ],
@@ -96,7 +96,7 @@ def serve_help() -> str:
         cwd=REPO,
     )
     if proc.returncode != 0 and "No module named" in proc.stderr:
-        pytest.skip(f"broker.cli not importable yet: {proc.stderr.strip()[-200:]}")
+        pytest.skip(f"broker.cli.main not importable yet: {proc.stderr.strip()[-200:]}")
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -179,7 +179,7 @@ def test_dockerfile_matches_compose_and_cli() -> None:
 def test_dockerfile_environment_is_valid_settings() -> None:
     """The image's HASHBROKER_* variables parse as the broker's settings, and let guest in from
     outside the container as RabbitMQ's official image does (loopback_users.guest = false)."""
-    from broker.settings import Settings, environment_values
+    from broker.runtime.settings import Settings, environment_values
 
     env = dockerfile_env()
     settings = Settings(**environment_values(env))

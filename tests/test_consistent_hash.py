@@ -11,9 +11,9 @@ import pytest
 import exchanges
 from exchanges import AmqpError, Binding, Destination, Field, FieldTable, SimpleMessage
 from exchanges.compat import WEIGHT_CAP, Compat
-from exchanges.consistent_hash import ConsistentHashExchange
-from exchanges.erlang_rand import jump_consistent_hash
-from exchanges.erlang_terms import UNDEFINED, phash2
+from exchanges.erlang.rand import jump_consistent_hash
+from exchanges.erlang.terms import UNDEFINED, phash2
+from exchanges.types.consistent_hash import ConsistentHashExchange
 
 OBSERVATIONS = json.loads((Path(__file__).parent / "data" / "rabbitmq_observations.json").read_text())
 

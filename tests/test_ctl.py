@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pika
 import pytest
 
-from broker import ctl
+from broker.cli import ctl
 from broker.embedded import BrokerThread
 from tests.conftest import rabbitmq_reachable
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pika
 import pytest
 
-from broker import ctl
+from broker.cli import ctl
 from broker.embedded import BrokerThread
 
 X = "hb4.nodes"

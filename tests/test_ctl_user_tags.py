@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from broker import ctl
+from broker.cli import ctl
 from broker.embedded import BrokerThread
 from tests.conftest import rabbitmq_reachable
 

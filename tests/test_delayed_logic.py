@@ -1,11 +1,12 @@
-"""broker.delayed: due order, stable ties, and the x-delay header rules from exchanges.delayed."""
+"""broker.entities.delay_scheduler: due order, stable ties, and the x-delay header rules from
+exchanges.types.delayed."""
 
 from __future__ import annotations
 
 import random
 
 from amqpwire.fields import FieldTable
-from broker.delayed import DelayScheduler
+from broker.entities.delay_scheduler import DelayScheduler
 from exchanges import Field, SimpleMessage
 
 

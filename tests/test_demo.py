@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker import demo
+from broker.cli import demo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,7 @@ def _table_counts(text: str) -> dict[str, int]:
 @pytest.mark.slow
 def test_demo_prints_rabbitmqs_counts_and_exits_0() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "demo"],
+        [sys.executable, "-m", "broker.cli.main", "demo"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -53,7 +53,7 @@ def test_demo_exits_1_when_the_counts_differ(
 
 def test_demo_with_fewer_messages_routes_them_all() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "demo", "--messages", "3000"],
+        [sys.executable, "-m", "broker.cli.main", "demo", "--messages", "3000"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -252,7 +252,7 @@ def test_tx_commit_and_confirms_wait_for_the_store(tmp_path: Path) -> None:
 def start_server(port: int, data: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
+            *(sys.executable, "-m", "broker.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port)),
             *("--data-dir", str(data), "--log-level", "ERROR"),
         ],
         cwd=REPO,

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from exchanges.erlang_format import format_binary_p
-from exchanges.erlang_rand import Exs1024, exs1024_seed, jump_consistent_hash
-from exchanges.erlang_terms import Atom, ImproperList, phash2, phash2_binary
-from exchanges.jump_table import build_table
+from exchanges.erlang.format import format_binary_p
+from exchanges.erlang.rand import Exs1024, exs1024_seed, jump_consistent_hash
+from exchanges.erlang.terms import Atom, ImproperList, phash2, phash2_binary
+from exchanges.hashing.jump_table import build_table
 
 VECTORS = Path(__file__).parent / "data" / "erlang_vectors.json"
 

@@ -1,7 +1,7 @@
-"""Both builds of exchanges/hashcore.py (interpreted and mypyc-compiled) answer as Erlang does.
+"""Both builds of exchanges/hashing/hashcore.py (interpreted and mypyc-compiled) answer as Erlang does.
 
-`exchanges.hashcore` imported directly is always the interpreted module; the compiled copy is
-`exchanges._hashcore_native` (built by setup.py). Every vector runs against each build present, and
+`exchanges.hashing.hashcore` imported directly is always the interpreted module; the compiled copy is
+`exchanges.hashing._hashcore_native` (built by setup.py). Every vector runs against each build present, and
 the two are compared on random inputs. Under CI (CI=true) without HASHBROKER_PURE, the compiled
 build must be present and active, so a compile that failed silently during install is caught.
 """
@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 import exchanges
-from exchanges import hashcore as pure
-from exchanges import hashing
-from exchanges.erlang_terms import phash2
-from exchanges.jump_table import TABLES, RingLookup
+from exchanges.erlang.terms import phash2
+from exchanges.hashing import hashcore as pure
+from exchanges.hashing import native as hashing
+from exchanges.hashing.jump_table import TABLES, RingLookup
 from tests.test_erlang_vectors import PHASH_CASES, decode_term, vectors
 
 

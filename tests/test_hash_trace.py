@@ -17,8 +17,8 @@ from amqpwire.fields import FieldTable
 from broker.embedded import BrokerThread
 from broker.entities import hash_watch
 from broker.entities.clock import ManualClock
+from broker.entities.message import RoutingView, StoredMessage
 from broker.entities.vhost import VHost
-from broker.message import RoutingView, StoredMessage
 from broker.protocol import properties as P
 from exchanges import Binding, Destination, SimpleMessage, create_exchange
 from exchanges.compat import Compat

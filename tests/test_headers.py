@@ -31,11 +31,11 @@ from hypothesis import strategies as st
 from amqpwire.errors import AmqpError
 from amqpwire.fields import Field, FieldTable
 from exchanges.base import Binding, Destination, SimpleMessage
-from exchanges.erlang_format import erlang_float
-from exchanges.erlang_pretty import erlang_pretty
-from exchanges.header_terms import erlang_term
-from exchanges.headers import HeadersExchange
+from exchanges.erlang.format import erlang_float
+from exchanges.erlang.pretty import erlang_pretty
 from exchanges.registry import get_type
+from exchanges.types.header_terms import erlang_term
+from exchanges.types.headers import HeadersExchange
 
 INT_TYPES = {
     "byte",

@@ -16,7 +16,7 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
-from broker.entities.consumer_ring import HashRing
+from broker.entities.queues.consumer_ring import HashRing
 from broker.management.sessions import TracksClient
 from tests.conftest import rabbitmq_reachable
 from tests.test_management_api import RABBIT_API, http

@@ -6,9 +6,9 @@ import pytest
 
 import exchanges
 from exchanges import AmqpError, Binding, Compat, Destination, Field, FieldTable, SimpleMessage
-from exchanges.delayed import INVALID_TYPE, delay_ms
-from exchanges.erlang_terms import phash2
-from exchanges.modulus_hash import routing_keys_hash
+from exchanges.erlang.terms import phash2
+from exchanges.types.delayed import INVALID_TYPE, delay_ms
+from exchanges.types.modulus_hash import routing_keys_hash
 
 
 def modulus(bindings: list[tuple[Destination, str]], compat: Compat) -> exchanges.ExchangeType:

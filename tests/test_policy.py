@@ -1,4 +1,4 @@
-"""broker.policy: RabbitMQ 3.10.8 policy validation texts, selection and value merging.
+"""broker.entities.policy: RabbitMQ 3.10.8 policy validation texts, selection and value merging.
 
 Error texts are checked against `rabbitmqctl set_policy` on the live broker, recorded in
 tests/data/sharding_observations.json by tools/probe_rabbitmq_sharding.py.
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from broker.policy import (
+from broker.entities.policy import (
     Policy,
     PolicyError,
     PolicyNotFound,

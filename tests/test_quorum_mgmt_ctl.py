@@ -18,7 +18,7 @@ from typing import Any
 import pika
 import pytest
 
-from broker import ctl
+from broker.cli import ctl
 from broker.embedded import BrokerThread
 from tests.qs_scenarios import CTL_COLUMNS
 

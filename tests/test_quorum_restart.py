@@ -140,7 +140,7 @@ def test_a_store_written_before_delivery_counts_were_kept(tmp_path: Path) -> Non
     import sqlite3
 
     from amqpwire.fields import Field, FieldTable
-    from broker.store.sqlite_schema import STORE_FILE, create_schema
+    from broker.store.sqlite.schema import STORE_FILE, create_schema
 
     path = tmp_path / STORE_FILE
     conn = sqlite3.connect(path, isolation_level=None)
@@ -173,7 +173,7 @@ def serve(data: Path) -> tuple[subprocess.Popen[bytes], str]:
         port = sock.getsockname()[1]
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(port)),
+            *(sys.executable, "-m", "broker.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port)),
             *("--data-dir", str(data), "--log-level", "ERROR"),
         ],
         cwd=REPO,

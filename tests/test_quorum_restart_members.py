@@ -20,7 +20,7 @@ from typing import Any
 import pika
 import pytest
 
-from broker import ctl
+from broker.cli import ctl
 from broker.embedded import BrokerThread
 
 NODES = ["rabbit@a", "rabbit@b", "rabbit@c", "rabbit@d", "rabbit@e"]
@@ -150,7 +150,7 @@ def test_a_store_written_before_members_were_kept_places_its_queues_once(tmp_pat
     shipped with) opens; its quorum queue is placed at boot as a declaration would place it, and
     that placement is written, so a restart with other nodes keeps it."""
     from amqpwire.fields import Field, FieldTable
-    from broker.store.sqlite_schema import STORE_FILE, create_schema
+    from broker.store.sqlite.schema import STORE_FILE, create_schema
 
     path = tmp_path / STORE_FILE
     conn = sqlite3.connect(path, isolation_level=None)

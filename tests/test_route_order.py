@@ -1,6 +1,6 @@
 """RabbitMQ's route-table order: Erlang term order, checked against `erl` itself.
 
-`exchanges.erlang_terms.term_order_key` must sort terms exactly as Erlang's `=<` does, because the
+`exchanges.erlang.terms.term_order_key` must sort terms exactly as Erlang's `=<` does, because the
 route table (x-modulus-hash positions, the consistent-hash ring rebuilt on boot) is ordered by the
 `#binding{}` record. Random terms of every class a binding record holds (numbers, atoms, binaries,
 tuples, lists, nested) are sorted by Erlang and by Python; the index orders must be identical.
@@ -17,7 +17,7 @@ import pytest
 
 from amqpwire.fields import FieldTable
 from exchanges.base import Binding, Destination
-from exchanges.erlang_terms import Atom, term_order_key
+from exchanges.erlang.terms import Atom, term_order_key
 from exchanges.route_order import route_table_order
 
 

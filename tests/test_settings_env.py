@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from broker.settings import Settings, environment_values
+from broker.runtime.settings import Settings, environment_values
 
 
 def test_environment_values_are_validated_and_typed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,7 +43,7 @@ def test_flags_beat_environment_beats_file(tmp_path, monkeypatch: pytest.MonkeyP
 
 
 def test_resource_limits_from_flags_environment_and_file(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from broker.cli import build_parser
+    from broker.cli.main import build_parser
 
     cfg = tmp_path / "hb.toml"
     cfg.write_text('[hashbroker]\nmemory-high-watermark = 0.3\ndisk-free-limit = "2GB"\n')

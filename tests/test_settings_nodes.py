@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from broker.settings import Settings
+from broker.runtime.settings import Settings
 
 
 @pytest.mark.parametrize(

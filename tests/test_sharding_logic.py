@@ -1,4 +1,5 @@
-"""broker.sharding and broker.cluster against the live RabbitMQ 3.10.8 sharding plugin's behaviour.
+"""broker.entities.sharding and broker.entities.cluster against the live RabbitMQ 3.10.8 sharding
+plugin's behaviour.
 
 The observations come from tools/probe_rabbitmq_sharding.py (tests/data/sharding_observations.json).
 """
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import exchanges
-from broker.cluster import Cluster, ClusterError, validate_node_name
-from broker.sharding import (
+from broker.entities.cluster import Cluster, ClusterError, validate_node_name
+from broker.entities.sharding import (
     ShardingConfig,
     ShardingError,
     is_sharded,

@@ -2,7 +2,7 @@
 
 Under `active_consumer_selection = "consistent-hash"` a consumer of the pseudo-queue X joins every
 local shard; each shard's active consumer is the owner of the shard's name on the ring of the
-pseudo-queue's consumer names (broker.entities.consumer_ring.HashRing), re-chosen on every join/leave.
+pseudo-queue's consumer names (broker.entities.queues.consumer_ring.HashRing), re-chosen on every join/leave.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pika
 
 from broker.embedded import BrokerThread
-from broker.entities.consumer_ring import HashRing
+from broker.entities.queues.consumer_ring import HashRing
 
 X = "hb4.ring"
 SHARDS = 24  # with these names every worker owns some of 24 shards (a ring gives no such promise)

@@ -33,7 +33,7 @@ from broker.store import (
     default_data_dir,
     open_store,
 )
-from broker.store.sqlite import SCHEMA_VERSION, STORE_FILE, SqliteStore
+from broker.store.sqlite.store import SCHEMA_VERSION, STORE_FILE, SqliteStore
 
 REPO = Path(__file__).resolve().parent.parent
 PROPS = bytes.fromhex("9000") + b"\x0atext/plain" + b"\x02"  # content_type + delivery_mode 2, as sent

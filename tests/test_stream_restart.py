@@ -68,8 +68,9 @@ def test_bodies_leave_memory_once_stored_and_are_read_back(
     """With a small resident budget, a long stream keeps only its newest bodies in memory; a
     consumer from `first` still reads every message (paged back from the store), before and
     after a restart."""
-    from broker.entities import stream_log, stream_queue
-    from broker.store.sqlite import SqliteStore
+    from broker.entities.queues.stream import log as stream_log
+    from broker.entities.queues.stream import queue as stream_queue
+    from broker.store.sqlite.store import SqliteStore
 
     monkeypatch.setattr(stream_queue, "RESIDENT_BYTES", 20_000)
     assert hasattr(SqliteStore, "read_stream_page")  # what the store offers streams to page through

@@ -23,10 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqpwire.fields import FieldTable
-from exchanges import topic
 from exchanges.base import Binding, Destination, SimpleMessage
 from exchanges.registry import get_type
-from exchanges.topic import TopicExchange, split_topic_key
+from exchanges.types import topic
+from exchanges.types.topic import TopicExchange, split_topic_key
 
 # --- oracle ---------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from typing import Any
 import pika
 import pytest
 
-from broker import ctl
+from broker.cli import ctl
 from broker.embedded import BrokerThread
 from tests.differential_support import RawAmqp
 from tests.trace_support import call, firehose_scenario, q, raw_get

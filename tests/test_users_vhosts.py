@@ -11,7 +11,7 @@ from typing import Any
 import pika
 import pytest
 
-from broker import ctl
+from broker.cli import ctl
 from broker.embedded import BrokerThread
 from tests import conftest
 from tests.conftest import rabbitmq_reachable
@@ -174,7 +174,7 @@ def test_api_users_vhosts_permissions_and_restart(tmp_path: Any) -> None:
 def test_definitions_import_users_vhosts_permissions() -> None:
     with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
         url = f"http://127.0.0.1:{b.broker.management.port}"
-        from broker.auth import hash_password
+        from broker.entities.users import hash_password
 
         doc = {
             "users": [

@@ -6,7 +6,8 @@ rabbitmq_sharding, rabbitmq_consistent_hash_exchange and a working `rabbitmqctl`
     .venv/bin/python tools/probe_rabbitmq_sharding.py            # (re)write the file
     .venv/bin/python tools/probe_rabbitmq_sharding.py --skip-hash  # skip the 2 x 10,000 routings
 
-Why: the sans-I/O modules `broker/policy.py` and `broker/sharding.py` must answer exactly as the
+Why: the sans-I/O modules `broker/entities/policy.py` and `broker/entities/sharding.py` must answer
+exactly as the
 plugin does (shard names, which shard a consumer is attached to, error texts, what happens on policy
 changes); reading the Erlang is not enough to be sure, so every claim the tests rely on is observed
 here. Every object this script creates is named `hbshard.*` / `hbprobe.*` (and the plugin's

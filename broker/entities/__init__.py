@@ -8,5 +8,5 @@
 - `arguments`: declare/consume argument checks and equivalence, with RabbitMQ's texts.
 - `info`: the read model (frozen snapshots) for management and tools.
 - `clock` and `persistence`: what the entities are given, never import: time and timers, and what
-  keeps durable state (the server passes an event-loop clock and broker.durability's persistence).
+  keeps durable state (the server passes an event-loop clock and broker.runtime.durability's persistence).
 """

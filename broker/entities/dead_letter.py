@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from amqpwire.fields import Field, FieldTable
-from broker.message import StoredMessage
+from broker.entities.message import StoredMessage
 from broker.protocol import properties as P
 
 

@@ -9,7 +9,7 @@ from broker.entities.info import ExchangeView
 from exchanges.base import Binding, ExchangeType
 
 if TYPE_CHECKING:
-    from broker.policy import Policy
+    from broker.entities.policy import Policy
 
 
 class Exchange:

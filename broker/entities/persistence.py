@@ -1,7 +1,7 @@
 """What the entities tell a persistent store, as an injected object (`VHost.persistence`).
 
 The entities decide *when* something durable changes; the object behind this protocol decides how
-it is kept (broker.durability implements it over broker.store). A vhost without one keeps nothing,
+it is kept (broker.runtime.durability implements it over broker.store). A vhost without one keeps nothing,
 and pays one `is None` test per event.
 """
 
@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from broker.entities.exchange import Exchange
-    from broker.entities.paging import PageSpool
-    from broker.entities.queue_type import Entry, Queue
+    from broker.entities.message import StoredMessage
+    from broker.entities.queues.base import Entry, Queue
+    from broker.entities.queues.classic.paging import PageSpool
     from broker.entities.vhost import VHost
-    from broker.message import StoredMessage
     from exchanges.base import Binding
 
 
@@ -58,7 +58,8 @@ class Persistence(Protocol):
         ...
 
     def spool_factory(self) -> Callable[[], PageSpool] | None:
-        """Where queues page messages out of memory (broker.entities.paging), or None: no paging."""
+        """Where queues page messages out of memory (broker.entities.queues.classic.paging), or None: no
+        paging."""
         ...
 
     def publish(

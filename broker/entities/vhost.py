@@ -15,9 +15,9 @@ from amqpwire.fields import FieldTable
 from broker.entities.clock import Clock, UnscheduledClock
 from broker.entities.dead_letter import is_cycle, make_dead_letter
 from broker.entities.exchange import Exchange
+from broker.entities.message import RoutingView, StoredMessage
 from broker.entities.message_stats import VHostStats
-from broker.entities.queue import Queue
-from broker.message import RoutingView, StoredMessage
+from broker.entities.queues.catalog import Queue
 from exchanges.base import Binding, Destination
 from exchanges.compat import Compat
 
@@ -41,7 +41,7 @@ PREDECLARED: tuple[tuple[str, str, bool], ...] = (
 
 
 def get_exchange_type(name: str, compat: Compat) -> type[ExchangeType]:
-    from broker.exchange_types import get_type
+    from broker.entities.exchange_types import get_type
 
     return get_type(name, compat)
 
@@ -68,14 +68,14 @@ class VHost:
         self.bindings_to: dict[Destination, set[tuple[str, Binding]]] = {}
         # queue-deleted listeners (channels cancel consumers, connections forget exclusive queues)
         self.on_queue_deleted: list[Callable[[Queue], None]] = []
-        # policies/sharding/delayed hooks (broker.policy_runtime.BrokerPolicies) and the
+        # policies/sharding/delayed hooks (broker.runtime.policies.BrokerPolicies) and the
         # single-active-consumer selection mode ("first" | "consistent-hash")
         self.hooks: Any = None
         self.active_consumer_selection = "first"
         # message_stats above the queues (the overview sums the vhosts')
         self.stats = VHostStats()
         # how long a quorum queue's dead-letter worker waits before forwarding again what no queue
-        # took (broker.entities.quorum_dlx; Settings.dead_letter_worker_publisher_confirm_timeout)
+        # took (broker.entities.queues.quorum.dlx; Settings.dead_letter_worker_publisher_confirm_timeout)
         self.dead_letter_retry_seconds = 180.0
         # the firehose (rabbit_trace): publishes and deliveries are copied to amq.rabbitmq.trace
         self.tracing = False

@@ -24,7 +24,7 @@ from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from broker.auth import Registry
+from broker.entities.users import Registry
 
 MANAGEMENT_TAGS = frozenset({"management", "policymaker", "monitoring", "administrator"})
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker import __version__
+from broker.entities.policy import Policy
 from broker.management.state import BrokerState
 from broker.management.views.policies import RefusedPolicy, policy_from_body
-from broker.policy import Policy
 
 
 def export(
@@ -148,7 +148,7 @@ def plan_import(state: BrokerState, doc: Any, vhost: str | None = None) -> Impor
         plan.problems.append("definitions must be a JSON object")
         return plan
     if vhost is None:
-        from broker.auth import SHA256, RegexError, validate_regex
+        from broker.entities.users import SHA256, RegexError, validate_regex
 
         known_users = set(state.users())
         for u in _list(doc, "users", plan):

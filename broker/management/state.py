@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from broker.channel import Channel
     from broker.connection import Connection
     from broker.entities.exchange import Exchange
-    from broker.entities.queue import Consumer, Queue
+    from broker.entities.queues.catalog import Consumer, Queue
     from broker.server import Broker
     from exchanges.base import Binding
 
@@ -401,7 +401,7 @@ class BrokerState:
 
     @staticmethod
     def exchange_types() -> list[str]:
-        from broker.exchange_types import type_names
+        from broker.entities.exchange_types import type_names
 
         return sorted(type_names())
 

@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import quote_plus
 
 from amqpwire.fields import Field, FieldTable, field_to_python
-from exchanges.erlang_terms import Atom, phash2
+from exchanges.erlang.terms import Atom, phash2
 
 
 def json_value(value: Any) -> Any:
@@ -60,7 +60,7 @@ def _args_term(table: FieldTable) -> list[Any]:
 
 
 def _value_term(f: Field) -> Any:
-    """A field value as the Erlang term RabbitMQ keeps (see exchanges.erlang_terms mapping)."""
+    """A field value as the Erlang term RabbitMQ keeps (see exchanges.erlang.terms mapping)."""
     if f.type == "table":
         return _args_term(f.value)
     if f.type == "array":

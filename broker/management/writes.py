@@ -1,7 +1,7 @@
 """Every change the management API makes to queues, exchanges, bindings and messages.
 
 The views call only this module. Each write runs on the broker's event loop as the request's user,
-through the code an AMQP channel of that user runs (`broker.management.direct`): the declarations'
+through the code an AMQP channel of that user runs (`broker.management.local_channel`): the declarations'
 plain functions for queues, exchanges and bindings, a socketless channel's basic.publish and
 basic.get for messages. So the HTTP API makes RabbitMQ's checks in RabbitMQ's order with the AMQP
 error texts, which `AmqpOpError` carries to the views. A definitions import acts as the internal
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
-from broker.management import direct
-from broker.management.direct import DirectSession
+from broker.management import local_channel as direct
+from broker.management.local_channel import DirectSession
 from broker.management.write_errors import ACK_MODES, AmqpOpError, DefinitionError, PropertyTypeError
 from broker.protocol import commands as C
 from broker.session import declarations as D

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from amqpwire.errors import AmqpError, ReplyCode
-from broker import replies
-from broker.entities.queue import Entry, Queue
+from broker.entities.queues.catalog import Entry, Queue
 from broker.protocol import commands as C
+from broker.protocol import replies
 from broker.session.channel_base import Unacked, members
 from broker.session.publish import PublishMixin
 
@@ -77,7 +77,7 @@ class AcksMixin(PublishMixin):
                 by_queue.setdefault(u.queue, []).append(u.entry)
         for q, entries in by_queue.items():
             assert q.store is not None
-            from broker.durability import stored_seqs
+            from broker.runtime.durability import stored_seqs
 
             q.store.remove_messages(self.vhost.name, q.name, stored_seqs(entries))
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from amqpwire.errors import AmqpError
-from broker import replies
-from broker.entities.queue import Entry, Queue
+from broker.entities.queues.catalog import Entry, Queue
 from broker.protocol import commands as C
+from broker.protocol import replies
 from broker.protocol.assembler import PUBLISH
 from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX, Unacked, members
 from broker.session.consume import ConsumeMixin

@@ -14,7 +14,7 @@ from broker.session.limiter import Limiter
 from broker.session.permissions import WriteCache
 
 if TYPE_CHECKING:
-    from broker.entities.queue import Consumer, Entry, Queue
+    from broker.entities.queues.catalog import Consumer, Entry, Queue
     from broker.session.connection import Connection
 
 REPLY_TO = "amq.rabbitmq.reply-to"

@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError
-from broker import replies
 from broker.protocol import commands as C
 from broker.protocol import methods as M
+from broker.protocol import replies
 from broker.session.delivery import DeliveryMixin
 
 if TYPE_CHECKING:
     import asyncio
 
-    from broker.entities.queue import Queue
+    from broker.entities.queues.catalog import Queue
 
 
 class ConfirmsMixin(DeliveryMixin):

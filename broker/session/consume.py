@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, cast
 
 from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
-from broker import replies
-from broker.entities.queue import Consumer, Queue
+from broker.entities.queues.catalog import Consumer, Queue
 from broker.protocol import commands as C
 from broker.protocol import methods as M
+from broker.protocol import replies
 from broker.session import declarations as D
 from broker.session.channel_base import REPLY_TO, Unacked, members
 from broker.session.declare import DeclareMixin

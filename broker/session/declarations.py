@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from amqpwire.errors import AmqpError, access_refused, not_found, precondition_failed, resource_locked
 from amqpwire.fields import FieldTable
-from broker.entities.arguments import (
+from broker.entities.queues.arguments import (
     assert_args_equivalence,
     assert_field_equivalence,
     check_queue_arguments,
     check_server_named,
 )
-from broker.entities.queue import Queue
+from broker.entities.queues.catalog import Queue
 from broker.protocol import commands as C
 from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX
 from exchanges.base import Binding, Destination
@@ -96,7 +96,7 @@ def exchange_declare(vhost: VHost, principal: Principal, a: C.ExchangeDeclare) -
         not_default_exchange(name)
         vhost.exchange_or_404(name)
         return
-    from broker.exchange_types import get_type
+    from broker.entities.exchange_types import get_type
 
     get_type(a.type, vhost.compat)  # unknown type: 503 before anything else
     not_default_exchange(name)

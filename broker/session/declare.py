@@ -7,9 +7,9 @@ plugin's queue-name interception, direct reply-to's pseudo-queue and the reply f
 from __future__ import annotations
 
 from amqpwire.errors import not_found
-from broker import replies
-from broker.entities.queue import Queue
+from broker.entities.queues.catalog import Queue
 from broker.protocol import commands as C
+from broker.protocol import replies
 from broker.session import declarations as D
 from broker.session.channel_base import REPLY_TO
 from broker.session.tx import TxMixin

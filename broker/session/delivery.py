@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import struct
 
-from broker.entities.queue import Consumer, Entry, Queue
-from broker.message import StoredMessage
+from broker.entities.message import StoredMessage
+from broker.entities.queues.catalog import Consumer, Entry, Queue
 from broker.protocol import methods as M
 from broker.protocol.framing import FRAME_HEADER, FRAME_METHOD, build_body_frames
 from broker.session.channel_base import ChannelBase, Unacked
@@ -68,7 +68,7 @@ class DeliveryMixin(ChannelBase):
         self.conn.send_frames(out)
 
     def _store_delivered(self, queue: Queue, entry: Entry, no_ack: bool) -> None:
-        from broker.durability import is_stored
+        from broker.runtime.durability import is_stored
 
         store = queue.store
         if store is None or not is_stored(entry):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from broker.entities.queue import Consumer
+    from broker.entities.queues.catalog import Consumer
 
 
 class Limiter:

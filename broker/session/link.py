@@ -26,7 +26,7 @@ from broker.session.channel_base import ChannelBase
 from broker.session.identity import ConnectionIdentity
 
 if TYPE_CHECKING:
-    from broker.entities.queue import Queue
+    from broker.entities.queues.catalog import Queue
     from broker.entities.vhost import VHost
     from broker.server import Broker
     from broker.session.channel import Channel

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from broker.auth import Registry
+    from broker.entities.users import Registry
 
 CACHE_LIMIT = 256
 

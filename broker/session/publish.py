@@ -5,8 +5,7 @@ from __future__ import annotations
 from amqpwire.errors import AmqpError, internal_error
 from amqpwire.fields import FieldDecodeError
 from broker.entities.exchange import Exchange
-from broker.entities.queue import Entry, Queue
-from broker.message import (
+from broker.entities.message import (
     EXPIRATION_FLAG,
     HEADERS_FLAG,
     REPLY_TO_FLAG,
@@ -14,6 +13,7 @@ from broker.message import (
     StoredMessage,
     parse_expiration,
 )
+from broker.entities.queues.catalog import Entry, Queue
 from broker.protocol import properties as P
 from broker.protocol.assembler import Publish
 from broker.protocol.framing import immediate_refused
@@ -169,7 +169,7 @@ class PublishMixin(ConfirmsMixin):
             self._confirm(seq, not rejected)
 
     def _deliver_durable(self, msg: StoredMessage, queues: list[Queue], seq: int) -> None:
-        from broker.durability import persist_publish
+        from broker.runtime.durability import persist_publish
 
         rejected = False
         size = len(msg.body)

@@ -21,13 +21,13 @@ import struct
 from typing import TYPE_CHECKING, cast
 
 from broker.entities import hash_watch
-from broker.message import RoutingView, StoredMessage
+from broker.entities.message import RoutingView, StoredMessage
 from broker.protocol import properties as P
 from broker.session.channel_base import REPLY_TO_PREFIX
 
 if TYPE_CHECKING:
     from broker.entities.exchange import Exchange
-    from broker.entities.queue import Queue
+    from broker.entities.queues.catalog import Queue
     from broker.entities.vhost import VHost
     from broker.session.channel_base import ChannelBase
     from broker.session.publish import PublishMixin

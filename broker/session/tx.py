@@ -7,8 +7,8 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError, ReplyCode
-from broker import replies
 from broker.protocol import commands as C
+from broker.protocol import replies
 from broker.session.acks import AcksMixin
 
 if TYPE_CHECKING:

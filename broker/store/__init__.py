@@ -64,7 +64,7 @@ def open_store(
     """
     if data_dir is not None and os.fspath(data_dir) == NULL_DATA_DIR:
         return NullStore()
-    from broker.store.sqlite import SqliteStore  # sqlite3 only when a store is actually used
+    from broker.store.sqlite.store import SqliteStore  # sqlite3 only when a store is actually used
 
     if sync not in ("normal", "full"):
         raise StoreError(f"{data_dir}: unknown sync mode {sync!r} (use 'normal' or 'full')")

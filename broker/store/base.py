@@ -53,7 +53,7 @@ class Store(ABC):
     location: str
     stats: StoreStats
     pages: PageDirectory | None = None
-    """Where queues page messages out of memory (broker.entities.paging); None: they do not."""
+    """Where queues page messages out of memory (broker.entities.queues.classic.paging); None: they do not."""
 
     @abstractmethod
     def load(self, *, messages: bool = True) -> Snapshot:

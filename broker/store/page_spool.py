@@ -40,7 +40,7 @@ def _log_failure(exc: OSError) -> None:
 
 
 class PageDirectory:
-    """The page files of one broker (broker.entities.paging.PageSpool factory)."""
+    """The page files of one broker (broker.entities.queues.classic.paging.PageSpool factory)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

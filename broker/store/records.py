@@ -43,7 +43,7 @@ class PermissionRecord:
 
 @dataclass(frozen=True, slots=True)
 class PolicyRecord:
-    """A user policy as `broker.policy.PolicyStore.set` takes it; `definition` is its JSON text."""
+    """A user policy as `broker.entities.policy.PolicyStore.set` takes it; `definition` is its JSON text."""
 
     vhost: str
     name: str
@@ -96,7 +96,7 @@ class BindingRecord:
 class MessageRecord:
     """One persistent message in one queue, as `load()` returns it.
 
-    `seq` is the queue's position (`broker.entities.queue.Entry.seq`); `properties` are the
+    `seq` is the queue's position (`broker.entities.queues.catalog.Entry.seq`); `properties` are the
     content-header property bytes exactly as received (property flags + property list, i.e.
     `StoredMessage.props`; the class id, weight and body size in front of them are derived).
     """

@@ -2,7 +2,7 @@
 alarm at start-up; a publisher is blocked with "low on disk" as soon as it publishes, a connection
 that only consumes is not, /api/nodes reports it, and clearing it unblocks the publisher.
 
-Also the alarm API other parts of the broker use (`broker.alarms.set` / `clear`), and the size
+Also the alarm API other parts of the broker use (`broker.runtime.alarms.set` / `clear`), and the size
 units `memory_high_watermark` and `disk_free_limit` accept (RabbitMQ's parse_information_unit).
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 import pika
 import pytest
 
-from broker.alarms import blocked_reason
 from broker.embedded import BrokerThread
-from broker.settings import Settings, parse_size, resolve_limit
+from broker.runtime.alarms import blocked_reason
+from broker.runtime.settings import Settings, parse_size, resolve_limit
 
 HUGE = "1000000GB"  # 1 PB: RabbitMQ 3.10.8's units stop at GB/GiB
 

@@ -42,7 +42,17 @@ def start_serve(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], in
     tmp_path.mkdir(parents=True, exist_ok=True)
     log_path = tmp_path / "broker.log"
     env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
-    cmd = [PY, "-m", "broker.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path / "data"), *args]
+    cmd = [
+        PY,
+        "-m",
+        "broker.cli.main",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(tmp_path / "data"),
+        *args,
+    ]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 20

@@ -41,7 +41,7 @@ def free_port() -> int:
 def start_serve(data: Path, port: int, log: Path) -> tuple[subprocess.Popen[bytes], float]:
     """Start `hashbroker serve` and return it with the seconds until it answered an AMQP handshake."""
     env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
-    cmd = [PY, "-m", "broker.cli", "serve", "--port", str(port), "--data-dir", str(data)]
+    cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", str(data)]
     with log.open("ab") as err:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
     started = time.monotonic()

@@ -52,7 +52,7 @@ class Serve:
         # disk_free_limit 0: these tests exercise the store when a write really fails; with the
         # default 50MB the disk alarm would block the publishers of a 20 MB filesystem first
         # (tests/robustness/test_disk_alarm.py covers that)
-        cmd = [PY, "-m", "broker.cli", "serve", "--port", str(self.port), "--data-dir", str(data_dir)]
+        cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(self.port), "--data-dir", str(data_dir)]
         cmd += ["--disk-free-limit", "0", "--management-port", str(self.management_port)]
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=self._log)

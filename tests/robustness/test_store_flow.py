@@ -19,7 +19,7 @@ from pamqp import commands
 
 from broker.server import Broker
 from broker.session.connection import Connection
-from broker.store import sqlite_writer
+from broker.store.sqlite import writer as sqlite_writer
 from tests.sansio_support import FRAME_MAX, MemoryTransport, m, parse_frames, publish
 
 BODY = b"x" * 10_000

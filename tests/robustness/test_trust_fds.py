@@ -49,7 +49,7 @@ def amqp_start(port: int, timeout: float) -> bool:
 def test_out_of_descriptors_logs_little_and_recovers(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "HASHBROKER_HANDSHAKE_TIMEOUT": "60"}
-    cmd = [PY, "-m", "broker.cli", "serve", "--port", str(port), "--data-dir", ":memory:"]
+    cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", ":memory:"]
     err = (tmp_path / "err.log").open("wb")
     proc = subprocess.Popen(cmd, env=env, stderr=err, preexec_fn=low_limit)
     held: list[socket.socket] = []

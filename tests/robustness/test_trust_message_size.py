@@ -37,7 +37,7 @@ def serve(tmp_path: Path) -> object:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
-    cmd = [PY, "-m", "broker.cli", "serve", "--port", str(port), "--data-dir", ":memory:"]
+    cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", ":memory:"]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
     deadline = time.time() + 15
     while True:

@@ -27,7 +27,7 @@ def free_port() -> int:
 
 def start_serve(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
-    cmd = [PY, "-m", "broker.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path / "data")]
+    cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", str(tmp_path / "data")]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 15
     while True:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from amqpwire.fields import Field, FieldTable
 from broker.entities.clock import ManualClock
-from broker.entities.queue import Consumer, Entry, Queue
+from broker.entities.message import StoredMessage
+from broker.entities.queues.catalog import Consumer, Entry, Queue
 from broker.entities.vhost import VHost
-from broker.message import StoredMessage
 from broker.protocol import properties as P
 from exchanges.compat import Compat
 

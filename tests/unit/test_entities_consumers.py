@@ -1,10 +1,10 @@
-"""broker.entities.consumers: who gets the next message (rotation, priorities, single active
+"""broker.entities.queues.consumers: who gets the next message (rotation, priorities, single active
 consumer, the consumer ring) and `Queue.active_consumer`, on real queues with a recording channel."""
 
 from __future__ import annotations
 
-from broker.entities.consumer_ring import ConsumerInfo, HashRing
-from broker.entities.consumers import ActiveConsumerSelector, choose_active
+from broker.entities.queues.consumer_ring import ConsumerInfo, HashRing
+from broker.entities.queues.consumers import ActiveConsumerSelector, choose_active
 from tests.unit.entities_support import RecordingChannel, consumer, declare, message, vhost
 
 

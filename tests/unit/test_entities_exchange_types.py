@@ -17,7 +17,11 @@ from broker.entities.vhost import VHost
 from exchanges.compat import Compat
 v = VHost("/", Compat.for_version("3.10.8"))
 v.declare_exchange("d", "direct", durable=False, auto_delete=False, internal=False, arguments=FieldTable())
-hash_modules = ("exchanges.consistent_hash", "exchanges.modulus_hash", "exchanges.hashcore")
+hash_modules = (
+    "exchanges.types.consistent_hash",
+    "exchanges.types.modulus_hash",
+    "exchanges.hashing.hashcore",
+)
 before = [m for m in hash_modules if m in sys.modules]
 v.declare_exchange("h", "x-consistent-hash", durable=False, auto_delete=False, internal=False,
                    arguments=FieldTable())
@@ -32,7 +36,10 @@ def test_hash_exchange_types_load_on_first_declare() -> None:
     )
     seen = json.loads(out.stdout)
     assert seen["before"] == []
-    assert "exchanges.consistent_hash" in seen["after"] and "exchanges.modulus_hash" not in seen["after"]
+    assert (
+        "exchanges.types.consistent_hash" in seen["after"]
+        and "exchanges.types.modulus_hash" not in seen["after"]
+    )
     assert seen["predeclared"] == [
         "",
         "amq.direct",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from amqpwire.fields import FieldTable
 from broker.entities.clock import ManualClock
-from broker.policy import Policy
+from broker.entities.policy import Policy
 from exchanges.base import Binding, Destination
 from tests.unit.entities_support import RecordingChannel, args, consumer, declare, message, vhost
 

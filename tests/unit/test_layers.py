@@ -1,4 +1,4 @@
-"""The code's shape, checked: the layer contract (import-linter), no import cycle, no module over 500 lines.
+"""The code's shape, checked: the layer contracts (import-linter) and no import cycle.
 
 The contract lives in pyproject.toml ([tool.importlinter]); `lint-imports` checks it here and in CI.
 Imports inside functions count; imports under `if TYPE_CHECKING:` do not.
@@ -15,11 +15,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("amqpwire", "exchanges", "broker", "spark_bridge")
-MAX_LINES = 500
-
-# Modules still over the limit while their split is in progress elsewhere; a fixed entry that stays
-# listed fails the test, and no entry may be added.
-ALLOWED_LONG_MODULES: frozenset[str] = frozenset()
 ALLOWED_CYCLES: frozenset[frozenset[str]] = frozenset()
 
 
@@ -136,17 +131,6 @@ def test_no_import_cycle_beyond_the_allow_list() -> None:
     assert not found - ALLOWED_CYCLES, f"new import cycles: {sorted(map(sorted, found - ALLOWED_CYCLES))}"
     fixed = ALLOWED_CYCLES - found
     assert not fixed, f"these cycles are gone: remove them from ALLOWED_CYCLES: {sorted(map(sorted, fixed))}"
-
-
-def test_no_module_over_500_lines_beyond_the_allow_list() -> None:
-    sizes = {m: p.read_text(encoding="utf-8").count("\n") for m, p in product_modules().items()}
-    long = {m for m, n in sizes.items() if n > MAX_LINES}
-    new = {m: sizes[m] for m in long - ALLOWED_LONG_MODULES}
-    assert not new, f"modules over {MAX_LINES} lines: {new}"
-    fixed = ALLOWED_LONG_MODULES - long
-    assert not fixed, (
-        f"now within {MAX_LINES} lines (or gone): remove from ALLOWED_LONG_MODULES: {sorted(fixed)}"
-    )
 
 
 def lint_imports_command() -> list[str]:

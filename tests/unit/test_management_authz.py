@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.auth import Registry
+from broker.entities.users import Registry
 from broker.management.authz import Identity, Level, Rule, identity, refusal, visible_vhosts
 
 VHOSTS = {"/", "v", "w"}

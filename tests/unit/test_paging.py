@@ -1,4 +1,5 @@
-"""Paging of classic queues (broker.entities.paging) against an in-memory spool: past the window
+"""Paging of classic queues (broker.entities.queues.classic.paging) against an in-memory spool: past the
+window
 messages leave memory, and order, priorities, TTL, length limits, requeue, purge and counts stay
 exact; a restart backlog comes back before what is published after it."""
 
@@ -8,11 +9,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from amqpwire.fields import FieldTable
-from broker.entities import page_window, paging
 from broker.entities.clock import ManualClock
-from broker.entities.queue import ClassicQueue, Entry, Queue
+from broker.entities.message import StoredMessage
+from broker.entities.queues.catalog import ClassicQueue, Entry, Queue
+from broker.entities.queues.classic import paging
+from broker.entities.queues.classic import window as page_window
 from broker.entities.vhost import VHost
-from broker.message import StoredMessage
 from broker.protocol import properties as P
 from exchanges.base import Binding, Destination
 from tests.unit.entities_support import COMPAT, RecordingChannel, args, consumer, message

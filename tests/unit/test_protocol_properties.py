@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from amqpwire.fields import Field, FieldTable
-from broker.entities.stream_queue import OFFSET_HEADER, delivered_message
-from broker.message import StoredMessage
+from broker.entities.message import StoredMessage
+from broker.entities.queues.stream.queue import OFFSET_HEADER, delivered_message
 from broker.protocol import properties as P
 
 HEADERS = FieldTable([("a", Field("longstr", b"b")), ("n", Field("long", 5)), ("f", Field("bool", True))])

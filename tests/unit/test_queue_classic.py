@@ -7,10 +7,10 @@ import pytest
 
 from amqpwire.errors import AmqpError, ReplyCode
 from amqpwire.fields import Field, FieldTable
-from broker.entities.arguments import check_queue_arguments
 from broker.entities.clock import ManualClock
-from broker.entities.queue import ClassicQueue, Queue, find_queue_type, queue_type_names
-from broker.entities.queue_type import _TYPES, INTERFACE, register
+from broker.entities.queues.arguments import check_queue_arguments
+from broker.entities.queues.base import _TYPES, INTERFACE, register
+from broker.entities.queues.catalog import ClassicQueue, Queue, find_queue_type, queue_type_names
 from exchanges.base import Binding, Destination
 from tests.unit.entities_support import RecordingChannel, args, consumer, declare, message, vhost
 

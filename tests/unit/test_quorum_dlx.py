@@ -10,10 +10,10 @@ from typing import Any
 
 from amqpwire.fields import FieldTable
 from broker.entities.clock import ManualClock
-from broker.entities.queue import Entry, Queue
-from broker.entities.quorum_queue import QuorumEntry, QuorumQueue
+from broker.entities.message import StoredMessage
+from broker.entities.queues.catalog import Entry, Queue
+from broker.entities.queues.quorum.queue import QuorumEntry, QuorumQueue
 from broker.entities.vhost import VHost
-from broker.message import StoredMessage
 from exchanges.base import Binding, Destination
 from tests.unit.entities_support import args, declare, message, vhost
 
@@ -25,7 +25,7 @@ AT_LEAST_ONCE = {
 
 
 class KeptPositions:
-    """The store's side as broker.durability keeps it: each queue's positions (message, held
+    """The store's side as broker.runtime.durability keeps it: each queue's positions (message, held
     reason and order), and every write in the order the entities made it."""
 
     def __init__(self) -> None:
@@ -67,7 +67,7 @@ class KeptPositions:
         pass
 
     def restart(self, clock: ManualClock, *, bound: bool) -> tuple[QuorumQueue, Queue]:
-        """A new vhost rebuilt from the rows (broker.durability.rebuild's order), the dead-letter
+        """A new vhost rebuilt from the rows (broker.runtime.durability.rebuild's order), the dead-letter
         exchange bound to `dlq` or not; the clock is not advanced (the after-boot step is due)."""
         v = vhost(clock)
         v.persistence = self  # type: ignore[assignment]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.entities.queue import Queue
-from broker.entities.quorum_membership import place
-from broker.entities.quorum_queue import QuorumQueue
+from broker.entities.queues.catalog import Queue
+from broker.entities.queues.quorum.membership import place
+from broker.entities.queues.quorum.queue import QuorumQueue
 from broker.entities.vhost import VHost
 from tests.unit.entities_support import args, declare, vhost
 

@@ -9,12 +9,16 @@ import pytest
 
 from amqpwire.errors import AmqpError, ReplyCode
 from amqpwire.fields import Field, FieldTable
-from broker.entities.arguments import assert_args_equivalence, check_queue_arguments, check_server_named
 from broker.entities.clock import ManualClock
-from broker.entities.quorum_queue import QuorumEntry, QuorumQueue
+from broker.entities.message import StoredMessage
+from broker.entities.policy import Policy
+from broker.entities.queues.arguments import (
+    assert_args_equivalence,
+    check_queue_arguments,
+    check_server_named,
+)
+from broker.entities.queues.quorum.queue import QuorumEntry, QuorumQueue
 from broker.entities.vhost import VHost
-from broker.message import StoredMessage
-from broker.policy import Policy
 from exchanges.base import Binding, Destination
 from tests.unit.entities_support import RecordingChannel, args, consumer, message, vhost
 
@@ -22,7 +26,7 @@ RS = "queue 'q' in vhost '/'"
 
 
 def quorum(v: VHost, name: str = "q", **arguments: object) -> QuorumQueue:
-    from broker.entities.queue import Queue
+    from broker.entities.queues.catalog import Queue
 
     q = Queue(
         v,
@@ -322,7 +326,7 @@ def test_declaring_is_not_a_use_for_x_expires() -> None:
 
 
 class KeptState:
-    """The store's side of a quorum queue, as broker.durability keeps it: per position the
+    """The store's side of a quorum queue, as broker.runtime.durability keeps it: per position the
     message, the checked-out mark, the delivery count and the return order."""
 
     def __init__(self) -> None:
@@ -332,7 +336,7 @@ class KeptState:
         q.store = self  # type: ignore[assignment]
 
     def publish(self, q: QuorumQueue, body: bytes) -> None:
-        """broker.durability.persist_publish: a position, and the message written even when
+        """broker.runtime.durability.persist_publish: a position, and the message written even when
         transient (the type `keeps_transient`), before the queue takes it."""
         assert q.keeps_transient
         q.seq += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from amqpwire.fields import FieldTable
-from broker.entities.queue import Consumer, Queue
+from broker.entities.queues.catalog import Consumer, Queue
 from broker.entities.vhost import VHost
 from broker.session.limiter import Limiter
 from exchanges import Compat

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from broker.store import sqlite_writer
 from broker.store.base import StoreError, StoreStats
-from broker.store.sqlite_writer import GroupCommitWriter, Op, run_grouped
+from broker.store.sqlite import writer as sqlite_writer
+from broker.store.sqlite.writer import GroupCommitWriter, Op, run_grouped
 
 INSERT = "INSERT INTO t (x) VALUES (?)"
 GARBAGE = "DELETE FROM t WHERE x < 0"

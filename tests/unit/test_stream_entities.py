@@ -8,11 +8,17 @@ import pytest
 from amqpwire.errors import AmqpError
 from amqpwire.fields import Field, FieldTable
 from broker.entities.clock import ManualClock
-from broker.entities.queue import Consumer, Queue
-from broker.entities.stream_args import OffsetSpec, check_consume, check_declare, max_age_ms, parse_offset
-from broker.entities.stream_log import StreamLog
-from broker.entities.stream_queue import StreamQueue, stream_message
-from broker.message import StoredMessage
+from broker.entities.message import StoredMessage
+from broker.entities.queues.catalog import Consumer, Queue
+from broker.entities.queues.stream.arguments import (
+    OffsetSpec,
+    check_consume,
+    check_declare,
+    max_age_ms,
+    parse_offset,
+)
+from broker.entities.queues.stream.log import StreamLog
+from broker.entities.queues.stream.queue import StreamQueue, stream_message
 from broker.protocol import properties as P
 from tests.unit.entities_support import RecordingChannel, vhost
 
@@ -315,7 +321,7 @@ def test_global_qos_is_refused_after_the_consume_checks() -> None:
 
 
 def test_policy_with_a_key_streams_refuse_is_not_applied() -> None:
-    from broker.policy import Policy
+    from broker.entities.policy import Policy
 
     q = stream(None, x_max_length_bytes=Field("long", 5000))
     q.apply_policy(Policy("p", "^s$", {"max-length-bytes": 1000, "max-age": "1h"}, apply_to="queues"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from broker.auth import User, parse_tags
+from broker.entities.users import User, parse_tags
 from broker.management import definitions as definitions_doc
 from broker.management.http import Request, Response
 from broker.management.render import (

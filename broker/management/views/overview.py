@@ -13,7 +13,7 @@ from broker.management.render import (
     not_found,
     with_rates,
 )
-from broker.transport import fd_usage
+from broker.runtime.transport import fd_usage
 
 if TYPE_CHECKING:
     from broker.management.api import Api
@@ -195,7 +195,7 @@ async def get_cluster_nodes(api: Api, req: Request, segs: list[str]) -> Response
 
 async def post_cluster_node(api: Api, req: Request, segs: list[str]) -> Response:
     """POST /api/hashbroker/nodes/{name}: a node joins; sharded exchanges get its shards."""
-    from broker.cluster import ClusterError
+    from broker.entities.cluster import ClusterError
 
     try:
         added = api.state.broker.policies.add_node(segs[2])
@@ -206,7 +206,7 @@ async def post_cluster_node(api: Api, req: Request, segs: list[str]) -> Response
 
 async def delete_cluster_node(api: Api, req: Request, segs: list[str]) -> Response:
     """DELETE /api/hashbroker/nodes/{name}: a node leaves (its shard queues stay)."""
-    from broker.cluster import ClusterError
+    from broker.entities.cluster import ClusterError
 
     try:
         api.state.broker.policies.remove_node(segs[2])

@@ -1,6 +1,6 @@
 """/api/policies and /api/parameters.
 
-Policies are validated by broker.policy (the one validator, shared with `hashbroker ctl set_policy`)
+Policies are validated by broker.entities.policy (the one validator, shared with `hashbroker ctl set_policy`)
 and stored and applied by the broker's engine (`Broker.policies`); this module only shapes the
 API's answers: every refusal reason on its own line after "Validation failed", HTML-escaped as
 RabbitMQ sends it, and the 500 RabbitMQ answers where its validator crashes.
@@ -12,9 +12,9 @@ import html
 import json
 from typing import TYPE_CHECKING, Any
 
+from broker.entities.policy import Policy, PolicyCrash, validation_errors
 from broker.management.http import Request, Response
 from broker.management.render import bad_request, json_body, key_missing, not_found
-from broker.policy import Policy, PolicyCrash, validation_errors
 
 if TYPE_CHECKING:
     from broker.management.api import Api

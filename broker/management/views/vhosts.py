@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.auth import parse_tags
+from broker.entities.users import parse_tags
 from broker.management.http import Request, Response
 from broker.management.render import (
     bad_request,

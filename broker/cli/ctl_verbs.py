@@ -1,0 +1,394 @@
+"""The verbs of `hashbroker ctl`, one function each: `(client, options, out) -> exit code`.
+
+Each one makes the management-API calls rabbitmqctl's verb stands for and prints what rabbitmqctl
+prints; `broker.cli.ctl` maps verb names and their arguments to these functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from broker.cli.ctl_http import (
+    EX_DATAERR,
+    EX_NOUSER,
+    EX_OK,
+    EX_SOFTWARE,
+    EX_UNAVAILABLE,
+    EX_USAGE,
+    Client,
+    CtlError,
+    check,
+    q,
+    require_user_and_vhost,
+    vhost_exists,
+)
+from broker.cli.ctl_output import (
+    BINDING_COLUMNS,
+    CLASSIC_ONLY_COLUMNS,
+    CONNECTION_COLUMNS,
+    CONSUMER_COLUMNS,
+    EXCHANGE_COLUMNS,
+    POLICY_COLUMNS,
+    QUEUE_COLUMNS,
+    check_columns,
+    emit,
+)
+
+Out = Callable[[str], None]
+
+
+def list_queues(c: Client, o: argparse.Namespace, out: Out) -> int:
+    cols = check_columns("list_queues", o.columns, QUEUE_COLUMNS, ("name", "messages"))
+    rows = c.get(f"/queues/{q(o.vhost)}") if vhost_exists(c, o.vhost) else []
+    for r in rows:
+        r["pid"] = r.get("node")
+        r["owner_pid"] = (r.get("owner_pid_details") or {}).get("name", "")
+        r["policy"] = r.get("policy") or ""
+        queue_type_columns(r)
+    banner = [f"Timeout: {o.timeout:.1f} seconds ...", f"Listing queues for vhost {o.vhost} ..."]
+    emit(out, o, banner, cols, rows)
+    return EX_OK
+
+
+def queue_type_columns(r: dict[str, Any]) -> None:
+    """The columns rabbitmqctl fills per queue type from a management API queue object: only
+    replicated queues have a leader and members (classic: ""); the classic-only items (exclusive,
+    paging, head timestamp, disk counters) are "" for them."""
+    if r.get("type", "classic") == "classic":
+        r["leader"] = r["members"] = r["online"] = ""
+        r.setdefault("disk_reads", 0)  # every message is in memory or broker.store's own files
+        r.setdefault("disk_writes", 0)
+        return
+    r["leader"] = r.get("leader") or r.get("node") or ""
+    r["members"] = list(r.get("members") or [])
+    r["online"] = list(r.get("online") or [])
+    for key in CLASSIC_ONLY_COLUMNS:
+        r[key] = ""
+
+
+def list_exchanges(c: Client, o: argparse.Namespace, out: Out) -> int:
+    cols = check_columns("list_exchanges", o.columns, EXCHANGE_COLUMNS, ("name", "type"))
+    rows = c.get(f"/exchanges/{q(o.vhost)}") if vhost_exists(c, o.vhost) else []
+    emit(out, o, [f"Listing exchanges for vhost {o.vhost} ..."], cols, rows)
+    return EX_OK
+
+
+def list_bindings(c: Client, o: argparse.Namespace, out: Out) -> int:
+    cols = check_columns("list_bindings", o.columns, BINDING_COLUMNS, BINDING_COLUMNS)
+    raw = c.get(f"/bindings/{q(o.vhost)}") if vhost_exists(c, o.vhost) else []
+    rows = [
+        {
+            "source_name": b["source"],
+            "source_kind": "exchange",
+            "destination_name": b["destination"],
+            "destination_kind": b["destination_type"],
+            "routing_key": b["routing_key"],
+            # rabbit_binding keeps a binding's arguments sorted by key, not as declared
+            "arguments": dict(sorted((b.get("arguments") or {}).items())),
+        }
+        for b in raw
+    ]
+    emit(out, o, [f"Listing bindings for vhost {o.vhost}..."], cols, rows)
+    return EX_OK
+
+
+def list_connections(c: Client, o: argparse.Namespace, out: Out) -> int:
+    cols = check_columns(
+        "list_connections", o.columns, CONNECTION_COLUMNS, ("user", "peer_host", "peer_port", "state")
+    )
+    emit(out, o, ["Listing connections ..."], cols, c.get("/connections"))
+    return EX_OK
+
+
+def list_consumers(c: Client, o: argparse.Namespace, out: Out) -> int:
+    cols = check_columns("list_consumers", o.columns, CONSUMER_COLUMNS, CONSUMER_COLUMNS)
+    raw = c.get(f"/consumers/{q(o.vhost)}") if vhost_exists(c, o.vhost) else []
+    rows = [
+        {
+            "queue_name": r["queue"]["name"],
+            # no Erlang pids: the channel's name stands in for channel_pid
+            "channel_pid": f"<{r['channel_details'].get('name', '')}>",
+            "consumer_tag": r["consumer_tag"],
+            "ack_required": r["ack_required"],
+            "prefetch_count": r["prefetch_count"],
+            "active": r.get("active", True),
+            "arguments": r.get("arguments") or {},
+        }
+        for r in raw
+    ]
+    emit(out, o, [f"Listing consumers in vhost {o.vhost} ..."], cols, rows)
+    return EX_OK
+
+
+def list_policies(c: Client, o: argparse.Namespace, out: Out) -> int:
+    rows = c.get(f"/policies/{q(o.vhost)}") if vhost_exists(c, o.vhost) else []
+    for r in rows:  # rabbitmqctl shows the definition as JSON text
+        r["definition"] = json.dumps(r["definition"], separators=(",", ":"))
+    emit(out, o, [f'Listing policies for vhost "{o.vhost}" ...'], POLICY_COLUMNS, rows, empty_table_line=True)
+    return EX_OK
+
+
+def purge_queue(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(f"Purging queue '{o.queue}' in vhost '{o.vhost}' ...")
+    status, data = c.request("DELETE", f"/queues/{q(o.vhost)}/{q(o.queue)}/contents")
+    if status == 404:
+        raise CtlError("not_found", EX_UNAVAILABLE)
+    check(status, data)
+    return EX_OK
+
+
+def delete_queue(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(f"Deleting queue '{o.queue}' on vhost '{o.vhost}' ...")
+    status, info = c.request("GET", f"/queues/{q(o.vhost)}/{q(o.queue)}")
+    if status == 404:
+        raise CtlError("Queue not found", EX_USAGE)
+    flags = "&".join(f for f, on in (("if-unused=true", o.if_unused), ("if-empty=true", o.if_empty)) if on)
+    status, data = c.request("DELETE", f"/queues/{q(o.vhost)}/{q(o.queue)}" + (f"?{flags}" if flags else ""))
+    check(status, data)
+    ready = info.get("messages_ready", 0) if isinstance(info, dict) else 0
+    out(f"Queue was successfully deleted with {ready} ready messages")
+    return EX_OK
+
+
+def add_user(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(f'Adding user "{o.username}" ...')
+    status, _ = c.request("GET", f"/users/{q(o.username)}")
+    if status == 200:
+        raise CtlError(f'User "{o.username}" already exists', EX_SOFTWARE)
+    status, data = c.request("PUT", f"/users/{q(o.username)}", {"password": o.password_arg, "tags": ""})
+    check(status, data)
+    out(
+        "Done. Don't forget to grant the user permissions to some virtual hosts! "
+        "See 'rabbitmqctl help set_permissions' to learn more."
+    )
+    return EX_OK
+
+
+def set_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(f'Setting permissions for user "{o.username}" in vhost "{o.vhost}" ...')
+    require_user_and_vhost(c, o.username, o.vhost)
+    body = {"configure": o.conf, "write": o.write, "read": o.read}
+    status, data = c.request("PUT", f"/permissions/{q(o.vhost)}/{q(o.username)}", body)
+    check(status, data)
+    return EX_OK
+
+
+def add_vhost(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(f'Adding vhost "{o.name}" ...')
+    status, data = c.request("PUT", f"/vhosts/{q(o.name)}", {})
+    check(status, data)
+    if status == 201:  # the API grants the acting user full permissions; rabbitmqctl does not
+        c.request("DELETE", f"/permissions/{q(o.name)}/{q(o.user)}")
+    return EX_OK
+
+
+def trace_on(c: Client, o: argparse.Namespace, out: Out) -> int:
+    return _trace(c, o, out, True)
+
+
+def trace_off(c: Client, o: argparse.Namespace, out: Out) -> int:
+    return _trace(c, o, out, False)
+
+
+def _trace(c: Client, o: argparse.Namespace, out: Out, on: bool) -> int:
+    """rabbitmqctl trace_on/trace_off -p vhost: the API's `tracing` flag of the vhost. rabbitmqctl
+    accepts a vhost that does not exist (it only names it in a list); a PUT would create one, so
+    an unknown vhost is reported done and left alone."""
+    if not o.quiet:
+        out(f'{"Starting" if on else "Stopping"} tracing for vhost "{o.vhost}" ...')
+    if vhost_exists(c, o.vhost):
+        status, data = c.request("PUT", f"/vhosts/{q(o.vhost)}", {"tracing": on})
+        check(status, data)
+    out(f"Trace {'enabled' if on else 'disabled'} for vhost {o.vhost}")
+    return EX_OK
+
+
+def delete_user(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(f'Deleting user "{o.username}" ...')
+    status, data = c.request("DELETE", f"/users/{q(o.username)}")
+    if status == 404:
+        raise CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
+    check(status, data)
+    return EX_OK
+
+
+def change_password(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(f'Changing password for user "{o.username}" ...')
+    status, user = c.request("GET", f"/users/{q(o.username)}")
+    if status == 404:
+        raise CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
+    body = {"password": o.password_arg, "tags": ",".join(user.get("tags", []))}
+    status, data = c.request("PUT", f"/users/{q(o.username)}", body)
+    check(status, data)
+    return EX_OK
+
+
+def set_user_tags(c: Client, o: argparse.Namespace, out: Out) -> int:
+    """Replace a user's tags, keeping its password: the stored hash is sent back unchanged."""
+    if not o.quiet:
+        out(f'Setting tags for user "{o.username}" to [{", ".join(o.tags)}] ...')
+    status, user = c.request("GET", f"/users/{q(o.username)}")
+    if status == 404:
+        raise CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
+    check(status, user)
+    body = {"tags": ",".join(o.tags)}
+    if isinstance(user, dict) and user.get("password_hash") is not None:
+        body["password_hash"] = user["password_hash"]
+        body["hashing_algorithm"] = user.get("hashing_algorithm", "rabbit_password_hashing_sha256")
+    status, data = c.request("PUT", f"/users/{q(o.username)}", body)
+    check(status, data)
+    return EX_OK
+
+
+def delete_vhost(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(f'Deleting vhost "{o.name}" ...')
+    status, data = c.request("DELETE", f"/vhosts/{q(o.name)}")
+    if status == 404:
+        raise CtlError(f"Virtual host '{o.name}' does not exist", EX_DATAERR)
+    check(status, data)
+    return EX_OK
+
+
+def list_users(c: Client, o: argparse.Namespace, out: Out) -> int:
+    rows = [{"user": u["name"], "tags": u["tags"]} for u in c.get("/users")]
+    if o.formatter != "json":
+        for r in rows:
+            r["tags"] = "[" + ", ".join(r["tags"]) + "]"
+    emit(out, o, ["Listing users ..."], ("user", "tags"), rows)
+    return EX_OK
+
+
+def list_vhosts(c: Client, o: argparse.Namespace, out: Out) -> int:
+    cols = check_columns("list_vhosts", o.columns, ("name", "description", "tags", "tracing"), ("name",))
+    emit(out, o, ["Listing vhosts ..."], cols, c.get("/vhosts"))
+    return EX_OK
+
+
+def list_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet and o.formatter != "json":
+        out(f'Listing permissions for vhost "{o.vhost}" ...')
+    status, rows = c.request("GET", f"/vhosts/{q(o.vhost)}/permissions")
+    if status == 404:
+        raise CtlError(f"Virtual host '{o.vhost}' does not exist", EX_DATAERR)
+    check(status, rows)
+    emit(out, o, [], ("user", "configure", "write", "read"), rows)
+    return EX_OK
+
+
+def list_user_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet and o.formatter != "json":
+        out(f'Listing permissions for user "{o.username}" ...')
+    status, rows = c.request("GET", f"/users/{q(o.username)}/permissions")
+    if status == 404:
+        raise CtlError(f'{{:no_such_user, "{o.username}"}}', EX_UNAVAILABLE)
+    check(status, rows)
+    emit(out, o, [], ("vhost", "configure", "write", "read"), rows)
+    return EX_OK
+
+
+def clear_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(f'Clearing permissions for user "{o.username}" in vhost "{o.vhost}" ...')
+    require_user_and_vhost(c, o.username, o.vhost)
+    status, data = c.request("DELETE", f"/permissions/{q(o.vhost)}/{q(o.username)}")
+    if status != 404:
+        check(status, data)
+    return EX_OK
+
+
+def import_definitions(c: Client, o: argparse.Namespace, out: Out) -> int:
+    try:
+        text = sys.stdin.read() if o.file == "-" else open(o.file, encoding="utf-8").read()  # noqa: SIM115
+    except OSError:
+        raise CtlError(
+            f"Error (argument validation): Bad argument: File {o.file} does not exist", EX_DATAERR
+        ) from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise CtlError(f"Failed to decode JSON definitions: {exc}", EX_DATAERR) from None
+    if not o.quiet:
+        src = "standard input" if o.file == "-" else f'a file at "{o.file}"'
+        out(f"Importing definitions in JSON from {src} ...")
+    status, data = c.request("POST", "/definitions", doc)
+    check(status, data)
+    return EX_OK
+
+
+def export_definitions(c: Client, o: argparse.Namespace, out: Out) -> int:
+    doc = c.get("/definitions")
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+    if o.file == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return EX_OK
+    if not o.quiet:
+        out(f'Exporting definitions in JSON to a file at "{o.file}" ...')
+    with open(o.file, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return EX_OK
+
+
+def set_policy(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(
+            f'Setting policy "{o.name}" for pattern "{o.pattern}" to "{o.definition}" '
+            f'with priority "{o.priority}" for vhost "{o.vhost}" ...'
+        )
+    try:
+        definition = json.loads(o.definition)
+    except ValueError:
+        raise CtlError(f"JSON decoding error: {o.definition}", EX_DATAERR) from None
+    body = {"pattern": o.pattern, "definition": definition, "priority": o.priority, "apply-to": o.apply_to}
+    status, data = c.request("PUT", f"/policies/{q(o.vhost)}/{q(o.name)}", body)
+    check(status, data)
+    return EX_OK
+
+
+def clear_policy(c: Client, o: argparse.Namespace, out: Out) -> int:
+    if not o.quiet:
+        out(f'Clearing policy "{o.name}" on vhost "{o.vhost}" ...')
+    status, _ = c.request("GET", f"/policies/{q(o.vhost)}/{q(o.name)}")
+    if status == 404:
+        raise CtlError("Parameter does not exist", EX_UNAVAILABLE)
+    status, data = c.request("DELETE", f"/policies/{q(o.vhost)}/{q(o.name)}")
+    check(status, data)
+    return EX_OK
+
+
+def add_node(c: Client, o: argparse.Namespace, out: Out) -> int:
+    """hashbroker-only: a node joins the emulated cluster (sharded exchanges get its shards)."""
+    if not o.quiet:
+        out(f'Adding node "{o.node}" to the emulated cluster ...')
+    status, data = c.request("POST", f"/hashbroker/nodes/{q(o.node)}")
+    check(status, data)
+    return EX_OK
+
+
+def remove_node(c: Client, o: argparse.Namespace, out: Out) -> int:
+    """hashbroker-only: a node leaves the emulated cluster (its shard queues stay)."""
+    if not o.quiet:
+        out(f'Removing node "{o.node}" from the emulated cluster ...')
+    status, data = c.request("DELETE", f"/hashbroker/nodes/{q(o.node)}")
+    check(status, data)
+    return EX_OK
+
+
+def list_nodes(c: Client, o: argparse.Namespace, out: Out) -> int:
+    """hashbroker-only: the emulated cluster's running nodes (local node marked)."""
+    data = c.get("/hashbroker/nodes")
+    for node in data["nodes"]:
+        out(f"{node}\t(local)" if node == data["local"] else node)
+    return EX_OK

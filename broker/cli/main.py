@@ -1,0 +1,164 @@
+"""`hashbroker` command line: `serve` runs the broker, `demo` shows consistent-hash routing.
+
+argparse subcommands; `ctl` registers its verbs through `broker.cli.ctl.add_parser`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from broker.cli.ctl_http import CTL_HELP
+
+log = logging.getLogger("hashbroker.server")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `hashbroker` parser; `command` (argv's first word, when known) lets `serve` and `demo`
+    skip building ctl's ~30 verb parsers and importing its module, which they never use."""
+    parser = argparse.ArgumentParser(prog="hashbroker", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the AMQP 0-9-1 broker")
+    serve.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="listen port (default 5672; 0 = any free port)")
+    serve.add_argument("--config", default=None, help="TOML or JSON settings file")
+    serve.add_argument(
+        "--management-port",
+        type=int,
+        default=None,
+        help="RabbitMQ-style management HTTP API port (off by default; 0 = any free port)",
+    )
+    serve.add_argument(
+        "--nodes",
+        default=None,
+        help="emulated cluster node names, comma-separated; the first is local (default rabbit@localhost)",
+    )
+    serve.add_argument(
+        "--active-consumer-selection",
+        default=None,
+        choices=["first", "consistent-hash"],
+        help="single-active-consumer selection: RabbitMQ's 'first' (default) or PIP-392 'consistent-hash'",
+    )
+    serve.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    serve.add_argument(
+        "--data-dir",
+        default=None,
+        help="where durable exchanges, queues, bindings and persistent messages are kept "
+        "(default: the per-user data directory; ':memory:' keeps nothing)",
+    )
+    serve.add_argument(
+        "--store-sync",
+        default=None,
+        choices=["normal", "full"],
+        help="normal (default): survives a killed broker; full: also fsyncs each commit (power loss)",
+    )
+    serve.add_argument(
+        "--memory-high-watermark",
+        default=None,
+        help="block publishers above this resident memory: a fraction of RAM (default 0.4) "
+        "or a size as RabbitMQ writes it (200MB, 512MiB, 2GB, bytes)",
+    )
+    serve.add_argument(
+        "--disk-free-limit",
+        default=None,
+        help="block publishers when the data dir's filesystem has less free space (default 50MB)",
+    )
+    serve.set_defaults(func=cmd_serve)
+    demo = sub.add_parser(
+        "demo", help="route 100,000 messages through x-consistent-hash and compare with RabbitMQ"
+    )
+    demo.add_argument("--messages", type=int, default=100_000, help=argparse.SUPPRESS)
+    demo.add_argument(
+        "--spark",
+        action="store_true",
+        help="run examples/spark_pipeline.py instead: Spark -> broker -> counts vs prediction",
+    )
+    demo.set_defaults(func=cmd_demo)
+    if command in ("serve", "demo"):
+        sub.add_parser("ctl", help=CTL_HELP)
+    else:
+        from broker.cli import ctl
+
+        ctl.add_parser(sub)
+    return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from broker.runtime.settings import Settings
+
+    try:
+        settings = Settings.load(
+            args.config,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            management_port=args.management_port,
+            data_dir=args.data_dir,
+            store_sync=args.store_sync,
+            nodes=[n.strip() for n in args.nodes.split(",") if n.strip()] if args.nodes else None,
+            active_consumer_selection=args.active_consumer_selection,
+            memory_high_watermark=args.memory_high_watermark,
+            disk_free_limit=args.disk_free_limit,
+        )
+        if settings.data_dir is None:
+            from broker.store import default_data_dir
+
+            settings = settings.model_copy(update={"data_dir": str(default_data_dir())})
+    except Exception as exc:
+        print(f"hashbroker: invalid settings: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from broker.server import SHUTDOWN_GRACE, Broker
+
+    broker = Broker(settings)
+
+    async def run() -> None:
+        await broker.start()
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):  # a graceful stop: clients read a 320 close
+            loop.add_signal_handler(signum, stopping.set)
+        try:
+            await stopping.wait()
+            log.info("hashbroker stopping (signal received)")
+        finally:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+            await broker.stop(SHUTDOWN_GRACE)
+
+    from broker.store import StoreError
+
+    try:
+        asyncio.run(run())
+    except StoreError as exc:
+        print(f"hashbroker: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        print(f"hashbroker: cannot listen on {settings.host}:{settings.port}: {reason}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from broker.cli import demo
+
+    return demo.run_spark_demo() if args.spark else demo.run_demo(args.messages)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(words[0] if words else None)
+    args = parser.parse_args(words)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

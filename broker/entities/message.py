@@ -1,0 +1,283 @@
+"""Stored messages and the lazy routing view the exchanges library reads.
+
+One `StoredMessage` is shared by every queue a publish reaches; per-queue state (redelivered, expiry,
+position) lives in `broker.entities.queues.catalog.Entry`. Properties stay as received (`props` = flags +
+property list) and are only decoded when routing or the broker needs a field.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from amqpwire.errors import AmqpError
+from amqpwire.fields import FieldTable
+from broker.protocol import properties as P
+from exchanges.base import Message
+from exchanges.erlang.format import ESCAPES, printable_latin1
+
+HEADERS_FLAG = 1 << 13
+EXPIRATION_FLAG = 1 << 8
+PRIORITY_FLAG = 1 << 11
+REPLY_TO_FLAG = 1 << 9
+USER_ID_FLAG = 1 << 4
+DELIVERY_MODE_FLAG = 1 << 12
+_CONTENT_HEAD = struct.Struct(">HHQ")
+
+
+class StoredMessage:
+    """An immutable published message: where it was published, its raw properties and body."""
+
+    __slots__ = (
+        "_headers",
+        "_spans",
+        "body",
+        "exchange",
+        "extra_keys",
+        "flags",
+        "has_bcc",
+        "props",
+        "routing_key",
+    )
+
+    def __init__(self, exchange: str, routing_key: str, props: bytes, body: bytes) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.props = props
+        self.body = body
+        self.flags = (props[0] << 8) | props[1] if len(props) >= 2 else 0
+        self._spans: dict[str, tuple[int, int]] | None = None
+        self._headers: FieldTable | None = None
+        # all routing keys when CC/BCC headers (or dead-lettering) gave it more than its own: None
+        # for the usual single key, so a plain publish allocates no list (see `routing_keys`)
+        self.extra_keys: Sequence[str] | None = None
+        self.has_bcc = False
+
+    @property
+    def routing_keys(self) -> Sequence[str]:
+        """RabbitMQ's `[RoutingKey | CC ++ BCC]`."""
+        keys = self.extra_keys
+        return (self.routing_key,) if keys is None else keys
+
+    @routing_keys.setter
+    def routing_keys(self, keys: Sequence[str]) -> None:
+        self.extra_keys = keys
+
+    @property
+    def size(self) -> int:
+        return len(self.body)
+
+    def content_header_payload(self) -> bytes:
+        return _CONTENT_HEAD.pack(60, 0, len(self.body)) + self.props
+
+    def spans(self) -> dict[str, tuple[int, int]]:
+        if self._spans is None:
+            self._spans = P.locate(self.props) if self.flags else {}
+        return self._spans
+
+    def prop(self, name: str) -> Any:
+        span = self.spans().get(name)
+        if span is None:
+            return None
+        return P.decode_value(self.props, name, span)
+
+    def headers(self) -> FieldTable | None:
+        if not self.flags & HEADERS_FLAG:
+            return None
+        if self._headers is None:
+            self._headers = self.prop("headers")
+        return self._headers
+
+    def with_props(
+        self, props: bytes, exchange: str | None = None, routing_keys: Sequence[str] | None = None
+    ) -> StoredMessage:
+        """A copy with new property bytes (and optionally a new exchange / routing keys)."""
+        exchange = self.exchange if exchange is None else exchange
+        if routing_keys is None:
+            msg = StoredMessage(exchange, self.routing_key, props, self.body)
+            msg.extra_keys = self.extra_keys
+            return msg
+        keys = list(routing_keys)
+        msg = StoredMessage(exchange, keys[0], props, self.body)
+        msg.extra_keys = keys
+        return msg
+
+    def compute_routing_keys(self) -> None:
+        """Add CC and BCC header values, as rabbit_basic:header_routes does (may raise 406)."""
+        if not self.flags & HEADERS_FLAG:
+            return
+        span = self.spans().get("headers")
+        if span is None:
+            return
+        raw = self.props[span[0] : span[1]]
+        if b"\x02CC" not in raw and b"\x03BCC" not in raw:
+            return
+        headers = self.headers()
+        if headers is None:
+            return
+        keys = [self.routing_key]
+        for name in ("CC", "BCC"):
+            field = headers.get(name)
+            if field is None:
+                continue
+            if field.type != "array":
+                raise AmqpError(
+                    406, f'invalid message: {{unacceptable_type_in_header,"{name}",{field.type}}}'
+                )
+            if name == "BCC":
+                self.has_bcc = True
+            keys.extend(
+                v.value.decode("utf-8", errors="surrogateescape") for v in field.value if v.type == "longstr"
+            )
+        self.routing_keys = keys
+
+    def strip_bcc(self) -> StoredMessage:
+        """The message as delivered: without a BCC header (rabbit_basic:strip_bcc)."""
+        headers = self.headers()
+        if headers is None or headers.get("BCC") is None:
+            return self
+        table = FieldTable((k, v) for k, v in headers if k != "BCC")
+        msg = self.with_props(P.rewrite(self.props, {"headers": table}))
+        msg.routing_keys = self.routing_keys
+        return msg
+
+
+def is_persistent(msg: StoredMessage) -> bool:
+    """delivery_mode 2 (the property is decoded only when its flag bit is set)."""
+    return bool(msg.flags & DELIVERY_MODE_FLAG) and P.delivery_mode(msg.props) == 2
+
+
+def pack_message(msg: StoredMessage) -> bytes:
+    """The message as bytes for a page file (broker.entities.queues.classic.paging): what `unpack_message`
+    needs to rebuild it, routing keys from CC/BCC or dead-lettering included."""
+    import pickle  # loaded by the first page-out: an idle broker does not need it
+
+    keys = msg.extra_keys
+    return pickle.dumps(
+        (
+            msg.exchange,
+            msg.routing_key,
+            msg.props,
+            msg.body,
+            None if keys is None else list(keys),
+            msg.has_bcc,
+        ),
+        protocol=5,
+    )
+
+
+def unpack_message(blob: bytes | memoryview) -> StoredMessage:
+    """A message `pack_message` wrote (from a page file this broker wrote itself)."""
+    import pickle
+
+    exchange, routing_key, props, body, keys, has_bcc = pickle.loads(blob)
+    msg = StoredMessage(exchange, routing_key, props, body)
+    msg.extra_keys = keys
+    msg.has_bcc = has_bcc
+    return msg
+
+
+class RoutingView(Message):
+    """`exchanges.base.Message` over a StoredMessage: nothing is decoded unless a type asks."""
+
+    __slots__ = ("msg",)
+
+    def __init__(self, msg: StoredMessage) -> None:
+        self.msg = msg
+
+    @property
+    def routing_keys(self) -> Sequence[str]:
+        return self.msg.routing_keys
+
+    def headers(self) -> FieldTable | None:
+        return self.msg.headers()
+
+    def property(self, name: str) -> Any:
+        return self.msg.prop(name)
+
+
+MAX_EXPIRY_MS = 315_360_000_000  # rabbit_misc:check_expiry: ten years
+_ERL_INTEGER = re.compile(rb"[+-]?[0-9]+")
+_LINE_LENGTH = 80  # io_lib_pretty's default line length for ~p
+
+
+def parse_expiration(value: str) -> int:
+    """Per-message TTL in ms, validated like rabbit_basic:parse_expiration (406 on bad input).
+
+    RabbitMQ runs `string:to_integer` over the property's bytes (one optional sign, ASCII digits,
+    no whitespace), then `check_expiry`; the 406 text is rabbit_channel's
+    "invalid expiration '~s': ~p" of the error term, so it is rebuilt here byte for byte,
+    including ~p's line wrapping (`erl_pretty_tagged`).
+    """
+    raw = value.encode("utf-8", errors="surrogateescape")
+    m = _ERL_INTEGER.match(raw)
+    if m is None:
+        reason: tuple[str, int | bytes] | None = None
+    elif m.end() < len(raw):
+        reason = ("leftover_string", raw[m.end() :])
+    else:
+        ttl = int(m.group())
+        if 0 <= ttl <= MAX_EXPIRY_MS:
+            return ttl
+        reason = ("value_negative" if ttl < 0 else "value_too_large", ttl)
+    prefix = b"invalid expiration '" + raw + b"': "
+    term = b"no_integer" if reason is None else erl_pretty_tagged(reason[0], reason[1], _column(prefix))
+    raise AmqpError(406, (prefix + term).decode("utf-8", errors="surrogateescape"))
+
+
+def _column(text: bytes) -> int:
+    """io_lib_format's idea of the current column after `text` (newline resets, tab to next 8)."""
+    col = 0
+    for c in text:
+        if c == 0x0A:
+            col = 0
+        elif c == 0x09:
+            col = (col + 8) // 8 * 8
+        else:
+            col += 1
+    return col
+
+
+def erl_pretty_tagged(tag: str, value: int | bytes, col: int) -> bytes:
+    """~p of `{Tag, Value}` (an integer or a byte list) printed at column `col`, as io_lib_pretty does.
+
+    The term goes on one line if it ends before column 79; otherwise the value moves to its own
+    line under the tuple's first element, and a list of integers that is still too long is filled
+    element by element, each line leaving room for the closing brackets of the last one.
+    """
+    head = b"{" + tag.encode() + b","
+    if isinstance(value, int):
+        one = head + str(value).encode() + b"}"
+        if col + len(one) < _LINE_LENGTH - 1:
+            return one
+        return head + b"\n" + b" " * (col + 1) + str(value).encode() + b"}"
+    if printable_latin1(value):
+        body = b'"' + b"".join(ESCAPES.get(c, bytes((c,))) for c in value) + b'"'
+        one = head + body + b"}"
+        if col + len(one) < _LINE_LENGTH - 1:
+            return one
+        return head + b"\n" + b" " * (col + 1) + body + b"}"
+    items = [str(c).encode() for c in value]
+    flat = b"[" + b",".join(items) + b"]"
+    one = head + flat + b"}"
+    if col + len(one) < _LINE_LENGTH - 1:
+        return one
+    indent = col + 1
+    if indent + len(flat) + 1 < _LINE_LENGTH:
+        return head + b"\n" + b" " * indent + flat + b"}"
+    lines: list[bytes] = []
+    line = b"["
+    pos = indent + 1
+    for i, item in enumerate(items):
+        last = i == len(items) - 1
+        piece = item + (b"]}" if last else b",")
+        if line != b"[" and pos + len(piece) > _LINE_LENGTH:
+            lines.append(line)
+            line = b" " * (indent + 1)
+            pos = indent + 1
+        line += piece
+        pos += len(piece)
+    lines.append(line)
+    return head + b"\n" + b" " * indent + b"\n".join(lines)

@@ -1,0 +1,1 @@
+"""The classic queue type: its ready list, in-memory window and paging."""

@@ -1,0 +1,323 @@
+"""Paging a classic queue's messages out of memory, and reading them back near the head.
+
+A queue keeps the messages nearest its head in memory (its `levels`, one deque per priority) and,
+once that window is full, the rest in a `Pager`: per level a tail of compact index rows (seq, body
+size, expiry, flags: about 30 bytes a message in `array`s) whose bodies sit in a `PageSpool`, an
+append-only file the persistence hands out, as RabbitMQ's classic queues page to disk. A tail may
+also start with a `Backlog`: the messages a restarted broker has in its store but has not read yet,
+so a queue of any depth is back at once and is read as its head advances.
+
+Order is kept by one rule: while a level has a tail, new messages join the tail, never the deque,
+and the tail refills the deque from its front. Every seq in a tail is therefore above every seq in
+its deque, and a requeued message (delivered from the deque) goes back into the deque. A level's
+deque is refilled whenever it falls below `page_window.REFILL_BELOW`, so it is empty only when its tail is.
+Reads are synchronous: a refill happens inside the pop that needs it.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from broker.entities.message import (
+    EXPIRATION_FLAG,
+    StoredMessage,
+    is_persistent,
+    pack_message,
+    unpack_message,
+)
+from broker.entities.queues.base import Entry
+
+if TYPE_CHECKING:
+    from broker.entities.queues.classic.queue import ClassicQueue
+
+#: A level's deque is refilled (below `REFILL_BELOW`) with up to this many messages, or this many
+#: body bytes (at least one message).
+BATCH = 1024
+BATCH_BYTES = 4 << 20
+#: The queue has no pager and never pages (no persistence, or a store without a page directory).
+NEVER = 1 << 62
+
+_REDELIVERED = 1
+_STORED = 2  # the message is also in the durable store (persistent, kept queue)
+
+
+class PageSpool(Protocol):
+    """An append-only byte stream on disk (broker.store.page_spool implements it)."""
+
+    def append(self, blob: bytes) -> int:
+        """Write `blob` at the end; returns its offset in the stream."""
+        ...
+
+    def read(self, start: int, end: int) -> bytes:
+        """The bytes from `start` to `end` (written before)."""
+        ...
+
+    def release(self, upto: int) -> None:
+        """Nothing before `upto` will be read again: its disk space may go."""
+        ...
+
+    def close(self) -> None:
+        """Drop the whole stream."""
+        ...
+
+
+class Backlog(Protocol):
+    """A queue's stored messages not read yet (after a restart), read front to back."""
+
+    count: int
+    bytes: int
+
+    def read(self, limit: int) -> list[tuple[int, StoredMessage, bool]]:
+        """The next up to `limit` messages as (seq, message, redelivered), in seq order."""
+        ...
+
+    def remaining_seqs(self) -> list[int]:
+        """The positions of the messages not read yet."""
+        ...
+
+
+class Tail:
+    """One level's paged messages: an optional backlog first, then spooled index rows."""
+
+    __slots__ = ("backlog", "bytes", "ends", "expires", "flags", "head", "offs", "seqs", "sizes", "spool")
+
+    def __init__(self) -> None:
+        self.backlog: Backlog | None = None
+        self.spool: PageSpool | None = None
+        self.seqs = array("q")
+        self.sizes = array("q")
+        self.expires = array("d")
+        self.flags = array("B")
+        self.offs = array("q")
+        self.ends = array("q")
+        self.head = 0  # rows before it were read back
+        self.bytes = 0  # body bytes of the spooled rows not read back
+
+    def __len__(self) -> int:
+        """Messages in the tail: it has some exactly while it has a backlog or a spool (an
+        exhausted backlog and a spool read to its end are dropped at once)."""
+        n = len(self.seqs) - self.head
+        return n + self.backlog.count if self.backlog is not None else n
+
+    def compact(self) -> None:
+        """Forget the rows read back once they are most of the arrays."""
+        h = self.head
+        if h and h * 2 >= len(self.seqs):
+            for arr in (self.seqs, self.sizes, self.expires, self.flags, self.offs, self.ends):
+                del arr[:h]
+            self.head = 0
+
+
+class Pager:
+    """The paged part of one classic queue (see the module docstring). `count` and `bytes` are
+    the paged messages' share of the queue's `count` and `bytes`."""
+
+    def __init__(self, q: ClassicQueue, new_spool: Callable[[], PageSpool]) -> None:
+        self.q = q
+        self.new_spool = new_spool
+        self.tails = [Tail() for _ in q.levels]
+        self._index = {id(level): i for i, level in enumerate(q.levels)}
+        self.count = 0
+        self.bytes = 0
+        self.restored_at = 0.0
+
+    # -- paging out ----------------------------------------------------------------------------
+
+    def take(self, level: deque[Entry], entry: Entry) -> bool:
+        """Page `entry` (headed for `level`) out if its level has a tail or the window is full;
+        False: it belongs in memory."""
+        tail = self.tails[self._index[id(level)]]
+        q = self.q
+        if (
+            tail.spool is None
+            and tail.backlog is None
+            and (not level or (q.count - self.count < q.page_window and q.bytes - self.bytes < q.page_bytes))
+        ):
+            # a tail starts behind a non-empty deque only: a level's deque is empty only when its
+            # tail is, so the head of every level is in memory
+            return False
+        spool = tail.spool
+        if spool is None:
+            spool = tail.spool = self.new_spool()
+        msg = entry.msg
+        size = len(msg.body)
+        blob = pack_message(msg)
+        off = spool.append(blob)
+        tail.seqs.append(entry.seq)
+        tail.sizes.append(size)
+        tail.expires.append(entry.expires)
+        stored = q.store is not None and is_persistent(msg)
+        tail.flags.append((_REDELIVERED if entry.redelivered else 0) | (_STORED if stored else 0))
+        tail.offs.append(off)
+        tail.ends.append(off + len(blob))
+        tail.bytes += size
+        self.count += 1
+        self.bytes += size
+        return True
+
+    def add_backlog(self, backlog: Backlog) -> None:
+        """A restarted queue's unread stored messages: they come before anything paged later."""
+        tail = self.tails[0]
+        tail.backlog = backlog
+        self.restored_at = self.q.clock.now()
+        self.count += backlog.count
+        self.bytes += backlog.bytes
+
+    # -- reading back --------------------------------------------------------------------------
+
+    def refill(self, level: deque[Entry]) -> None:
+        """Move the next batch of `level`'s tail into it (call when it runs short)."""
+        if not self.count:
+            return
+        tail = self.tails[self._index[id(level)]]
+        if tail.backlog is not None:
+            self._from_backlog(tail, level)
+        elif tail.spool is not None:
+            self._from_spool(tail, level)
+        else:
+            return
+        if level and level[0].expires:
+            self.q._arm_ttl()
+
+    def _from_backlog(self, tail: Tail, level: deque[Entry]) -> None:
+        backlog = tail.backlog
+        assert backlog is not None
+        per = max(1, backlog.bytes // max(1, backlog.count))
+        rows = backlog.read(max(1, min(BATCH, BATCH_BYTES // per)))
+        q = self.q
+        now = self.restored_at  # TTLs of restored messages run from the restart, read now or later
+        n = size = 0
+        for seq, msg, redelivered in rows:
+            expires = q._expiry_for(msg, now) if q.uses_ttl or msg.flags & EXPIRATION_FLAG else 0.0
+            entry = Entry(seq, msg, expires)
+            entry.redelivered = redelivered
+            level.append(entry)
+            n += 1
+            size += len(msg.body)
+        # the backlog's own counters went down as it read; a store that held fewer rows than it
+        # counted at start leaves the queue's counts where the rows are
+        left = backlog.count if not rows else 0
+        left_bytes = backlog.bytes if not rows else 0
+        self.count -= n + left
+        self.bytes -= size + left_bytes
+        if left or left_bytes:
+            q.count -= left
+            q.bytes -= left_bytes
+        if not rows or not backlog.count:
+            tail.backlog = None
+
+    def _from_spool(self, tail: Tail, level: deque[Entry]) -> None:
+        spool = tail.spool
+        assert spool is not None
+        h = tail.head
+        stop = len(tail.seqs)
+        end = h
+        budget = 0
+        while end < stop and end - h < BATCH and (budget < BATCH_BYTES or end == h):
+            budget += tail.sizes[end]
+            end += 1
+        start = tail.offs[h]
+        raw = spool.read(start, tail.ends[end - 1])
+        view = memoryview(raw)
+        seqs, expires, flags, offs, ends = tail.seqs, tail.expires, tail.flags, tail.offs, tail.ends
+        for i in range(h, end):
+            msg = unpack_message(view[offs[i] - start : ends[i] - start])
+            entry = Entry(seqs[i], msg, expires[i])
+            if flags[i] & _REDELIVERED:
+                entry.redelivered = True
+            level.append(entry)
+        tail.head = end
+        tail.bytes -= budget
+        self.count -= end - h
+        self.bytes -= budget
+        if end == stop:
+            # the spool is read to its end: start the next page-out on a fresh one
+            spool.close()
+            tail.spool = None
+            for arr in (tail.seqs, tail.sizes, tail.expires, tail.flags, tail.offs, tail.ends):
+                del arr[:]
+            tail.head = 0
+        else:
+            spool.release(tail.offs[end])
+            tail.compact()
+
+    # -- dropping ------------------------------------------------------------------------------
+
+    def stored_seqs(self) -> list[int]:
+        """The positions of paged messages the durable store holds (for a purge)."""
+        out: list[int] = []
+        for tail in self.tails:
+            if tail.backlog is not None:
+                out.extend(tail.backlog.remaining_seqs())
+            flags, seqs = tail.flags, tail.seqs
+            out.extend(seqs[i] for i in range(tail.head, len(seqs)) if flags[i] & _STORED)
+        return out
+
+    def forget(self, seq: int) -> bool:
+        """Drop the paged message at `seq` (its store write failed, so it must not stay queued);
+        False when no tail holds it. Such a message is recent: each search runs from the end."""
+        for tail in self.tails:
+            seqs = tail.seqs
+            for i in range(len(seqs) - 1, tail.head - 1, -1):
+                if seqs[i] < seq:
+                    break
+                if seqs[i] != seq:
+                    continue
+                size = tail.sizes[i]
+                for arr in (seqs, tail.sizes, tail.expires, tail.flags, tail.offs, tail.ends):
+                    del arr[i]
+                tail.bytes -= size
+                self.count -= 1
+                self.bytes -= size
+                self.q.count -= 1
+                self.q.bytes -= size
+                if len(seqs) == tail.head and tail.spool is not None:
+                    # an empty tail has no spool (see `Tail.__len__`)
+                    tail.spool.close()
+                    tail.spool = None
+                    for arr in (seqs, tail.sizes, tail.expires, tail.flags, tail.offs, tail.ends):
+                        del arr[:]
+                    tail.head = 0
+                return True
+        return False
+
+    def clear(self) -> None:
+        """Drop every paged message and its spool (purge, delete)."""
+        for tail in self.tails:
+            if tail.spool is not None:
+                tail.spool.close()
+        self.tails = [Tail() for _ in self.tails]
+        self.count = 0
+        self.bytes = 0
+
+
+def page_out(q: ClassicQueue, level: deque[Entry], entry: Entry) -> bool:
+    """Past the in-memory window: hand `entry` to the queue's pager (made on first use) if it takes
+    it; a queue whose persistence cannot page stops asking (`page_window` NEVER)."""
+    pager = q.pager
+    if pager is None:
+        persistence = q.vhost.persistence
+        new_spool = persistence.spool_factory() if persistence is not None else None
+        if new_spool is None:
+            q.page_window = q.page_bytes = NEVER
+            return False
+        pager = q.pager = Pager(q, new_spool)
+    return pager.take(level, entry)
+
+
+def restore_backlog(
+    q: ClassicQueue, backlog: Backlog, last_seq: int, new_spool: Callable[[], PageSpool]
+) -> None:
+    """Put back a queue's stored messages at boot without reading them: they are read as the head
+    advances. Only for a queue without priorities (which restores each message into its level)."""
+    if not backlog.count:
+        return
+    pager = q.pager = Pager(q, new_spool)
+    pager.add_backlog(backlog)
+    q.count += backlog.count
+    q.bytes += backlog.bytes
+    q.seq = max(q.seq, last_seq)
+    pager.refill(q.levels[0])

@@ -1,0 +1,269 @@
+"""A stream's log as osiris lays it out: offsets, chunks, segments and retention.
+
+Each record takes one offset; a chunk holds one record or, when the stream batches them (publishes
+that arrive together, as osiris's writer batches what waits in its mailbox), several: they share
+the chunk's timestamp, and `last` starts at the chunk's first offset. A segment file starts with
+an 8-byte header; a new chunk is written into the current segment unless that segment already
+reached the maximum segment size, in which case a new segment is opened first and begins with a
+tracking snapshot chunk (60 bytes, one offset): so offsets are not contiguous across segments. A
+record joining an open chunk always goes where the chunk is. Retention is
+evaluated when a segment rolls, on the segments as they are once the rolling chunk is written: the
+oldest segments are deleted while the total exceeds max-length-bytes (the newest always stays),
+and those whose last chunk is older than max-age.
+
+Chunk sizes were measured on RabbitMQ 3.10.8 (a segment size threshold search): a message
+without properties published to exchange E with routing key K and an n-byte body takes
+138 + len(E) + len(K) + n bytes (+3 from 256 bytes on: the AMQP 1.0 binary grows a longer size
+field). RabbitMQ's own sizes drift by a byte or two between runs (later measurements gave 140 +
+...), so offsets and retention with tiny segments can only match to that precision; the default
+500 MB segments make it immaterial. Properties add their encoded size here, an estimate: on
+RabbitMQ their AMQP 1.0 sections cost more (delivery_mode ~25 bytes, content_type ~30,
+message_id ~23, a one-entry header table ~12). Of the base, 48 bytes are the chunk header
+(osiris 1.3.1's HEADER_SIZE_B), which a record joining a chunk does not add again.
+
+The index is columnar (machine-integer arrays of offsets, chunk times and chunk starts, and one
+list of the bodies still in memory): about 32 bytes per record, so a stream of millions of
+messages whose bodies were paged out to the store keeps only that much in RAM per message.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from dataclasses import dataclass, field
+
+from broker.entities.message import StoredMessage
+from broker.entities.queues.stream.arguments import OffsetSpec
+
+SEGMENT_HEADER = 8
+TRACKING_CHUNK = 60
+#: osiris's `max_segment_size_chunks`: a segment also rolls once it holds this many chunks (its
+#: tracking snapshot chunk included), whatever its size
+MAX_SEGMENT_CHUNKS = 256_000
+_CHUNK_BASE = 138
+CHUNK_HEADER = 48
+#: Retained index entries before the dropped prefix of the columns is cut away.
+_COMPACT_AT = 4096
+
+
+#: Memory a message held in the log costs beyond its body: the message object, its property bytes,
+#: routing key and the header offsets a delivery caches (tracemalloc: 270-700 B for a 100-byte
+#: body). Counting it keeps the resident budget a bound on memory, not on body bytes alone.
+MESSAGE_OVERHEAD = 512
+
+
+def resident_cost(msg: StoredMessage) -> int:
+    """What holding `msg` in memory costs, for the stream's resident budget."""
+    return len(msg.body) + MESSAGE_OVERHEAD
+
+
+def chunk_size(msg: StoredMessage) -> int:
+    n = len(msg.body)
+    size = _CHUNK_BASE + len(msg.exchange.encode()) + len(msg.routing_key.encode()) + n
+    if n > 255:
+        size += 3
+    if msg.flags:
+        size += len(msg.props) - 2
+    return size
+
+
+@dataclass(slots=True, frozen=True)
+class Record:
+    """One record as read from the columns (built on demand, never stored)."""
+
+    offset: int
+    timestamp: int  # the chunk's wall-clock time, ms
+    msg: StoredMessage | None  # None: the body was dropped from memory, the store has it
+    chunk_start: int  # the offset of the chunk's first record
+
+    @property
+    def seq(self) -> int:
+        """The store's position of the message: its offset plus one."""
+        return self.offset + 1
+
+
+@dataclass(slots=True)
+class Segment:
+    size: int = SEGMENT_HEADER
+    records: int = 0
+    last_timestamp: int = 0
+    chunks: int = 0
+    body_bytes: int = 0  # the bodies of its records, for the queue's byte count on retention
+
+
+@dataclass(slots=True)
+class Dropped:
+    """What retention removed: the store positions, their body bytes, and what of them memory
+    held (`resident_cost`)."""
+
+    seqs: list[int]
+    body_bytes: int
+    resident_bytes: int
+
+
+def _column() -> array[int]:
+    return array("q")
+
+
+@dataclass
+class StreamLog:
+    segment_bytes: int
+    max_bytes: int | None = None
+    max_age_ms: int | None = None
+    next_offset: int = 0
+    offsets: array[int] = field(default_factory=_column)
+    stamps: array[int] = field(default_factory=_column)  # each record's chunk time, ms
+    chunks: array[int] = field(default_factory=_column)  # each record's chunk start offset
+    msgs: list[StoredMessage | None] = field(default_factory=list)  # None: paged out
+    segments: list[Segment] = field(default_factory=list)
+    head: int = 0  # index of the first retained record
+    chunk_open: bool = False  # the next record joins the last chunk (its owner batches writes)
+    segment_chunks: int = MAX_SEGMENT_CHUNKS
+
+    def _full(self) -> bool:
+        """osiris's max_segment_size_reached: the current segment takes no further chunk."""
+        seg = self.segments[-1]
+        return seg.size >= self.segment_bytes or seg.chunks >= self.segment_chunks
+
+    @property
+    def first_offset(self) -> int:
+        return self.offsets[self.head] if self.head < len(self.offsets) else self.next_offset
+
+    def __len__(self) -> int:
+        return len(self.offsets) - self.head
+
+    @property
+    def end(self) -> int:
+        """One past the index of the newest record."""
+        return len(self.offsets)
+
+    @property
+    def write_offset(self) -> int:
+        """The offset the next record will take (one more when it must open a new segment)."""
+        if self.chunk_open and len(self.offsets) > self.head:
+            return self.next_offset
+        if self.segments and self._full():
+            return self.next_offset + 1
+        return self.next_offset
+
+    def record(self, i: int) -> Record:
+        return Record(self.offsets[i], self.stamps[i], self.msgs[i], self.chunks[i])
+
+    def retained(self) -> list[Record]:
+        """The retained records, oldest first (for inspection: the hot paths read the columns)."""
+        return [self.record(i) for i in range(self.head, len(self.offsets))]
+
+    def append(self, msg: StoredMessage, now_ms: int) -> Dropped | None:
+        """Write one record at `write_offset`, into the last chunk while it is open
+        (`chunk_open`), else as a new chunk; returns what retention dropped, if any."""
+        if self.chunk_open and len(self.offsets) > self.head:
+            self._write(self.next_offset, self.stamps[-1], self.chunks[-1], msg)
+            return None
+        rolled = False
+        if not self.segments:
+            self.segments.append(Segment())
+        elif self._full():
+            self.segments.append(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms, 1))
+            self.next_offset += 1
+            rolled = True
+        offset = self.next_offset
+        self._write(offset, now_ms, offset, msg)
+        return self._retain(now_ms) if rolled else None
+
+    def restore(self, offset: int, msg: StoredMessage, timestamp: int | None) -> None:
+        """Put back a record read from the store at its offset, starting a chunk at `timestamp`
+        or (None) joining the chunk before it; a gap before it (a tracking chunk, or messages the
+        store did not keep) starts a new segment and chunk."""
+        gap = not self.segments or offset > self.next_offset
+        if gap:
+            tracked = bool(self.segments)
+            size = SEGMENT_HEADER + (TRACKING_CHUNK if tracked else 0)
+            self.segments.append(Segment(size, chunks=int(tracked)))
+        self.next_offset = offset
+        has_last = len(self.offsets) > self.head
+        if timestamp is None and has_last and not gap:
+            self._write(offset, self.stamps[-1], self.chunks[-1], msg)
+        else:
+            ts = timestamp if timestamp is not None else self.stamps[-1] if has_last else 0
+            self._write(offset, ts, offset, msg)
+
+    def _write(self, offset: int, timestamp: int, chunk: int, msg: StoredMessage) -> None:
+        seg = self.segments[-1]
+        self.next_offset = offset + 1
+        self.offsets.append(offset)
+        self.stamps.append(timestamp)
+        self.chunks.append(chunk)
+        self.msgs.append(msg)
+        joins = chunk != offset
+        seg.size += chunk_size(msg) - (CHUNK_HEADER if joins else 0)
+        seg.chunks += not joins
+        seg.records += 1
+        seg.body_bytes += len(msg.body)
+        seg.last_timestamp = timestamp
+
+    def _retain(self, now_ms: int) -> Dropped | None:
+        segs = self.segments
+        drop = 0
+        if self.max_bytes is not None:
+            total = sum(s.size for s in segs)
+            while len(segs) - drop > 1 and total > self.max_bytes:
+                total -= segs[drop].size
+                drop += 1
+        if self.max_age_ms is not None:
+            limit = now_ms - self.max_age_ms
+            while len(segs) - drop > 1 and segs[drop].last_timestamp < limit:
+                drop += 1
+        if not drop:
+            return None
+        n = sum(s.records for s in segs[:drop])
+        body_bytes = sum(s.body_bytes for s in segs[:drop])
+        del segs[:drop]
+        start, stop = self.head, self.head + n
+        seqs = [offset + 1 for offset in self.offsets[start:stop]]
+        resident = 0
+        msgs = self.msgs
+        for i in range(start, stop):
+            m = msgs[i]
+            if m is not None:
+                resident += resident_cost(m)
+                msgs[i] = None
+        self.head = stop
+        if self.head > _COMPACT_AT and self.head * 2 > len(self.offsets):
+            for column in (self.offsets, self.stamps, self.chunks, self.msgs):
+                del column[: self.head]
+            self.head = 0
+        return Dropped(seqs, body_bytes, resident)
+
+    def index_of(self, offset: int) -> int:
+        """The index of the first retained record at `offset` or later (`end` if none). Offsets
+        are contiguous but for a tracking chunk per segment: the guess is nearly always right."""
+        offsets, head = self.offsets, self.head
+        if head < len(offsets):
+            guess = offset - offsets[head] + head
+            if head <= guess < len(offsets) and offsets[guess] == offset:
+                return guess
+        return bisect.bisect_left(offsets, offset, lo=head)
+
+    def start_offset(self, spec: OffsetSpec) -> int:
+        """Where a consumer with `spec` starts reading (osiris's offset spec resolution)."""
+        first, nxt = self.first_offset, self.next_offset
+        if spec.kind == "first":
+            return first
+        if spec.kind == "next":
+            return nxt
+        if spec.kind == "last":  # the start of the last chunk
+            return self.chunks[-1] if len(self) else nxt
+        if spec.kind == "offset":  # past the end: the consumer waits for that offset
+            return max(spec.value, first)
+        stamps = self.stamps
+        for i in range(self.head, len(stamps)):  # timestamp: the first chunk at or after it
+            if stamps[i] >= spec.value:
+                return self.offsets[i]
+        return nxt
+
+    def clear(self) -> None:
+        for column in (self.offsets, self.stamps, self.chunks, self.msgs):
+            del column[:]
+        self.segments.clear()
+        self.head = 0
+        self.chunk_open = False

@@ -1,0 +1,393 @@
+"""The entities' persistence over `broker.store`: records, the rebuild at boot, message writes.
+
+`StorePersistence` implements broker.entities.persistence.Persistence; the server gives one to
+every vhost of a broker with a persistent store (`attach`). A vhost without one keeps nothing and
+pays one attribute test per event. The session layer calls `persist_publish`, `stored_seqs` and
+`is_persistent` for publishes, deliveries and acks.
+
+What is kept (as RabbitMQ): durable exchanges, durable non-exclusive queues, bindings whose source
+and destination are both durable (amq.* exchanges are durable), and persistent messages
+(delivery_mode 2) in durable queues. Transient things are gone after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from amqpwire.errors import AmqpError
+from broker.entities.message import DELIVERY_MODE_FLAG, StoredMessage, is_persistent
+from broker.store import (
+    BindingRecord,
+    ExchangeRecord,
+    PermissionRecord,
+    QueueRecord,
+    Snapshot,
+    Store,
+    UserRecord,
+    VHostRecord,
+)
+from exchanges.base import Binding, Destination
+from exchanges.route_order import route_table_order
+
+if TYPE_CHECKING:
+    from broker.entities.exchange import Exchange
+    from broker.entities.queues.catalog import Entry, Queue
+    from broker.entities.queues.classic.paging import PageSpool
+    from broker.entities.users import Permission, User
+    from broker.entities.vhost import VHost
+    from broker.server import Broker
+
+log = logging.getLogger("hashbroker.durability")
+
+__all__ = ["DELIVERY_MODE_FLAG", "StorePersistence", "attach", "is_persistent", "rebuild", "stored_seqs"]
+
+
+def is_stored(entry: Entry) -> bool:
+    """Whether the store holds the entry: persistent messages, and every message of a type whose
+    entries say they are always kept (quorum queues)."""
+    return entry.always_stored or is_persistent(entry.msg)
+
+
+def stored_seqs(entries: Iterable[Entry]) -> list[int]:
+    """Positions of the entries the store holds (see `is_stored`; seq 0 was never enqueued)."""
+    return [e.seq for e in entries if e.seq and is_stored(e)]
+
+
+# -- records -----------------------------------------------------------------------------------------
+
+
+def exchange_record(vhost: VHost, x: Exchange) -> ExchangeRecord:
+    return ExchangeRecord(vhost.name, x.name, x.type_name, x.durable, x.auto_delete, x.internal, x.arguments)
+
+
+def queue_record(vhost: VHost, q: Queue) -> QueueRecord:
+    """The queue's stored record, with a replicated queue's placement once it has one."""
+    return QueueRecord(
+        vhost.name, q.name, True, False, q.auto_delete, q.arguments, tuple(q.members), q.leader or ""
+    )
+
+
+def binding_record(vhost: VHost, source: str, b: Binding) -> BindingRecord:
+    d = b.destination
+    return BindingRecord(vhost.name, source, d.kind, d.name, b.key, b.arguments)
+
+
+def destination_durable(vhost: VHost, dest: Destination) -> bool:
+    if dest.kind == "queue":
+        q = vhost.queues.get(dest.name)
+        return q is not None and q.store is not None
+    x = vhost.exchanges.get(dest.name)
+    return x is not None and x.durable
+
+
+# -- the entities' persistence -------------------------------------------------------------------------
+
+
+class StorePersistence:
+    """broker.entities.persistence.Persistence over one `Store` (shared by every vhost)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def exchange_declared(self, vhost: VHost, x: Exchange) -> None:
+        self.store.put_exchange(exchange_record(vhost, x))
+
+    def exchange_deleted(self, vhost: VHost, x: Exchange) -> None:
+        self.store.delete_exchange(vhost.name, x.name)
+
+    def binding_added(self, vhost: VHost, source: Exchange, binding: Binding) -> None:
+        if destination_durable(vhost, binding.destination):
+            self.store.add_binding(binding_record(vhost, source.name, binding))
+
+    def binding_removed(self, vhost: VHost, source: Exchange, binding: Binding) -> None:
+        self.store.remove_binding(binding_record(vhost, source.name, binding))
+
+    def queue_added(self, vhost: VHost, q: Queue) -> None:
+        if q.durable and q.exclusive_owner is None:
+            q.store = self.store
+            self.store.put_queue(queue_record(vhost, q))
+
+    def queue_placed(self, vhost: VHost, q: Queue) -> None:
+        self.store.put_queue(queue_record(vhost, q))
+
+    def queue_deleted(self, vhost: VHost, q: Queue) -> None:
+        self.store.delete_queue(vhost.name, q.name)
+
+    def messages_removed(self, q: Queue, entries: Sequence[Entry]) -> None:
+        self.store.remove_messages(q.vhost.name, q.name, stored_seqs(entries))
+
+    def queue_purged(self, q: Queue, ready: Sequence[Entry], paged: Sequence[int] = ()) -> None:
+        if q.purge_keeps_stored():  # e.g. the unacked messages stay stored
+            self.store.remove_messages(q.vhost.name, q.name, [*stored_seqs(ready), *paged])
+        else:
+            self.store.purge_queue(q.vhost.name, q.name)
+
+    def spool_factory(self) -> Callable[[], PageSpool] | None:
+        pages = self.store.pages
+        return pages.new_spool if pages is not None else None
+
+    def publish(
+        self, vhost: VHost, msg: StoredMessage, queues: Sequence[Queue]
+    ) -> tuple[asyncio.Future[None] | None, list[int]]:
+        return persist_publish(vhost, msg, list(queues))
+
+    # -- quorum queues and streams ---------------------------------------------------------------
+
+    def positions_removed(self, q: Queue, seqs: Iterable[int]) -> None:
+        self.store.remove_messages(q.vhost.name, q.name, seqs)
+
+    def delivery_state(self, q: Queue, states: Iterable[tuple[int, bool, int, int]]) -> None:
+        self.store.set_delivery_state(q.vhost.name, q.name, states)
+
+    def dead_letters_held(self, q: Queue, held: Iterable[tuple[int, str, int]]) -> None:
+        self.store.set_dead_letters(q.vhost.name, q.name, held)
+
+    def stream_timestamps(self, q: Queue, stamps: Iterable[tuple[int, int]]) -> None:
+        self.store.set_timestamps(q.vhost.name, q.name, stamps)
+
+    def can_read_back(self, q: Queue) -> bool:
+        return hasattr(self.store, "read_stream_page")
+
+    def read_page(self, q: Queue, seq: int, limit: int) -> list[tuple[int, StoredMessage]]:
+        rows = self.store.read_stream_page(q.vhost.name, q.name, seq, limit)  # type: ignore[attr-defined]
+        return [(s, StoredMessage(x, rk, props, body)) for s, props, body, x, rk in rows]
+
+    def when_committed(self, q: Queue, callback: Callable[[], None]) -> None:
+        self.store.sync().add_done_callback(lambda _f: callback())
+
+
+class StoredUsers:
+    """The user registry's persistence port over the store: users and permissions as records."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def user_saved(self, user: User) -> None:
+        self.store.put_user(UserRecord(user.name, user.password_hash, user.hashing_algorithm, user.tags))
+
+    def user_deleted(self, name: str) -> None:
+        self.store.delete_user(name)
+
+    def permission_saved(self, vhost: str, user: str, permission: Permission) -> None:
+        p = permission
+        self.store.put_permission(PermissionRecord(vhost, user, p.configure, p.write, p.read))
+
+    def permission_deleted(self, vhost: str, user: str) -> None:
+        self.store.delete_permission(vhost, user)
+
+
+def attach(vhost: VHost, store: Store | None) -> None:
+    """Give `vhost` (and its queues) the store's persistence, or take it away with None."""
+    if store is None:
+        vhost.persistence = None
+        vhost.store = None
+        for q in vhost.queues.values():
+            q.store = None
+        return
+    persistence = StorePersistence(store)
+    vhost.persistence = persistence
+    vhost.store = store
+    for q in vhost.queues.values():
+        q.store = store if q.durable and q.exclusive_owner is None else None
+
+
+# -- rebuild -----------------------------------------------------------------------------------------
+
+
+def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
+    """Recreate everything in `snap` before clients can act; then attach `store` to the entities.
+
+    Nothing here writes to the store (it is not started yet): every vhost's `store` is attached
+    only at the end. Bindings are replayed in the order they were made, except those of
+    x-consistent-hash exchanges: RabbitMQ rebuilds their rings on boot in route-table order, so a
+    ring bound out of that order comes back different, as it does on RabbitMQ. Bindings whose
+    source or destination is missing are skipped.
+    """
+    from broker.entities.queues.catalog import Queue
+
+    for vrec in snap.vhosts:
+        if vrec.name not in broker.vhosts:
+            broker.vhosts[vrec.name] = broker.new_vhost(vrec.name)
+    vhosts = broker.vhosts
+    for v in vhosts.values():
+        attach(v, None)
+    for xrec in snap.exchanges:
+        xv = vhosts.get(xrec.vhost)
+        if xv is None or xrec.name in xv.exchanges:
+            continue
+        try:
+            xv.declare_exchange(
+                xrec.name,
+                xrec.type,
+                durable=True,
+                auto_delete=xrec.auto_delete,
+                internal=xrec.internal,
+                arguments=xrec.arguments,
+            )
+        except AmqpError as exc:  # e.g. an exchange type this build lacks
+            log.warning("stored exchange %r in vhost %r not restored: %s", xrec.name, xrec.vhost, exc)
+    for qrec in snap.queues:
+        qv = vhosts.get(qrec.vhost)
+        if qv is None or qrec.name in qv.queues:
+            continue
+        queue = Queue(
+            qv,
+            qrec.name,
+            durable=True,
+            exclusive_owner=None,
+            auto_delete=qrec.auto_delete,
+            arguments=qrec.arguments,
+        )
+        queue.restore_placement(qrec.members, qrec.leader)
+        qv.add_queue(queue)
+    restored = skipped = 0
+    replay: list[tuple[VHost, Exchange, Binding]] = []
+    rings: list[tuple[VHost, Exchange, Binding]] = []
+    for brec in snap.bindings:
+        bv = vhosts.get(brec.vhost)
+        src = bv.exchanges.get(brec.source) if bv is not None else None
+        if bv is None or src is None or src.impl is None:
+            skipped += 1
+            continue
+        dest = Destination(brec.destination_kind, brec.destination)  # type: ignore[arg-type]
+        present = dest.name in (bv.queues if dest.kind == "queue" else bv.exchanges)
+        if not present:
+            skipped += 1
+            continue
+        target = rings if src.impl.type_name == "x-consistent-hash" else replay
+        target.append((bv, src, Binding(dest, brec.key, brec.arguments)))
+    # The plugin's boot-time recovery rebuilds each ring from lists:usort of the exchange's bindings,
+    # so after a restart RabbitMQ's ring follows route-table order, not the order of binding.
+    rings.sort(key=lambda item: (item[0].name, item[1].name, route_table_order(item[2])))
+    for bv, src, binding in replay + rings:
+        try:
+            bv.add_binding(src, binding)
+            restored += 1
+        except AmqpError as exc:
+            skipped += 1
+            log.warning("stored binding %s -> %s not restored: %s", src.name, binding.destination.name, exc)
+    messages = restore_depths(vhosts, store, snap)
+    for (vname, qname), recs in snap.messages.items():
+        mv = vhosts.get(vname)
+        q = mv.queues.get(qname) if mv is not None else None
+        if q is None:
+            continue
+        q.restore_state(snap.queue_state.get((vname, qname), {}))
+        q.restore_dead_letters(snap.dead_letters.get((vname, qname), {}))
+        for m in recs:
+            msg = StoredMessage(m.exchange, m.routing_key, m.properties, m.body)
+            if msg.flags:
+                msg.compute_routing_keys()
+            q.restore(m.seq, msg, m.redelivered)
+            messages += 1
+    # Attach the store: from now on changes are written.
+    for v in vhosts.values():
+        attach(v, store)
+    if snap.vhosts or snap.exchanges or snap.queues or messages:
+        log.info(
+            "restored from %s: %d exchanges, %d queues, %d bindings (%d skipped), %d messages",
+            store.location,
+            len(snap.exchanges),
+            len(snap.queues),
+            restored,
+            skipped,
+            messages,
+        )
+
+
+class StoreBacklog:
+    """broker.entities.queues.classic.paging.Backlog over the store: a queue's messages stored before the
+    restart (positions up to `last`), read front to back."""
+
+    def __init__(self, store: Store, vhost: str, queue: str, count: int, size: int, last: int) -> None:
+        self.store = store
+        self.vhost = vhost
+        self.queue = queue
+        self.count = count
+        self.bytes = size
+        self.after = 0
+        self.last = last
+
+    def read(self, limit: int) -> list[tuple[int, StoredMessage, bool]]:
+        rows = self.store.read_queue(self.vhost, self.queue, self.after, self.last, limit)
+        out: list[tuple[int, StoredMessage, bool]] = []
+        for seq, redelivered, exchange, routing_key, props, body in rows:
+            msg = StoredMessage(exchange, routing_key, props, body)
+            if msg.flags:
+                msg.compute_routing_keys()
+            out.append((seq, msg, redelivered))
+            self.count -= 1
+            self.bytes -= len(body)
+        if rows:
+            self.after = rows[-1][0]
+        return out
+
+    def remaining_seqs(self) -> list[int]:
+        return self.store.queue_seqs(self.vhost, self.queue, self.after, self.last)
+
+
+#: Rows per query when a queue that cannot take a backlog is restored message by message.
+_RESTORE_BATCH = 4096
+
+
+def restore_depths(vhosts: dict[str, VHost], store: Store, snap: Snapshot) -> int:
+    """Give each queue of a depth-only snapshot its stored messages: a classic queue without
+    priorities takes them as a backlog, read as its head advances (start-up time and memory do not
+    grow with the depth); any other queue restores each message now. Returns the message count."""
+    if not snap.depths:
+        return 0  # nothing stored: the paging module stays unloaded
+    from broker.entities.queues.classic.paging import restore_backlog
+
+    messages = 0
+    for (vname, qname), (count, size, last) in snap.depths.items():
+        mv = vhosts.get(vname)
+        q = mv.queues.get(qname) if mv is not None else None
+        if q is None:
+            continue
+        messages += count
+        backlog = StoreBacklog(store, vname, qname, count, size, last)
+        if q.type_name == "classic" and not getattr(q, "max_priority", 1) and store.pages is not None:
+            restore_backlog(q, backlog, last, store.pages.new_spool)  # type: ignore[arg-type]
+            continue
+        while backlog.count:
+            rows = backlog.read(_RESTORE_BATCH)
+            if not rows:
+                break
+            for seq, msg, redelivered in rows:
+                q.restore(seq, msg, redelivered)
+    return messages
+
+
+def record_new_vhosts(broker: Broker, store: Store, snap: Snapshot) -> None:
+    """After `store.start()`: write the vhosts this broker has that the store did not know yet."""
+    known = {v.name for v in snap.vhosts}
+    for name in broker.vhosts:
+        if name not in known:
+            store.put_vhost(VHostRecord(name))
+
+
+def persist_publish(
+    vhost: VHost, msg: StoredMessage, queues: list[Queue]
+) -> tuple[asyncio.Future[None] | None, list[int]]:
+    """Reserve the next position in every queue and persist `msg` in the durable ones (one write).
+
+    Returns (commit future or None when nothing was stored, reserved seqs aligned with `queues`).
+    The caller then calls `q.enqueue(msg, seq)` with them: positions are taken *before* enqueueing
+    so the write is submitted before anything an enqueue may trigger (an immediate no-ack delivery
+    removes the message again, a drop-head dead-letters it): the store applies changes in order.
+    """
+    seqs: list[int] = []
+    targets: list[tuple[str, int]] = []
+    persistent = is_persistent(msg)
+    for q in queues:
+        q.seq += 1
+        seqs.append(q.seq)
+        if q.store is not None and (persistent or q.keeps_transient):
+            targets.append((q.name, q.seq))
+    store = vhost.store
+    if store is None or not targets:
+        return None, seqs
+    return store.persist(vhost.name, targets, msg.props, msg.body, msg.exchange, msg.routing_key), seqs

@@ -1,0 +1,69 @@
+"""Reading a stream's messages back from the SQLite store, a page at a time.
+
+A stream keeps its whole log, so it cannot keep every body in memory: once the store has
+committed a message, the stream may drop the body and read it here when a consumer reaches it.
+A store offers this to streams as `store.read_stream_page(vhost, queue, seq, limit)`
+(`reader_for(store.location).read_from`); without it, bodies stay in memory.
+Reads go through a read-only connection of their own (WAL lets it read while the writer thread
+writes), one range query per page of positions, so a consumer reading a long log from `first`
+costs one query per page, not one per message.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from broker.store.sqlite.schema import to_blob
+
+READ_RANGE = (
+    "SELECT qm.seq, m.properties, m.body, m.exchange, m.routing_key FROM queue_messages qm "
+    "JOIN messages m ON m.id = qm.msg_id WHERE qm.vhost = ? AND qm.queue = ? AND qm.seq >= ? "
+    "ORDER BY qm.seq LIMIT ?"
+)
+
+
+#: One stored message: (seq, properties, body, exchange, routing_key); properties are
+#: StoredMessage.props.
+Row = tuple[int, bytes, bytes, str, str]
+
+
+class StreamReader:
+    """Page reads of one store file; `location` is `Store.location` (":memory:": nothing stored)."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self._conn: sqlite3.Connection | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            uri = f"{Path(self.location).resolve().as_uri()}?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        return self._conn
+
+    def read_from(self, vhost: str, queue: str, seq: int, limit: int) -> list[Row]:
+        """Up to `limit` stored messages of the queue at position `seq` or later, in order."""
+        if self.location == ":memory:":
+            return []
+        rows = self._connection().execute(READ_RANGE, (to_blob(vhost), to_blob(queue), seq, limit))
+        return [
+            (int(s), bytes(p), bytes(b), bytes(x).decode("utf-8", "surrogateescape"),
+             bytes(k).decode("utf-8", "surrogateescape"))
+            for s, p, b, x, k in rows
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+_READERS: dict[str, StreamReader] = {}
+
+
+def reader_for(location: str) -> StreamReader:
+    """One reader per store file, shared by its streams."""
+    reader = _READERS.get(location)
+    if reader is None:
+        reader = _READERS[location] = StreamReader(location)
+    return reader

@@ -1,0 +1,96 @@
+"""Which build of `exchanges.hashing.hashcore` routes: the mypyc-compiled copy when it is current, else pure.
+
+`setup.py` compiles a copy of hashcore.py as `exchanges.hashing._hashcore_native` carrying
+`SOURCE_DIGEST`, the sha256 of the hashcore.py it was made from. The compiled module is used only
+when that digest equals the sha256 of the hashcore.py beside this file, so an edited hashcore.py
+is never shadowed by a stale build (reinstall with `pip install -e .` to recompile). Setting
+`HASHBROKER_PURE` (to anything but empty or 0) keeps the interpreted module. Either way the answers are
+the same code's; the compiled one is about ten times faster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import logging
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from exchanges.hashing import hashcore as _pure
+
+log = logging.getLogger("hashbroker.hashing")
+
+NATIVE_MODULE = "exchanges.hashing._hashcore_native"
+
+
+def source_digest(path: Path | None = None) -> str:
+    """sha256 of hashcore.py's bytes: what a compiled copy must have been built from."""
+    return hashlib.sha256((path or Path(_pure.__file__)).read_bytes()).hexdigest()
+
+
+def pure_requested() -> bool:
+    return os.environ.get("HASHBROKER_PURE", "") not in ("", "0")
+
+
+def _choose() -> tuple[ModuleType, str, str]:
+    """(module, "mypyc" | "python", why)."""
+    if pure_requested():
+        return _pure, "python", "HASHBROKER_PURE is set"
+    try:
+        native = importlib.import_module(NATIVE_MODULE)
+    except ImportError as exc:
+        return _pure, "python", f"no compiled hash module ({exc})"
+    try:
+        current = source_digest()
+    except OSError as exc:
+        return _pure, "python", f"cannot read {_pure.__file__} to check the compiled module ({exc})"
+    built_from = getattr(native, "SOURCE_DIGEST", None)
+    if built_from != current:
+        return (
+            _pure,
+            "python",
+            (
+                f"the compiled hash module was built from another hashcore.py (sha256 {built_from}, "
+                f"now {current}): reinstall (pip install -e .) to rebuild it"
+            ),
+        )
+    return native, "mypyc", f"compiled module {native.__file__}"
+
+
+core, IMPLEMENTATION, REASON = _choose()
+if IMPLEMENTATION == "python":
+    # One line, once per process: a stale build is worth a warning, a plain absence is not.
+    (log.warning if "built from another" in REASON else log.info)("pure-Python hashing: %s", REASON)
+
+
+def hash_implementation() -> str:
+    """ "mypyc" when the compiled hash module routes, "python" when hashcore.py runs interpreted."""
+    return IMPLEMENTATION
+
+
+if TYPE_CHECKING:  # the same signatures either way
+    from exchanges.hashing.hashcore import (
+        block_hash,
+        exs1024_next,
+        exs1024_raw,
+        exs1024_seed,
+        jump_consistent_hash,
+        make_hash2_binary,
+        phash2_binary,
+        phash2_single_key_list,
+        uint32_hash_2,
+        uniform_of_raw,
+    )
+else:
+    block_hash = core.block_hash
+    exs1024_next = core.exs1024_next
+    exs1024_raw = core.exs1024_raw
+    exs1024_seed = core.exs1024_seed
+    jump_consistent_hash = core.jump_consistent_hash
+    make_hash2_binary = core.make_hash2_binary
+    phash2_binary = core.phash2_binary
+    phash2_single_key_list = core.phash2_single_key_list
+    uint32_hash_2 = core.uint32_hash_2
+    uniform_of_raw = core.uniform_of_raw

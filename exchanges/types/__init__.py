@@ -1,0 +1,1 @@
+"""One module per exchange type, each RabbitMQ's (or its plugin's) behaviour."""
