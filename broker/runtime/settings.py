@@ -32,24 +32,36 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     host: str = "127.0.0.1"
+    """Address the AMQP listener binds (RabbitMQ: listeners.tcp)."""
     port: int = Field(default=5672, ge=0, le=65535)
+    """AMQP port; 0 = any free port (the bound one is in `Broker.port` / `BrokerThread.url`)."""
     default_user: str = "guest"
+    """The user created on a first start (RabbitMQ's default_user), tagged administrator."""
     default_pass: str = "guest"
+    """Its password (RabbitMQ's default_pass)."""
     default_vhost: str = "/"
+    """The vhost created on a first start, where the default user gets full permissions."""
     loopback_users: list[str] = Field(default_factory=lambda: ["guest"])
+    """Users who may log in only from a loopback address (RabbitMQ's loopback_users); [] lifts it."""
     heartbeat: int = Field(default=60, ge=0, le=65535)
+    """Heartbeat interval in seconds proposed in connection.tune; 0 = none."""
     frame_max: int = Field(default=131072, ge=4096)
+    """Largest frame proposed in connection.tune."""
     channel_max: int = Field(default=2047, ge=0, le=65535)
+    """Most channels per connection proposed in connection.tune."""
     handshake_timeout: float = Field(default=10.0, gt=0)
     """Seconds a connection may take to reach connection.open (RabbitMQ's handshake_timeout)."""
     max_message_size: int = Field(default=134217728, ge=1, le=536870912)
     """Largest message body accepted (RabbitMQ's max_message_size: default 128 MiB, at most 512 MiB);
     a larger one is refused as soon as its content header declares the size."""
     rabbitmq_compat_version: str = "3.10.8"
+    """The RabbitMQ version whose routing and reply codes to reproduce ("3.10.8", "3.13.0", "4.3.0")."""
     management_port: int | None = Field(default=None, ge=0, le=65535)
     """RabbitMQ-style management HTTP API; None (default) = off, 0 = any free port."""
     management_host: str | None = None
+    """Address of the management listener; None = the AMQP `host`."""
     log_level: LogLevel = "INFO"
+    """Python logging level of the broker's log."""
     data_dir: str | None = None
     """Where durable state is kept. None = keep nothing (":memory:") for `Broker`,
     `BrokerThread` and the pytest fixture; `hashbroker serve` uses the per-user default directory."""
@@ -59,6 +71,8 @@ class Settings(BaseModel):
     nodes: list[str] = Field(default_factory=lambda: ["rabbit@localhost"])
     """HASHBROKER_NODES: "rabbit@a,rabbit@b" (as `--nodes`) or a JSON list."""
     active_consumer_selection: Literal["first", "consistent-hash"] = "first"
+    """Which consumer a single-active-consumer queue picks: RabbitMQ's "first", or PIP-392's
+    consistent-hash ring."""
     dead_letter_worker_publisher_confirm_timeout: float = Field(default=180.0, gt=0)
     """Seconds a quorum queue's at-least-once dead-letter worker waits before forwarding again the
     dead letters no queue took (RabbitMQ's setting of that name, 180000 ms by default)."""
