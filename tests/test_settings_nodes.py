@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 
-from broker.runtime.settings import Settings
+from broker.runtime.settings import Settings, SettingsError
 
 
 @pytest.mark.parametrize(
@@ -31,7 +30,7 @@ def test_nodes_default_and_explicit(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_nodes_empty_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HASHBROKER_NODES", " , ")
-    with pytest.raises(ValidationError):
+    with pytest.raises(SettingsError):
         Settings.load()
 
 

@@ -19,6 +19,7 @@ CTL_HELP = "rabbitmqctl-style commands against a running broker's management API
 DEFAULT_URL = "http://127.0.0.1:15672"
 EX_OK, EX_USAGE, EX_DATAERR, EX_NOUSER, EX_UNAVAILABLE, EX_SOFTWARE = 0, 64, 65, 67, 69, 70
 EX_NOPERM = 77
+EX_CONFIG = 78
 
 
 class CtlError(Exception):
@@ -44,7 +45,12 @@ class Client:
         import urllib.request
 
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + "/api" + path, data=data, method=method)
+        try:
+            req = urllib.request.Request(self.base + "/api" + path, data=data, method=method)
+        except ValueError:
+            raise CtlError(
+                f"--url {self.base}: not an http:// or https:// URL (e.g. http://127.0.0.1:15672)", EX_USAGE
+            ) from None
         req.add_header("authorization", self.auth)
         if data is not None:
             req.add_header("content-type", "application/json")

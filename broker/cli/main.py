@@ -9,20 +9,29 @@ import argparse
 import asyncio
 import errno
 import logging
+import re
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from broker.cli.ctl_http import CTL_HELP
+from broker.cli.ctl_http import CTL_HELP, EX_CONFIG, EX_USAGE
 
 log = logging.getLogger("hashbroker.server")
+
+
+class OneLineErrors(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exits EX_USAGE (64), as sysexits.h says."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EX_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The `hashbroker` parser; `command` (argv's first word, when known) lets `serve` and `demo`
     skip building ctl's ~30 verb parsers and importing its module, which they never use."""
-    parser = argparse.ArgumentParser(prog="hashbroker", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineErrors(prog="hashbroker", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
     serve = sub.add_parser("serve", help="run the AMQP 0-9-1 broker")
     serve.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="listen port (default 5672; 0 = any free port)")
@@ -89,7 +98,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from broker.runtime.settings import Settings
+    from broker.runtime.settings import Settings, SettingsError
 
     try:
         settings = Settings.load(
@@ -100,7 +109,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             management_port=args.management_port,
             data_dir=args.data_dir,
             store_sync=args.store_sync,
-            nodes=[n.strip() for n in args.nodes.split(",") if n.strip()] if args.nodes else None,
+            nodes=args.nodes,
             active_consumer_selection=args.active_consumer_selection,
             memory_high_watermark=args.memory_high_watermark,
             disk_free_limit=args.disk_free_limit,
@@ -109,9 +118,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             from broker.store import default_data_dir
 
             settings = settings.model_copy(update={"data_dir": str(default_data_dir())})
-    except Exception as exc:
-        print(f"hashbroker: invalid settings: {exc}".splitlines()[0], file=sys.stderr)
-        return 2
+    except SettingsError as exc:
+        print(f"hashbroker: {exc}", file=sys.stderr)
+        return EX_USAGE if exc.from_flag else EX_CONFIG
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from broker.server import SHUTDOWN_GRACE, Broker
 
@@ -139,12 +148,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"hashbroker: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-        print(f"hashbroker: cannot listen on {settings.host}:{settings.port}: {reason}", file=sys.stderr)
+        print(f"hashbroker: {listen_failure(exc, settings.host, settings.port)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def listen_failure(exc: OSError, host: str, port: int) -> str:
+    """One line naming the address that could not be bound: asyncio's bind error carries it (the
+    AMQP or the management listener's), otherwise it was the AMQP one."""
+    text = exc.strerror or str(exc)
+    bound = re.search(r"address \('([^']*)', (\d+)\)", text)
+    if bound is not None:
+        host, port = bound.group(1), int(bound.group(2))
+    reason = "address already in use" if exc.errno == errno.EADDRINUSE else text.rsplit(": ", 1)[-1]
+    return f"cannot listen on {host}:{port}: {reason}"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

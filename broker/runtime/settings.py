@@ -9,6 +9,7 @@ defaults: `HASHBROKER_<FIELD>` matched case-insensitively, list fields given as 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -16,11 +17,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from broker.entities.cluster import validate_node_name
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 ENV_PREFIX = "HASHBROKER_"
+
+
+class SettingsError(ValueError):
+    """A setting refused, as one line naming where it came from, the value and what is allowed.
+
+    `from_flag`: the value came from the command line (else a config file or the environment).
+    """
+
+    def __init__(self, line: str, *, from_flag: bool = False) -> None:
+        super().__init__(line)
+        self.from_flag = from_flag
 
 
 class Settings(BaseModel):
@@ -123,17 +137,70 @@ class Settings(BaseModel):
     def _some_nodes(cls, value: list[str]) -> list[str]:
         if not value:
             raise ValueError("at least one node name is needed (the first is the local node)")
+        for name in value:
+            validate_node_name(name)  # a ClusterError is a ValueError: pydantic reports it
         return value
 
     @classmethod
-    def load(cls, config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    def load(
+        cls,
+        config_file: str | Path | None = None,
+        *,
+        flags: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> Settings:
         """Build settings from an optional config file, the environment and `overrides`.
 
-        `None` overrides are ignored so argparse defaults of None mean "not given".
+        `None` overrides are ignored so argparse defaults of None mean "not given". Any refusal is a
+        `SettingsError` whose text names the source of the value: the flag (`--field-name`), the
+        `HASHBROKER_*` variable or the config file.
         """
         given = {k: v for k, v in overrides.items() if v is not None}
-        file_values = read_config_file(config_file) if config_file is not None else {}
-        return cls(**{**file_values, **environment_values(os.environ), **given})
+        try:
+            file_values = read_config_file(config_file) if config_file is not None else {}
+        except (OSError, ValueError) as exc:
+            raise SettingsError(f"config file {config_file}: {exc}") from None
+        try:
+            env_values = environment_values(os.environ)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
+        try:
+            return cls(**{**file_values, **env_values, **given})
+        except ValidationError as exc:
+            raise describe(exc, config_file, file_values, env_values, given) from None
+
+
+def describe(
+    exc: ValidationError,
+    config_file: str | Path | None,
+    file_values: Mapping[str, Any],
+    env_values: Mapping[str, Any],
+    given: Mapping[str, Any],
+) -> SettingsError:
+    """The first refusal of `exc` as one line: where the value came from, the value, what is allowed."""
+    error = exc.errors()[0]
+    name = str(error["loc"][0]) if error["loc"] else ""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(name, list(Settings.model_fields), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        where = f"config file {config_file}" if name in file_values else "settings"
+        return SettingsError(f"{where}: unknown setting {name!r}{hint}")
+    if name in given:
+        flag = "--" + name.replace("_", "-")
+        return SettingsError(f"{flag} {_shown(given[name])}: {message}", from_flag=True)
+    if name in env_values:
+        return SettingsError(f"{ENV_PREFIX}{name.upper()}={_shown(env_values[name])}: {message}")
+    if name in file_values:
+        return SettingsError(f"config file {config_file}: {name} = {_shown(file_values[name])}: {message}")
+    return SettingsError(f"{name}: {message}")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        value = ",".join(map(str, value))
+    text = str(value)
+    return repr(text) if text == "" or " " in text else text
 
 
 _SIZE = re.compile(
