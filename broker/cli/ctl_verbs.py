@@ -277,24 +277,28 @@ def list_vhosts(c: Client, o: argparse.Namespace, out: Out) -> int:
 
 
 def list_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet and o.formatter != "json":
-        out(f'Listing permissions for vhost "{o.vhost}" ...')
-    status, rows = c.request("GET", f"/vhosts/{q(o.vhost)}/permissions")
-    if status == 404:
-        raise CtlError(f"Virtual host '{o.vhost}' does not exist", EX_DATAERR)
-    check(status, rows)
-    emit(out, o, [], ("user", "configure", "write", "read"), rows)
-    return EX_OK
+    missing = CtlError(f"Virtual host '{o.vhost}' does not exist", EX_DATAERR)
+    header = f'Listing permissions for vhost "{o.vhost}" ...'
+    return _permissions(c, o, out, header, f"/vhosts/{q(o.vhost)}/permissions", missing, "user")
 
 
 def list_user_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
+    missing = CtlError(f'{{:no_such_user, "{o.username}"}}', EX_UNAVAILABLE)
+    header = f'Listing permissions for user "{o.username}" ...'
+    return _permissions(c, o, out, header, f"/users/{q(o.username)}/permissions", missing, "vhost")
+
+
+def _permissions(
+    c: Client, o: argparse.Namespace, out: Out, header: str, path: str, missing: CtlError, key: str
+) -> int:
+    """A permissions listing: by vhost (one row per user) or by user (one row per vhost)."""
     if not o.quiet and o.formatter != "json":
-        out(f'Listing permissions for user "{o.username}" ...')
-    status, rows = c.request("GET", f"/users/{q(o.username)}/permissions")
+        out(header)
+    status, rows = c.request("GET", path)
     if status == 404:
-        raise CtlError(f'{{:no_such_user, "{o.username}"}}', EX_UNAVAILABLE)
+        raise missing
     check(status, rows)
-    emit(out, o, [], ("vhost", "configure", "write", "read"), rows)
+    emit(out, o, [], (key, "configure", "write", "read"), rows)
     return EX_OK
 
 
