@@ -143,7 +143,7 @@ def test_rabbitmq_enables_both_plugins_and_ports_differ() -> None:
     hb = {h for h, _c in host_ports(services["hashbroker"])}
     rmq = {h for h, _c in host_ports(services["rabbitmq"])}
     assert hb and rmq and not hb & rmq, (hb, rmq)
-    assert any(c == 5672 for _h, c in host_ports(services["rabbitmq"]))
+    assert any(c == 5672 for _h, c in host_ports(services["rabbitmq"]))  # its container port
 
 
 def dockerfile_env() -> dict[str, str]:
@@ -185,3 +185,16 @@ def test_dockerfile_environment_is_valid_settings() -> None:
     settings = Settings(**environment_values(env))
     assert settings.loopback_users == []
     assert settings.data_dir == "/var/lib/hashbroker"
+
+
+def test_no_published_port_collides_with_a_local_rabbitmq() -> None:
+    """Both services start beside a RabbitMQ already running on the host (AMQP, management, stream,
+    Prometheus ports)."""
+    services = load_compose()["services"]
+    published = {h for name in ("hashbroker", "rabbitmq") for h, _c in host_ports(services[name])}
+    assert not published & {5672, 15672, 5552, 15692}, published
+
+
+def test_the_build_context_leaves_out_the_virtualenv_and_built_extensions() -> None:
+    ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()}
+    assert {".venv/", ".git/", "**/*.so", "tests/"} <= ignored

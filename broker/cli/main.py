@@ -19,6 +19,10 @@ from broker.cli.ctl_http import CTL_HELP, EX_CONFIG, EX_USAGE
 
 log = logging.getLogger("hashbroker.server")
 
+DESCRIPTION = (
+    "hashbroker: an AMQP 0-9-1 broker that behaves as RabbitMQ 3.10.8 does, hash exchanges included."
+)
+
 
 class OneLineErrors(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exits EX_USAGE (64), as sysexits.h says."""
@@ -30,7 +34,7 @@ class OneLineErrors(argparse.ArgumentParser):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The `hashbroker` parser; `command` (argv's first word, when known) lets `serve` and `demo`
     skip building ctl's ~30 verb parsers and importing its module, which they never use."""
-    parser = OneLineErrors(prog="hashbroker", description=__doc__)
+    parser = OneLineErrors(prog="hashbroker", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
     serve = sub.add_parser("serve", help="run the AMQP 0-9-1 broker")
     serve.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
