@@ -127,9 +127,15 @@ def test_image_tag_picks_the_rabbitmq_version() -> None:
     assert compat_version("rabbitmq:3.13") == "3.13.0"
     assert compat_version("rabbitmq:3.13-management-alpine") == "3.13.0"
     assert compat_version("rabbitmq:4") == compat_version("rabbitmq:4.1.2-management") == "4.3.0"
-    assert compat_version("rabbitmq:latest") is None
-    assert compat_version("rabbitmq") is None
-    assert compat_version("registry:5000/rabbitmq") is None
+    # latest (and no tag) is a 4.x release, as Docker Hub's rabbitmq:latest is
+    assert compat_version("rabbitmq:latest") == compat_version("rabbitmq") == "4.3.0"
+    assert compat_version("registry:5000/rabbitmq") == "4.3.0"
+    assert compat_version("docker.io/library/rabbitmq:3") == "3.13.0"  # the newest 3.x
+    for other in ("redis:7", "rabbitmq:3.9.29", "rabbitmq:3.12-management", "bitnami/redis:latest"):
+        with pytest.raises(ValueError, match=r"hashbroker emulates rabbitmq:3\.10\*"):
+            compat_version(other)
+    with pytest.raises(ValueError, match="is not a RabbitMQ image"):
+        RabbitMqContainer("redis:7")
     # RabbitMQ answers an unknown exchange type with 503 up to 3.13.2 and 406 from 3.13.3
     assert _unknown_type_reply("rabbitmq:3.10.8") == 503
     assert _unknown_type_reply("rabbitmq:4.0") == 406
