@@ -124,6 +124,9 @@ class AmqpConnection:
                     "basic.nack": True,
                     "consumer_cancel_notify": True,
                     "connection.blocked": False,
+                    # a refused login is answered with connection.close 403 instead of a dropped
+                    # socket, so the error can say what went wrong
+                    "authentication_failure_close": True,
                 },
             }
             self._send_method(
@@ -147,6 +150,10 @@ class AmqpConnection:
             self._expect(commands.Channel.OpenOk)
         except ConnectionLostError as exc:
             self._abort_socket()
+            if " 403 ACCESS_REFUSED" in str(exc):
+                raise BrokerUnavailableError(
+                    f"access refused by {addr.display()} (wrong user or password?): {exc}"
+                ) from exc
             raise BrokerUnavailableError(f"AMQP handshake with {addr.display()} failed: {exc}") from exc
         except OSError as exc:
             self._abort_socket()

@@ -72,12 +72,16 @@ def find_management(uri: str, management_url: str | None = None) -> Management |
     return api
 
 
-def _select(names: Sequence[str], queues: str | Sequence[str] | None) -> list[str]:
+def _select(names: Sequence[Any], queues: str | Sequence[str] | None) -> list[str]:
+    """The queues a `queues` argument names: all, a list, or a pattern that *searches* each name
+    (unanchored, as RabbitMQ's `use_regex` filters and policy patterns match: use ^ and $ to
+    anchor). Names are taken as text whatever JSON type the management API gave them."""
+    texts = [str(name) for name in names]
     if queues is None:
-        return sorted(names)
+        return sorted(texts)
     if isinstance(queues, str):
         pattern = re.compile(queues)
-        return sorted(name for name in names if pattern.fullmatch(name))
+        return sorted(name for name in texts if pattern.search(name))
     return list(queues)
 
 
@@ -93,7 +97,7 @@ def collect_queue_counts(
     if api is not None:
         vhost = quote(AmqpAddress.parse(uri).vhost, safe="")
         listing = api.get(f"/api/queues/{vhost}?columns=name,messages_unacknowledged")
-        unacked = {q["name"]: int(q.get("messages_unacknowledged") or 0) for q in listing}
+        unacked = {str(q["name"]): int(q.get("messages_unacknowledged") or 0) for q in listing}
         names = _select(list(unacked), queues)
     elif queues is None or isinstance(queues, str):
         raise ValueError(

@@ -101,6 +101,7 @@ def _prepare(options: SinkOptions, schema: StructType, overwrite: bool) -> None:
                 options.exchange_type,
                 options.exchange_arguments,
                 options.bindings,
+                durable=options.durable,
             )
 
 

@@ -125,6 +125,9 @@ class SinkOptions:
     exchange_type: str = "direct"
     exchange_arguments: dict[str, Any] = field(default_factory=dict)
     bindings: tuple[Binding, ...] = ()
+    durable: bool = True
+    """Whether the declared exchange and queues are durable: by default as the messages are
+    (persistent messages in transient queues would not survive a broker restart)."""
     message_id_prefix: str | None = None
     stats_file: str | None = None
 
@@ -172,6 +175,7 @@ class SinkOptions:
             exchange_type=str(options.get("exchangeType", "direct")),
             exchange_arguments=exchange_arguments,
             bindings=tuple(parse_bindings(options.get("bindings"))),
+            durable=_bool(options, "durable", modes[raw_mode] == 2),
             message_id_prefix=_shortstr_option(options, "messageIdPrefix", MAX_MESSAGE_ID_PREFIX_BYTES),
             stats_file=options.get("statsFile"),
         )
