@@ -43,7 +43,7 @@ from typing import Any
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
-from throughput import free_port, local_beam_pid, process_cpu_seconds, rss_mib, start_serve
+from throughput import free_port, process_cpu_seconds, reference_pid, rss_mib, start_serve
 
 REFERENCE_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     proc, _, _ = start_serve(port, data_dir.name)
     targets = {
         "hashbroker": (f"amqp://guest:guest@127.0.0.1:{port}/%2F", proc.pid),
-        "rabbitmq": (args.reference, local_beam_pid(args.reference)),
+        "rabbitmq": (args.reference, reference_pid(args.reference)),
     }
     try:
         print(

@@ -294,18 +294,42 @@ def process_cpu_seconds(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def local_beam_pid(url: str) -> int | None:
-    """The pid of a local RabbitMQ (the Erlang VM `beam.smp`) when `url` points at this machine."""
-    if urlparse(url).hostname not in ("127.0.0.1", "localhost", "::1"):
+def listener_pid(port: int) -> int | None:
+    """The pid of the local process listening on TCP `port` (Linux /proc): the socket's inode from
+    /proc/net/tcp(6), then the process holding a descriptor to it. This finds the reference
+    broker itself, not any other Erlang VM (rabbitmqctl, epmd's neighbours) that happens to run."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                next(fh)
+                for line in fh:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN
+                        inodes.add(fields[9])
+        except OSError:
+            continue
+    if not inodes:
         return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if b"beam.smp" in (entry / "cmdline").read_bytes().split(b"\0", 1)[0]:
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in (entry / "fd").iterdir():
+                if os.readlink(fd) in wanted:
                     return int(entry.name)
-            except OSError:
-                continue
+        except OSError:
+            continue
     return None
+
+
+def reference_pid(url: str) -> int | None:
+    """The pid of the local reference broker that `url` points at (None when it is elsewhere)."""
+    parsed = urlparse(url)
+    if parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    return listener_pid(parsed.port or 5672)
 
 
 class Round:
@@ -368,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         hb_url = f"amqp://guest:guest@127.0.0.1:{port}/%2F"
     try:
         hb_pid = proc.pid if proc is not None else None
-        ref_pid = local_beam_pid(args.reference)
+        ref_pid = reference_pid(args.reference)
         rows: list[tuple[str, int, Callable[[str], float]]] = [
             ("(a) pika publish, no confirms", args.messages, lambda u: bench_pika_publish(u, args.messages)),
             (
