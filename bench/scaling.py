@@ -173,9 +173,7 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
-    print(
-        "| N publishers + N consumers | hashbroker msg/s | RabbitMQ msg/s | ratio | broker CPU µs/msg, hb / RMQ |"
-    )
+    print("| N pub + N cons | hashbroker msg/s | RabbitMQ msg/s | ratio | broker CPU µs/msg, hb / RMQ |")
     print("|---:|---:|---:|---:|---|")
     for n, med in rows:
         (hb, hb_cpu), (rmq, rmq_cpu) = med["hashbroker"], med["rabbitmq"]
