@@ -94,7 +94,7 @@ def _compound(code8: int, code32: int, count: int, body: bytes, out: bytearray) 
     out += body
 
 
-def _gen(value: Value, out: bytearray) -> None:  # noqa: C901 - one case per type, as the generator
+def _gen(value: Value, out: bytearray) -> None:
     if value is None:
         out.append(0x40)
         return
@@ -188,7 +188,14 @@ _FIXED: dict[int, tuple[str, struct.Struct]] = {
     0x82: ("double", _d),
     0x83: ("timestamp", _q),
 }
-_VAR = {0xA0: ("binary", 1), 0xB0: ("binary", 4), 0xA1: ("utf8", 1), 0xB1: ("utf8", 4), 0xA3: ("symbol", 1), 0xB3: ("symbol", 4)}
+_VAR = {
+    0xA0: ("binary", 1),
+    0xB0: ("binary", 4),
+    0xA1: ("utf8", 1),
+    0xB1: ("utf8", 4),
+    0xA3: ("symbol", 1),
+    0xB3: ("symbol", 4),
+}
 
 
 class _Cursor:
@@ -214,7 +221,7 @@ def _size(c: _Cursor, width: int) -> int:
     return c.byte() if width == 1 else int(_I.unpack(c.take(4))[0])
 
 
-def _value(c: _Cursor) -> Value:  # noqa: C901 - one case per constructor
+def _value(c: _Cursor) -> Value:
     code = c.byte()
     if code == 0x00:
         descriptor = _value(c)

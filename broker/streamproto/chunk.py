@@ -195,4 +195,6 @@ def decode(chunk: bytes) -> DecodedChunk:
         else:
             entries.append(r.raw(r.u32() & 0x7FFFFFFF))
     trailer = bytes(chunk[HEADER_SIZE + dlen : HEADER_SIZE + dlen + tlen])
-    return DecodedChunk(ctype, n_entries, n_records, ts, epoch, first, crc, dlen, tlen, tuple(entries), trailer)
+    return DecodedChunk(
+        ctype, n_entries, n_records, ts, epoch, first, crc, dlen, tlen, tuple(entries), trailer
+    )

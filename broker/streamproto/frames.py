@@ -709,7 +709,11 @@ class StreamsResponse(Command):
     request_key: int = Key.ROUTE
 
     def pack_body(self) -> bytes:
-        return _HEAD_CORR.pack(self.request_key, VERSION, self.corr) + _U16.pack(self.code) + str_list(list(self.streams))
+        return (
+            _HEAD_CORR.pack(self.request_key, VERSION, self.corr)
+            + _U16.pack(self.code)
+            + str_list(list(self.streams))
+        )
 
 
 # -- parsing ----------------------------------------------------------------------------------
