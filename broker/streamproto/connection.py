@@ -457,7 +457,7 @@ class StreamConnection:
     def stream_grew(self, log: StreamLog) -> None:
         if self.state is not State.OPEN:
             return
-        for sub in list(self.subscriptions.values()):
+        for sub in reversed(list(self.subscriptions.values())):  # the newest first, as RabbitMQ
             if sub.log is log and sub.credit > 0:
                 self._send_chunks(sub)
 

@@ -60,9 +60,13 @@ class MemoryLog:
     tracking: dict[str, int] = field(default_factory=dict)
     listeners: list[StreamListener] = field(default_factory=list)
 
-    def _write(self, chunk: C.Chunk) -> None:
+    def _write(self, chunk: C.Chunk, committed: Callable[[], None] | None = None) -> None:
+        """Append `chunk`; `committed` runs before the readers hear of it (a publisher's confirm
+        goes out before the deliveries, as RabbitMQ's usually do)."""
         self.chunks.append(chunk)
         self.next_offset = chunk.next_offset
+        if committed is not None:
+            committed()
         for listener in list(self.listeners):
             listener.stream_grew(self)
 
@@ -74,10 +78,12 @@ class MemoryLog:
     ) -> None:
         ids = [i for i, _ in entries]
         kept = entries
-        if writer is not None:
-            last = self.writers.get(writer, 0) if writer in self.writers else -1
+        if writer is not None and writer in self.writers:
+            last = self.writers[writer]
             kept = [(i, e) for i, e in entries if i > last]
-        if kept:
+        if not kept:
+            confirm(ids)
+        else:
             trailer = b""
             if writer is not None:
                 self.writers[writer] = kept[-1][0]
@@ -89,9 +95,9 @@ class MemoryLog:
                     timestamp=self.clock_ms(),
                     epoch=self.epoch,
                     trailer=trailer,
-                )
+                ),
+                lambda: confirm(ids),
             )
-        confirm(ids)
 
     def store_offset(self, reference: str, offset: int) -> None:
         self.tracking[reference] = offset
