@@ -251,10 +251,11 @@ def test_credits_block_reading_until_confirms_return_them() -> None:
     _answers(conn, F.DeclarePublisher(5, 0, "", "s"))
     conn.receive_data(F.Publish.build(0, [(i, b"x") for i in range(10)]).to_bytes())
     assert conn.reading_paused
-    for ids, confirm in held:
-        confirm(ids)  # type: ignore[operator]
+    for ids, callback in held:
+        callback(ids)  # type: ignore[operator]
     assert not conn.reading_paused
-    assert [c for c in _answers(conn) if isinstance(c, F.PublishConfirm)][0].publishing_ids == tuple(range(10))
+    confirm = next(c for c in _answers(conn) if isinstance(c, F.PublishConfirm))
+    assert confirm.publishing_ids == tuple(range(10))
 
 
 def test_disk_alarm_refuses_new_publishers() -> None:
@@ -283,7 +284,9 @@ def test_no_credit_no_reads() -> None:
     b = MemoryBroker()
     b.create_stream("guest", "/", "s", {})
     conn = _open(b)
-    _answers(conn, F.Subscribe(5, 1, "s", F.OffsetSpec(F.OffsetType.FIRST), 0), F.DeclarePublisher(6, 0, "", "s"))
+    _answers(
+        conn, F.Subscribe(5, 1, "s", F.OffsetSpec(F.OffsetType.FIRST), 0), F.DeclarePublisher(6, 0, "", "s")
+    )
     for i in range(50):
         conn.receive_data(F.Publish.build(0, [(i, b"m")]).to_bytes())
     out = _answers(conn)
@@ -329,7 +332,7 @@ def test_loopback_only_user_from_elsewhere() -> None:
     out = _answers(
         conn, F.PeerProperties(1, {}), F.SaslHandshake(2), F.SaslAuthenticate(3, "PLAIN", b"\0guest\0guest")
     )
-    assert isinstance(out[-1], F.SaslAuthenticateResponse) or isinstance(out[-1], F.CodeResponse)
+    assert isinstance(out[-1], (F.SaslAuthenticateResponse, F.CodeResponse))
     assert out[-1].code == Code.SASL_AUTHENTICATION_FAILURE_LOOPBACK  # type: ignore[attr-defined]
     assert conn.closed
 

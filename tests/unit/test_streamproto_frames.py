@@ -102,7 +102,7 @@ def test_chunks_reencode_byte_for_byte(note: str, deliver: F.Deliver) -> None:
 def test_chunk_fields_as_recorded() -> None:
     """The first chunk: three plain entries (m1, m2, and the message with properties), epoch 1,
     written by the named publisher ref-a (its 15-byte sequence trailer is not sent)."""
-    note, first = DELIVERS[0]
+    _note, first = DELIVERS[0]
     d = C.decode(first.chunk)
     assert (d.chunk_type, d.num_entries, d.num_records, d.epoch, d.first_offset) == (C.USER, 3, 3, 1, 0)
     assert (d.trailer_length, d.trailer) == (15, b"")
@@ -115,7 +115,7 @@ def test_chunk_fields_as_recorded() -> None:
     delta = [t for t in tracking if t.chunk_type == C.TRACKING_DELTA]
     assert len(delta) == 1 and delta[0].first_offset == 6
     assert delta[0].entries == (C.tracking_entries([(C.TRACK_OFFSET, "consumer-1", 3)]),)
-    named = [t for t in tracking if t.first_offset == 0][0]
+    named = next(t for t in tracking if t.first_offset == 0)
     assert named.trailer == C.tracking_entries([(C.TRACK_SEQUENCE, "ref-a", 3)])
 
 
@@ -139,7 +139,9 @@ def test_subscribe_offset_specs_pack_as_recorded() -> None:
 def test_malformed_and_crashing_frames() -> None:
     """RabbitMQ answers what its patterns do not match with UNKNOWN_FRAME; its map and list
     parsers crash on a partial element (the connection dies)."""
-    assert isinstance(F.parse(b"\x00\x01\x00\x02\x00\x00\x00\x01\x00\x00\x00\x00\x00"), F.Unknown)  # version 2
+    assert isinstance(
+        F.parse(b"\x00\x01\x00\x02\x00\x00\x00\x01\x00\x00\x00\x00\x00"), F.Unknown
+    )  # version 2
     assert isinstance(F.parse(b"\x00\x17\x00\x01\x00"), F.Unknown)  # heartbeat + a byte
     partial_map = F.PeerProperties(1, {"a": "b"}).to_bytes()[4:-1]
     assert isinstance(F.parse(partial_map), F.Crash)
