@@ -1,0 +1,148 @@
+"""The stream-protocol listener: one `StreamConnection` per accepted socket, on the event loop.
+
+The connection is sans-I/O; this module moves its bytes. Reading pauses while the connection is
+blocked (no publishing credits left, or the resource alarm), and deliveries stop while the socket's
+write buffer is above its high-water mark, so neither a fast publisher nor a slow consumer makes
+the broker buffer without bound. One timer per listener runs every connection's timers once a
+second (handshake step timeouts, heartbeats).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from broker.streamproto.connection import Config, StreamConnection
+from broker.streamproto.ports import StreamBroker
+
+log = logging.getLogger(__name__)
+
+#: Deliveries stop above this many unsent bytes in a socket's buffer, and go on below the low mark.
+WRITE_HIGH = 4 * 1024 * 1024
+WRITE_LOW = 1024 * 1024
+TICK = 1.0
+
+
+class _StreamProtocol(asyncio.Protocol):
+    def __init__(self, server: StreamServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.conn: StreamConnection | None = None
+        self._paused = False
+        self._flush_scheduled = False
+        self._unwatch: Callable[[], None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
+        peer = transport.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) else "127.0.0.1"
+        self.conn = StreamConnection(self.server.broker, peer_host=host, config=self.server.config)
+        self.conn.on_output = self.schedule_flush
+        self._unwatch = self.server.broker.watch_alarm(self._alarm)
+        self.server.connections.add(self)
+
+    def _alarm(self, on: bool) -> None:
+        if self.conn is not None:
+            self.conn.set_resource_alarm(on)
+            self.flush()
+
+    def data_received(self, data: bytes) -> None:
+        if self.conn is None:
+            return
+        try:
+            self.conn.receive_data(data)
+        except Exception:  # a bug must cost this connection only
+            log.exception("stream connection failed")
+            self.conn.connection_lost()
+        self.flush()
+
+    def schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        conn, transport = self.conn, self.transport
+        if conn is None or transport is None or transport.is_closing():
+            return
+        out = conn.data_to_send()
+        if out:
+            transport.write(out)
+        if conn.closed:
+            transport.close()
+            return
+        if conn.reading_paused != self._paused:
+            self._paused = conn.reading_paused
+            if self._paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        if self.conn is not None:
+            self.conn.set_writable(False)
+
+    def resume_writing(self) -> None:
+        if self.conn is not None:
+            self.conn.set_writable(True)
+            self.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.conn is not None and not self.conn.closed:
+            self.conn.connection_lost()
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        self.server.connections.discard(self)
+
+    def tick(self) -> None:
+        if self.conn is not None and not self.conn.closed:
+            self.conn.tick()
+            self.flush()
+
+
+class StreamServer:
+    """Listens on `host:port` (port 0: an ephemeral port, see `port` once started)."""
+
+    def __init__(
+        self, broker: StreamBroker, *, host: str = "0.0.0.0", port: int = 5552, config: Config | None = None
+    ) -> None:
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.config = config or Config()
+        self.connections: set[_StreamProtocol] = set()
+        self._server: asyncio.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _StreamProtocol(self), self.host, self.port)
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._ticker = loop.create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK)
+            for proto in list(self.connections):
+                proto.tick()
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
+        if self._server is not None:
+            self._server.close()
+            for proto in list(self.connections):
+                if proto.transport is not None:
+                    proto.transport.close()
+            await self._server.wait_closed()
+            self._server = None
