@@ -70,10 +70,14 @@ class ExchangeView:
     internal: bool
     arguments: FieldTable
     policy: str | None
-    bindings: tuple[Binding, ...]  # in binding order (routing state for x-consistent-hash)
-    routing_state: Mapping[str, object]  # the exchange type's state_summary, {} for none
     publish_in: int = 0  # publishes to this exchange (RabbitMQ's message_stats.publish_in)
     publish_out: int = 0  # queues its publishes reached (message_stats.publish_out)
+    # The detail a listing of every exchange must not pay for: the bindings cost O(bindings) and
+    # the routing state O(ring size) to snapshot. Readers that need them take
+    # `Exchange.bindings_in_order()` and `Exchange.routing_state`; a view built without them
+    # leaves these empty.
+    bindings: tuple[Binding, ...] = ()
+    routing_state: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

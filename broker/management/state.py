@@ -135,9 +135,12 @@ class BrokerState:
         return out
 
     def exchange(self, vhost: str, name: str) -> ExchangeView | None:
-        vh = self._broker.vhosts.get(vhost)
-        x = vh.exchanges.get(name) if vh is not None else None
+        x = self._exchange(vhost, name)
         return _exchange_view(vhost, x) if x is not None else None
+
+    def _exchange(self, vhost: str, name: str) -> Exchange | None:
+        vh = self._broker.vhosts.get(vhost)
+        return vh.exchanges.get(name) if vh is not None else None
 
     # -- queues ---------------------------------------------------------------------------------
 
@@ -176,7 +179,7 @@ class BrokerState:
         for vname, vh in self._vhosts(vhost):
             out.extend(BindingView(vname, "", q, "queue", q, _NO_ARGUMENTS) for q in vh.queues)
             for x in vh.exchanges.values():
-                out.extend(BindingView.of(vname, x.name, b) for b in x.info(vname).bindings)
+                out.extend(BindingView.of(vname, x.name, b) for b in x.bindings_in_order())
         out.sort(key=lambda b: (b.vhost, b.source, b.destination_type, b.destination, b.routing_key))
         return out
 
@@ -185,16 +188,28 @@ class BrokerState:
 
         The order in which bindings were made is routing state for x-consistent-hash (it decides
         which buckets each destination gets), so a definitions export must keep it: replaying the
-        file then rebuilds the same ring. `ExchangeView.bindings` keeps that order.
+        file then rebuilds the same ring. `Exchange.bindings_in_order` keeps that order.
         """
         out: list[BindingView] = []
         for vname, vh in self._vhosts(vhost):
             for x in sorted(vh.exchanges.values(), key=lambda e: e.name):
                 if x.name:
-                    out.extend(BindingView.of(vname, x.name, b) for b in x.info(vname).bindings)
+                    out.extend(BindingView.of(vname, x.name, b) for b in x.bindings_in_order())
         return out
 
     # -- hash exchanges -------------------------------------------------------------------------
+
+    def routing_state(self, vhost: str, name: str) -> dict[str, object] | None:
+        """The exchange type's `state_summary` (e.g. the consistent-hash bucket ring), None when the
+        exchange does not exist, {} for types with no state to show."""
+        x = self._exchange(vhost, name)
+        return x.routing_state if x is not None else None
+
+    def hash_on(self, vhost: str, name: str) -> str:
+        """What a hash exchange hashes ("routing_key", "header:h", "property:p"); the routing
+        keys for a type that does not say."""
+        x = self._exchange(vhost, name)
+        return str(getattr(x.impl, "hash_on", "routing_keys")) if x is not None else "routing_keys"
 
     def hash_trace(self, vhost: str, name: str, since: int) -> list[dict[str, Any]]:
         """The hash watch's entries of exchange `name` newer than `since` (broker.entities.hash_watch)."""
@@ -309,8 +324,20 @@ def _queue_view(q: Queue, held: dict[int, int]) -> QueueView:
 
 
 def _exchange_view(vhost: str, x: Exchange) -> ExchangeView:
-    """`Exchange.info()` with its message_stats counters."""
-    return replace(x.info(vhost), publish_in=x.publish_in, publish_out=x.publish_out)
+    """The exchange's view with its message_stats counters, without the bindings and routing state
+    (`Exchange.info()` snapshots both, O(bindings + ring size) per exchange)."""
+    return ExchangeView(
+        vhost=vhost,
+        name=x.name,
+        type=x.type_name,
+        durable=x.durable,
+        auto_delete=x.auto_delete,
+        internal=x.internal,
+        arguments=x.arguments,
+        policy=x.policy_name,
+        publish_in=x.publish_in,
+        publish_out=x.publish_out,
+    )
 
 
 def _vhost_stats(vh: VHost) -> dict[str, int] | None:

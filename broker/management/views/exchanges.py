@@ -156,9 +156,10 @@ async def get_ring(ctx: Context, req: Request, segs: list[str]) -> Response:
     """
     vhost, name = segs[2], exchange_name(segs[3])
     e = ctx.state.exchange(vhost, name)
-    if e is None:
+    state = ctx.state.routing_state(vhost, name)
+    if e is None or state is None:
         return not_found()
-    summary = {str(k): json_value(v) for k, v in e.routing_state.items()}
+    summary = {str(k): json_value(v) for k, v in state.items()}
     raw = summary.get("segments")
     segments: list[Any] = raw if isinstance(raw, list) else []
     total = sum(count for _first, count, _kind, _dest in segments)

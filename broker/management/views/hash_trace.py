@@ -45,7 +45,7 @@ async def get_hash_trace(ctx: Context, req: Request, segs: list[str]) -> Respons
             "vhost": vhost,
             "name": name,
             "type": x.type,
-            "hash_on": str(x.routing_state.get("hash_on", "routing_keys")),
+            "hash_on": ctx.state.hash_on(vhost, name),
             "size": size,
             "watch_seconds": hash_watch.WATCH_SECONDS,
             "seq": seq,
