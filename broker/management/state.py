@@ -1,8 +1,9 @@
 """The management API's read side: the broker's state as views, never the entities themselves.
 
 Everything the resources show comes from here as the read model of `broker.entities.info`: the
-entities' own views (`Queue.info()`, `Exchange.info()`), the session views of the AMQP connections
-and channels (`broker.management.sessions`), users, permissions and policies as their records.
+entities' views (`Queue.info()`; `ExchangeView` without the bindings and routing state, which are
+read on their own), the session views of the AMQP connections and channels
+(`broker.management.sessions`), users, permissions and policies as their records, and the rates.
 Nothing here changes the broker: every change goes through `broker.management.writes`.
 
 All methods must be called on the broker's event loop (the management server runs there), which is
@@ -18,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from amqpwire.fields import FieldTable
+from broker.entities import hash_watch
 from broker.entities.info import BindingView, ExchangeView, QueueView
 from broker.entities.message_stats import exchange_stats
 from broker.management.rates import DEPTHS, TOTALS, RateSamples, SampleKey, exchange_key, vhost_key
@@ -96,9 +98,6 @@ class BrokerState:
         for (v, u), p in self._broker.auth.permissions.items():
             if (vhost is None or v == vhost) and (user is None or u == user):
                 yield v, u, p
-
-    def has_permissions(self, vhost: str, user: str) -> bool:
-        return (vhost, user) in self._broker.auth.permissions
 
     def check_credentials(self, user: str, password: str) -> bool:
         return bool(self._broker.check_credentials(user, password))
@@ -213,8 +212,6 @@ class BrokerState:
 
     def hash_trace(self, vhost: str, name: str, since: int) -> list[dict[str, Any]]:
         """The hash watch's entries of exchange `name` newer than `since` (broker.entities.hash_watch)."""
-        from broker.entities import hash_watch
-
         return hash_watch.entries(self._broker.vhosts[vhost], name, since)
 
     # -- policies -------------------------------------------------------------------------------

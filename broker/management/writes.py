@@ -169,6 +169,29 @@ class Writes:
             req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args, remove=True)
         )
 
+    # -- definitions ------------------------------------------------------------------------------
+
+    async def import_definitions(self, req: Request, plan: ImportPlan) -> None:
+        """Carry out a checked import (broker.management.definitions.plan_import) in
+        rabbit_definitions' order: users, vhosts, permissions, then each vhost's queues, exchanges
+        and bindings, then the policies, only once every declaration succeeded (DefinitionError
+        names the item that failed; what was made before it stays)."""
+        auth = self._broker.auth
+        for u in plan.users:
+            tags = parse_tags(u.get("tags", ""))
+            auth.put_user(User(str(u["name"]), str(u.get("password_hash", "")), tags))
+        for v in plan.new_vhosts:
+            if self._broker.add_vhost(v):
+                self._grant_creator(v, req.user)
+        for p in plan.permissions:
+            auth.set_permissions(str(p["vhost"]), str(p["user"]), p["configure"], p["write"], p["read"])
+        for vh in plan.vhosts():
+            self._declare_definitions(
+                req, vh, plan.queues.get(vh, []), plan.exchanges.get(vh, []), plan.bindings.get(vh, [])
+            )
+        for policy in plan.policies:
+            self._broker.policies.put(policy)
+
     def _declare_definitions(
         self,
         req: Request,
@@ -213,29 +236,6 @@ class Writes:
                 _bind(s, b["source"], b["destination"], kind, key, args)
         except AmqpError as exc:
             raise DefinitionError(exc.reply_code, exc.reply_text, current) from None
-
-    # -- definitions ------------------------------------------------------------------------------
-
-    async def import_definitions(self, req: Request, plan: ImportPlan) -> None:
-        """Carry out a checked import (broker.management.definitions.plan_import) in
-        rabbit_definitions' order: users, vhosts, permissions, then each vhost's queues, exchanges
-        and bindings, then the policies, only once every declaration succeeded (DefinitionError
-        names the item that failed; what was made before it stays)."""
-        auth = self._broker.auth
-        for u in plan.users:
-            tags = parse_tags(u.get("tags", ""))
-            auth.put_user(User(str(u["name"]), str(u.get("password_hash", "")), tags))
-        for v in plan.new_vhosts:
-            if self._broker.add_vhost(v):
-                self._grant_creator(v, req.user)
-        for p in plan.permissions:
-            auth.set_permissions(str(p["vhost"]), str(p["user"]), p["configure"], p["write"], p["read"])
-        for vh in plan.vhosts():
-            self._declare_definitions(
-                req, vh, plan.queues.get(vh, []), plan.exchanges.get(vh, []), plan.bindings.get(vh, [])
-            )
-        for policy in plan.policies:
-            self._broker.policies.put(policy)
 
     # -- administration ---------------------------------------------------------------------------
 
