@@ -4,10 +4,11 @@
     ...
     await server.close()
 
-It runs on the broker's own event loop so it can read state without locks; reads go through
-`broker.management.state` (the only module that knows broker internals), writes through
-`broker.management.writes`, which runs them on the broker's loop through the AMQP channel's own
-code as the HTTP user, so they obey exactly the AMQP semantics.
+It runs on the broker's own event loop so it can read state without locks. What it needs from the
+broker is the port `broker.management.ports.ManagementBroker`, which the server satisfies; reads go
+through `broker.management.state` (views only), every change through `broker.management.writes`,
+which runs queue, exchange, binding and message writes through the AMQP channel's own code as the
+HTTP user, so they obey exactly the AMQP semantics.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.management.api import Api
+from broker.management.context import Context
 from broker.management.http import HttpServer
 from broker.management.rates import SAMPLE_INTERVAL
 from broker.management.state import BrokerState
+from broker.management.writes import Writes
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.management.ports import ManagementBroker
 
 __all__ = ["ManagementServer", "start_management"]
 
@@ -32,9 +35,10 @@ log = logging.getLogger("hashbroker.management")
 class ManagementServer:
     """A running management listener; `port` is the bound port (resolved when 0 was asked for)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ManagementBroker) -> None:
         self.state = BrokerState(broker)
-        self.api = Api(self.state)
+        self.context = Context(self.state, Writes(broker))
+        self.api = Api(self.context)
         self._http = HttpServer(self.api.handle, self.api.check)
         self.host = ""
         self._sampler: asyncio.Task[None] | None = None
@@ -50,7 +54,7 @@ class ManagementServer:
     async def start(self, host: str, port: int) -> None:
         await self._http.start(host, port)
         self.host = host
-        self.api.http_host, self.api.http_port = host, self.port
+        self.context.http_host, self.context.http_port = host, self.port
         self.state.sample()
         self._sampler = asyncio.get_running_loop().create_task(self._sample_forever())
         log.info("management API listening on http://%s:%d/api/", host, self.port)
@@ -67,7 +71,7 @@ class ManagementServer:
         await self._http.close()
 
 
-async def start_management(broker: Broker, host: str, port: int) -> ManagementServer:
+async def start_management(broker: ManagementBroker, host: str, port: int) -> ManagementServer:
     """Start the management API for a started `broker` (call on the broker's loop; port 0 = any)."""
     server = ManagementServer(broker)
     await server.start(host, port)

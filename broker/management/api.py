@@ -4,7 +4,8 @@ Field names, status codes and error bodies were taken from a live RabbitMQ 3.10.
 plugin, so clients written against RabbitMQ (rabbitmqadmin, Prometheus exporters, test helpers
 that poll /api/queues) work unchanged. A request is routed (broker.management.routes: 404/405 come
 before authentication, as in cowboy), authenticated, authorised (broker.management.authz) and then
-handled by its resource's view module (broker.management.views).
+handled by its resource's view module (broker.management.views), which is given the shared
+`broker.management.context.Context`.
 """
 
 from __future__ import annotations
@@ -16,23 +17,23 @@ import re
 from urllib.parse import unquote
 
 from broker.management import authz, dashboard
-from broker.management.authz import Identity
+from broker.management.context import Context
 from broker.management.http import Request, Response
+from broker.management.ports import PolicyAdmin
 from broker.management.render import CHALLENGE, columns, login_failed, not_authorised, not_found
 from broker.management.routes import match
-from broker.management.state import BrokerState
-from broker.management.writes import Writes
 
 
 class Api:
     """Routes requests to handlers; everything runs on the broker's event loop."""
 
-    def __init__(self, state: BrokerState) -> None:
-        self.state = state
-        self.http_port = 0
-        self.http_host = ""
-        self.policies = state.broker.policies
-        self.writes = Writes(state.broker)
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @property
+    def policies(self) -> PolicyAdmin:
+        """The policy engine the API stores and reads policies in: the broker's own."""
+        return self.ctx.writes.policies
 
     async def handle(self, req: Request) -> Response:
         segments = split_path(req.raw_path)
@@ -45,7 +46,7 @@ class Api:
             return refused
         handler, _rule, _allowed = match(req.method, segments[1:])
         assert handler is not None  # check() answered 404/405 otherwise
-        resp = await handler(self, req, segments[1:])
+        resp = await handler(self.ctx, req, segments[1:])
         return columns(req, resp)
 
     def check(self, req: Request) -> Response | None:
@@ -66,9 +67,8 @@ class Api:
         if isinstance(auth, Response):
             return auth
         req.user, req.password = auth
-        reason = authz.refusal(
-            self.state.broker.auth, self.who(req), rule, segments[1:], self.state.broker.vhosts
-        )
+        state = self.ctx.state
+        reason = authz.refusal(state.registry, self.ctx.who(req), rule, segments[1:], state.vhost_keys)
         if reason is not None:
             return not_authorised(reason)
         if req.method in ("PUT", "POST") and not acceptable_content_type(req, segments[1]):
@@ -84,24 +84,11 @@ class Api:
             user, _, password = base64.b64decode(header[6:].strip()).decode("utf-8").partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return login_failed()
-        if not self.state.check_credentials(user, password):
+        if not self.ctx.state.check_credentials(user, password):
             return login_failed()
-        if self.state.is_loopback_user(user) and not _is_loopback(req.peer_host):
+        if self.ctx.state.is_loopback_user(user) and not _is_loopback(req.peer_host):
             return login_failed("User can only log in via localhost")
         return user, password
-
-    def who(self, req: Request) -> Identity:
-        return authz.identity(self.state.broker.auth, req.user, req.password)
-
-    def visible_vhosts(self, req: Request, *, monitors: bool = False) -> set[str]:
-        """Vhosts whose objects the caller's lists show (`monitors`: monitoring users see all)."""
-        return authz.visible_vhosts(
-            self.state.broker.auth, self.who(req), self.state.vhost_names(), monitors=monitors
-        )
-
-    def may_use_vhost(self, req: Request, vhost: str) -> bool:
-        """Whether the caller may open an AMQP session on `vhost` (writes act as the caller)."""
-        return authz.may_access_vhost(self.state.broker.auth, self.who(req), vhost)
 
 
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"

@@ -17,29 +17,74 @@ import does. Policies are stored last, only when every declaration succeeded.
 
 from __future__ import annotations
 
+import html
+import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker import __version__
-from broker.entities.policy import Policy
-from broker.management.state import BrokerState
-from broker.management.views.policies import RefusedPolicy, policy_from_body
+from broker.entities.policy import Policy, PolicyCrash, validation_errors
+from broker.management.http import Response
+from broker.management.render import bad_request, key_missing
+from broker.management.values import table_to_json
+
+if TYPE_CHECKING:
+    from broker.management.state import BrokerState
+
+
+class RefusedPolicy(Exception):
+    """A policy the API refuses: `response` is the answer."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+    @property
+    def reason(self) -> str:
+        """The refusal as text (RabbitMQ's `reason`; its crashes have none)."""
+        if not self.response.body:
+            return f"refused with status {self.response.status}"
+        return str(json.loads(self.response.body).get("reason", ""))
+
+
+def policy_from_body(vhost: str, name: str, body: dict[str, Any]) -> Policy:
+    """The policy a PUT body or a definitions entry describes (one shape for both); RefusedPolicy
+    as RabbitMQ refuses it: every reason on its own line after "Validation failed", HTML-escaped as
+    RabbitMQ sends it, and the 500 RabbitMQ answers where its validator crashes."""
+    missing = key_missing(body, "pattern", "definition")
+    if missing is not None:
+        raise RefusedPolicy(missing)
+    pattern, definition = body["pattern"], body["definition"]
+    priority, apply_to = body.get("priority", 0), body.get("apply-to", "all")
+    if not isinstance(definition, dict):
+        raise RefusedPolicy(Response(500))  # rabbit_policy crashes on a non-object definition
+    try:
+        errors = validation_errors(pattern, definition, priority, apply_to)
+    except PolicyCrash:
+        raise RefusedPolicy(Response(500)) from None
+    if errors:
+        reason = html.escape("\n".join(errors), quote=False)
+        raise RefusedPolicy(bad_request(f"Validation failed\n\n{reason}\n"))
+    return Policy(name, pattern, definition, priority, apply_to, vhost)
 
 
 def export(
     state: BrokerState,
-    policies: list[Policy],
     users: list[dict[str, Any]],
+    permissions: list[dict[str, Any]],
     vhost: str | None = None,
 ) -> dict[str, Any]:
-    """The definitions document; with `vhost`, the per-vhost form (no users, vhosts, permissions)."""
+    """The definitions document; with `vhost`, the per-vhost form (no users, vhosts, permissions).
+
+    `users` and `permissions` are the rows /api/users and /api/permissions show.
+    """
     queues = [
         {
             "name": q.name,
             "vhost": q.vhost,
             "durable": q.durable,
             "auto_delete": q.auto_delete,
-            "arguments": q.arguments,
+            "arguments": table_to_json(q.arguments),
         }
         for q in state.queues(vhost)
         if not q.exclusive
@@ -53,7 +98,7 @@ def export(
             "durable": e.durable,
             "auto_delete": e.auto_delete,
             "internal": e.internal,
-            "arguments": e.arguments,
+            "arguments": table_to_json(e.arguments),
         }
         for e in state.exchanges(vhost)
         if e.name and not e.name.startswith("amq.")
@@ -65,12 +110,12 @@ def export(
             "destination": b.destination,
             "destination_type": b.destination_type,
             "routing_key": b.routing_key,
-            "arguments": b.arguments,
+            "arguments": table_to_json(b.arguments),
         }
         for b in state.bindings_in_order(vhost)
         if b.destination_type == "exchange" or (b.vhost, b.destination) in exportable_queues
     ]
-    pol = [p.to_json() for p in policies if vhost is None or p.vhost == vhost]
+    pol = [p.to_json() for p in state.policies() if vhost is None or p.vhost == vhost]
     if vhost is not None:  # rabbit_mgmt_wm_definitions:vhost_definitions/3 drops the vhost field
         items: list[dict[str, Any]] = [*queues, *exchanges, *bindings, *pol]
         for item in items:
@@ -93,11 +138,7 @@ def export(
         "product_version": __version__,
         "users": users,
         "vhosts": [{"name": v} for v in state.vhost_names()],
-        "permissions": [
-            {"user": u["name"], "vhost": v, "configure": ".*", "write": ".*", "read": ".*"}
-            for u in users
-            for v in state.vhost_names()
-        ],
+        "permissions": permissions,
         "topic_permissions": [],
         "parameters": [],
         "global_parameters": [],

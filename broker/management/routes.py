@@ -6,11 +6,8 @@ matters only where two patterns could match the same path (none do today).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
-
 from broker.management.authz import Level, Rule
-from broker.management.http import Request, Response
+from broker.management.context import Handler
 from broker.management.views import (
     bindings,
     connections,
@@ -23,11 +20,6 @@ from broker.management.views import (
     users,
     vhosts,
 )
-
-if TYPE_CHECKING:
-    from broker.management.api import Api
-
-Handler = Callable[["Api", Request, list[str]], Awaitable[Response]]
 
 MANAGEMENT = Rule(Level.MANAGEMENT)
 MONITOR = Rule(Level.MONITOR)

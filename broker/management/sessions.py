@@ -1,104 +1,30 @@
-"""The read model of AMQP connections and channels for /api/connections and /api/channels.
+"""The session views (`broker.entities.info.ConnectionView`, `ChannelView`) of the broker's AMQP
+connections, for /api/connections, /api/channels and the connection details of queues and consumers.
 
 Fields and formats are RabbitMQ 3.10.8's (observed live): `client_properties` as the client sent
-them (tables as JSON objects), `user_provided_name` from its `connection_name`, `connected_at` in
-milliseconds since the epoch, and the socket counters `recv_oct`/`send_oct` (bytes) and
-`recv_cnt`/`send_cnt` (reads and writes).
+them, `user_provided_name` from its `connection_name`, `connected_at` in milliseconds since the
+epoch, and the socket counters `recv_oct`/`send_oct` (bytes) and `recv_cnt`/`send_cnt` (reads and
+writes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Collection, Iterable
 
-from amqpwire.fields import FieldTable
-from broker.management.values import table_to_json
+from broker.entities.info import ChannelView, ConnectionView
+from broker.management.ports import ChannelReads, ConnectionReads, TracksClient
 
-if TYPE_CHECKING:
-    from broker.connection import Connection
-    from broker.server import Broker
-
-# Client capability the management's own AMQP connections announce, so they can be left out of
-# /api/connections and object_totals (RabbitMQ's management uses internal direct connections that
-# tools never count either).
+__all__ = ["Sessions", "TracksClient", "unacked_bytes"]
 
 
-@runtime_checkable
-class TracksClient(Protocol):
-    """What a session records about its client and its traffic (broker.session's connections)."""
-
-    client_properties: FieldTable
-    user_provided_name: str | None
-    connected_at: int  # ms since the epoch
-    recv_oct: int
-    send_oct: int
-    recv_cnt: int
-    send_cnt: int
-
-
-@dataclass(frozen=True)
-class Traffic:
-    client_properties: dict[str, Any]
-    user_provided_name: str | None
-    connected_at: int  # ms since the epoch, as RabbitMQ
-    recv_oct: int
-    send_oct: int
-    recv_cnt: int
-    send_cnt: int
-
-
-@dataclass(frozen=True)
-class ConnectionInfo:
-    name: str
-    user: str
-    vhost: str
-    peer_host: str
-    peer_port: int
-    host: str
-    port: int
-    channels: int
-    state: str
-    frame_max: int
-    channel_max: int
-    timeout: int
-    auth_mechanism: str
-    traffic: Traffic | None = field(default=None)
-
-
-@dataclass(frozen=True)
-class ChannelInfo:
-    number: int
-    connection: ConnectionInfo
-    consumer_count: int
-    messages_unacknowledged: int
-    prefetch_count: int
-    global_prefetch_count: int
-    confirm: bool
-    transactional: bool
-
-
-def is_listed(conn: Connection) -> bool:
+def is_listed(conn: ConnectionReads) -> bool:
     """Open client connections: not mid-handshake, not closed."""
     return conn.state not in ("handshake", "closed")
 
 
-def traffic(conn: Connection) -> Traffic | None:
-    if not isinstance(conn, TracksClient):
-        return None  # a connection type that records no client details
-    return Traffic(
-        client_properties=table_to_json(conn.client_properties),
-        user_provided_name=conn.user_provided_name,
-        connected_at=conn.connected_at,
-        recv_oct=conn.recv_oct,
-        send_oct=conn.send_oct,
-        recv_cnt=conn.recv_cnt,
-        send_cnt=conn.send_cnt,
-    )
-
-
-def connection_info(conn: Connection, host: str, port: int) -> ConnectionInfo:
+def connection_view(conn: ConnectionReads, host: str, port: int) -> ConnectionView:
     peer_host, _, peer_port = conn.peer.rpartition(":")
-    return ConnectionInfo(
+    return ConnectionView(
         name=conn.name,
         user=conn.user,
         vhost=conn.vhost_name,
@@ -112,34 +38,90 @@ def connection_info(conn: Connection, host: str, port: int) -> ConnectionInfo:
         channel_max=conn.channel_max,
         timeout=conn.heartbeat,
         auth_mechanism=conn.auth_mechanism or "PLAIN",
-        traffic=traffic(conn),
+        client_properties=conn.client_properties,
+        user_provided_name=conn.user_provided_name,
+        connected_at=conn.connected_at,
+        recv_oct=conn.recv_oct,
+        send_oct=conn.send_oct,
+        recv_cnt=conn.recv_cnt,
+        send_cnt=conn.send_cnt,
     )
 
 
-def connections(broker: Broker) -> list[ConnectionInfo]:
-    out = [connection_info(c, broker.host, broker.port) for c in list(broker.connections) if is_listed(c)]
-    out.sort(key=lambda c: c.name)
-    return out
+def channel_view(ch: ChannelReads, connection: ConnectionView) -> ChannelView:
+    return ChannelView(
+        number=ch.number,
+        connection=connection,
+        consumer_count=len(ch.consumers),
+        messages_unacknowledged=len(ch.unacked),
+        prefetch_count=ch.limiter.prefetch,
+        global_prefetch_count=ch.limiter.global_prefetch,
+        confirm=ch.confirm,
+        transactional=ch.tx is not None,
+    )
 
 
-def channels(broker: Broker) -> list[ChannelInfo]:
-    out = []
-    for conn in list(broker.connections):
-        if not is_listed(conn):
-            continue
-        cinfo = connection_info(conn, broker.host, broker.port)
+class Sessions:
+    """The session views of every connection at one moment, and a way back from the opaque
+    session references the entities' views hold (a queue's owner, a consumer's channel).
+
+    Every connection the broker has counts for those references, listed or not: a channel cancels
+    its consumers as it leaves its connection, and a connection deletes its exclusive queues before
+    it leaves the broker's set, so whatever a queue refers to is found here.
+    """
+
+    def __init__(self, connections: Collection[ConnectionReads], host: str, port: int) -> None:
+        self._connections: list[tuple[bool, ConnectionView]] = []  # (listed, view)
+        self._by_connection: dict[int, ConnectionView] = {}
+        self._by_channel: dict[int, ChannelView] = {}
+        self._channels: list[tuple[bool, ChannelView]] = []
+        for conn in list(connections):
+            listed = is_listed(conn)
+            view = connection_view(conn, host, port)
+            self._connections.append((listed, view))
+            self._by_connection[id(conn)] = view
+            for ch in list(conn.channels.values()):
+                ch_view = channel_view(ch, view)
+                self._by_channel[id(ch)] = ch_view
+                self._channels.append((listed, ch_view))
+
+    def connections(self) -> list[ConnectionView]:
+        """The listed connections, by name."""
+        out = [view for listed, view in self._connections if listed]
+        out.sort(key=lambda c: c.name)
+        return out
+
+    def channels(self) -> list[ChannelView]:
+        """The channels of the listed connections, by connection name and number."""
+        out = [view for listed, view in self._channels if listed]
+        out.sort(key=lambda c: (c.connection.name, c.number))
+        return out
+
+    def connection_of(self, ref: object) -> ConnectionView:
+        """The view of the connection `ref` is (a QueueView's owner)."""
+        try:
+            return self._by_connection[id(ref)]
+        except KeyError:
+            raise LookupError(f"{ref!r} is none of the broker's connections") from None
+
+    def channel_of(self, ref: object) -> ChannelView:
+        """The view of the channel `ref` is (a ConsumerView's channel)."""
+        try:
+            return self._by_channel[id(ref)]
+        except KeyError:
+            raise LookupError(f"{ref!r} is no channel of the broker's connections") from None
+
+
+def unacked_bytes(connections: Iterable[ConnectionReads]) -> dict[int, int]:
+    """Body bytes of the delivered-but-unacked messages per queue (keyed by the queue's identity).
+
+    The deliveries are held by the channels, which keep no per-queue byte count, so this walks them
+    all: the one place that does, called once per request that shows queues.
+    """
+    out: dict[int, int] = {}
+    for conn in list(connections):
         for ch in list(conn.channels.values()):
-            out.append(
-                ChannelInfo(
-                    number=ch.number,
-                    connection=cinfo,
-                    consumer_count=len(ch.consumers),
-                    messages_unacknowledged=len(ch.unacked),
-                    prefetch_count=ch.limiter.prefetch,
-                    global_prefetch_count=ch.limiter.global_prefetch,
-                    confirm=ch.confirm,
-                    transactional=ch.tx is not None,
-                )
-            )
-    out.sort(key=lambda c: (c.connection.name, c.number))
+            for u in list(ch.unacked.values()):
+                key = id(u.queue)
+                out[key] = out.get(key, 0) + len(u.entry.msg.body)
     return out

@@ -1,11 +1,17 @@
-"""Every change the management API makes to queues, exchanges, bindings and messages.
+"""Every change the management API makes to the broker.
 
-The views call only this module. Each write runs on the broker's event loop as the request's user,
-through the code an AMQP channel of that user runs (`broker.management.local_channel`): the declarations'
-plain functions for queues, exchanges and bindings, a socketless channel's basic.publish and
-basic.get for messages. So the HTTP API makes RabbitMQ's checks in RabbitMQ's order with the AMQP
-error texts, which `AmqpOpError` carries to the views. A definitions import acts as the internal
-superuser, as rabbit_definitions does: it declares in any vhost, whatever the importer's permissions.
+The views call only this module for changes, in two kinds:
+
+* Queues, exchanges, bindings and messages: each write runs on the broker's event loop as the
+  request's user, through the code an AMQP channel of that user runs
+  (`broker.management.local_channel`): the declarations' plain functions for queues, exchanges and
+  bindings, a socketless channel's basic.publish and basic.get for messages. So the HTTP API makes
+  RabbitMQ's checks in RabbitMQ's order with the AMQP error texts, which `AmqpOpError` carries to
+  the views. A definitions import acts as the internal superuser, as rabbit_definitions does: it
+  declares in any vhost, whatever the importer's permissions.
+* Administration: vhosts (and their tracing), users, permissions, policies and the emulated
+  cluster's nodes, through the broker's admin operations (`broker.management.ports`), which the
+  HTTP layer has already authorised (broker.management.authz).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
+from broker.entities import hash_watch
+from broker.entities.users import User, parse_tags
 from broker.management import local_channel as direct
 from broker.management.local_channel import DirectSession
 from broker.management.write_errors import ACK_MODES, AmqpOpError, DefinitionError, PropertyTypeError
@@ -24,31 +32,48 @@ from broker.session.channel_base import REPLY_TO
 from exchanges.base import Destination
 
 if TYPE_CHECKING:
+    from broker.entities.policy import Policy
+    from broker.management.definitions import ImportPlan
     from broker.management.http import Request
-    from broker.server import Broker
+    from broker.management.ports import ManagementBroker, PolicyAdmin
 
 __all__ = ["ACK_MODES", "AmqpOpError", "DefinitionError", "PropertyTypeError", "Writes"]
 
 T = TypeVar("T")
 
+_ALL = ".*"
+
 
 class Writes:
-    """Writes on `broker`, each as the request's user (permissions, user_id checks)."""
+    """Changes to `broker`: entity and message writes as the request's user (permissions, user_id
+    checks), administration as the authorised caller."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, broker: ManagementBroker) -> None:
+        self._broker = broker
+
+    @property
+    def policies(self) -> PolicyAdmin:
+        """The broker's own policy engine: the API stores policies there, it keeps no copy."""
+        return self._broker.policies
+
+    def _session(self, vhost: str, user: str, *, superuser: bool = False) -> DirectSession:
+        """An in-process AMQP session of `user` on `vhost` (AmqpError if the vhost is gone)."""
+        # DirectSession is typed against the server's Broker, which is the object behind this port.
+        return DirectSession(self._broker, vhost, user, superuser=superuser)  # type: ignore[arg-type]
 
     def _as_user(self, req: Request, vhost: str, op: Callable[[DirectSession], T]) -> T:
         """Run `op` as the request's user on `vhost`; a refusal becomes AmqpOpError."""
         try:
-            return op(DirectSession(self.broker, vhost, req.user))
+            return op(self._session(vhost, req.user))
         except AmqpError as exc:
             raise AmqpOpError(exc.reply_code, exc.reply_text) from None
+
+    # -- queues, exchanges, bindings, messages (as the caller, through the AMQP code) --------------
 
     async def declare_queue(
         self, req: Request, vhost: str, name: str, durable: bool, auto_delete: bool, arguments: dict[str, Any]
     ) -> None:
-        self._as_user(req, vhost, lambda s: _declare_queue(s, name, durable, auto_delete, arguments))
+        self._as_user(req, vhost, lambda s: self._declare_queue(s, name, durable, auto_delete, arguments))
 
     async def delete_queue(
         self, req: Request, vhost: str, name: str, if_unused: bool, if_empty: bool
@@ -112,8 +137,9 @@ class Writes:
         body: bytes,
     ) -> bool:
         try:
-            session = DirectSession(self.broker, vhost, req.user)
-            return await direct.publish(session, exchange, routing_key, properties, body)
+            return await direct.publish(
+                self._session(vhost, req.user), exchange, routing_key, properties, body
+            )
         except AmqpError as exc:
             raise AmqpOpError(exc.reply_code, exc.reply_text) from None
 
@@ -143,7 +169,30 @@ class Writes:
             req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args, remove=True)
         )
 
-    async def apply_definitions(
+    # -- definitions ------------------------------------------------------------------------------
+
+    async def import_definitions(self, req: Request, plan: ImportPlan) -> None:
+        """Carry out a checked import (broker.management.definitions.plan_import) in
+        rabbit_definitions' order: users, vhosts, permissions, then each vhost's queues, exchanges
+        and bindings, then the policies, only once every declaration succeeded (DefinitionError
+        names the item that failed; what was made before it stays)."""
+        auth = self._broker.auth
+        for u in plan.users:
+            tags = parse_tags(u.get("tags", ""))
+            auth.put_user(User(str(u["name"]), str(u.get("password_hash", "")), tags))
+        for v in plan.new_vhosts:
+            if self._broker.add_vhost(v):
+                self._grant_creator(v, req.user)
+        for p in plan.permissions:
+            auth.set_permissions(str(p["vhost"]), str(p["user"]), p["configure"], p["write"], p["read"])
+        for vh in plan.vhosts():
+            self._declare_definitions(
+                req, vh, plan.queues.get(vh, []), plan.exchanges.get(vh, []), plan.bindings.get(vh, [])
+            )
+        for policy in plan.policies:
+            self._broker.policies.put(policy)
+
+    def _declare_definitions(
         self,
         req: Request,
         vhost: str,
@@ -159,10 +208,10 @@ class Writes:
         """
         current = ""
         try:
-            s = DirectSession(self.broker, vhost, req.user, superuser=True)
+            s = self._session(vhost, req.user, superuser=True)
             for q in queues:
                 current = f"queue '{q['name']}'"
-                _declare_queue(
+                self._declare_queue(
                     s,
                     q["name"],
                     bool(q.get("durable", False)),
@@ -188,23 +237,89 @@ class Writes:
         except AmqpError as exc:
             raise DefinitionError(exc.reply_code, exc.reply_text, current) from None
 
+    # -- administration ---------------------------------------------------------------------------
+
+    def put_vhost(
+        self, creator: str, name: str, description: str, tags: tuple[str, ...], tracing: bool | None
+    ) -> bool:
+        """Create `name` (True) or leave it as it is (False); `tracing` switches the firehose tracer
+        (rabbit_trace:start/stop), None leaves it as it was."""
+        created = self._broker.add_vhost(name, description, tags)
+        if created:
+            self._grant_creator(name, creator)
+        if tracing is not None:
+            self._broker.vhosts[name].set_tracing(tracing)
+        return created
+
+    def _grant_creator(self, vhost: str, user: str) -> None:
+        """rabbit_vhost:add grants the creating user full permissions on the new vhost."""
+        auth = self._broker.auth
+        if user in auth.users and (vhost, user) not in auth.permissions:
+            auth.set_permissions(vhost, user, _ALL, _ALL, _ALL)
+
+    def delete_vhost(self, name: str) -> bool:
+        """Delete `name` with its connections, queues, exchanges, policies and permissions (False:
+        no such vhost)."""
+        return self._broker.delete_vhost(name)
+
+    def put_user(self, user: User) -> bool:
+        """Create or replace `user` (a PUT replaces the whole user); True when new."""
+        auth = self._broker.auth
+        created = user.name not in auth.users
+        auth.put_user(user)
+        return created
+
+    def delete_user(self, name: str) -> bool:
+        return self._broker.auth.delete_user(name)
+
+    def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> bool:
+        """Set `user`'s permissions on `vhost` (RegexError for an invalid pattern); True when new."""
+        auth = self._broker.auth
+        created = (vhost, user) not in auth.permissions
+        auth.set_permissions(vhost, user, configure, write, read)
+        return created
+
+    def clear_permissions(self, vhost: str, user: str) -> bool:
+        return self._broker.auth.clear_permissions(vhost, user)
+
+    def put_policy(self, policy: Policy) -> bool:
+        """Store and apply a validated policy; True when new."""
+        return self._broker.policies.put(policy)
+
+    def delete_policy(self, vhost: str, name: str) -> bool:
+        return self._broker.policies.delete(vhost, name)
+
+    def add_node(self, node: str) -> bool:
+        """A node joins the emulated cluster (ClusterError for a bad name); False if a member."""
+        return self._broker.policies.add_node(node)
+
+    def remove_node(self, node: str) -> None:
+        """A node leaves the emulated cluster (ClusterError if unknown or the local node)."""
+        self._broker.policies.remove_node(node)
+
+    def watch_hash_exchange(self, vhost: str, name: str, size: int) -> int:
+        """Start or renew the live view of hash exchange `name` (broker.entities.hash_watch): its
+        publishes are recorded while someone polls. Returns the watch's latest `seq`."""
+        return hash_watch.watch(self._broker.vhosts[vhost], name, size).seq
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _declare_queue(
+        self, s: DirectSession, name: str, durable: bool, auto_delete: bool, arguments: dict[str, Any]
+    ) -> None:
+        name = D.strip_cr_lf(name)
+        if name.startswith(REPLY_TO):  # rabbit_channel's direct reply-to clause comes first
+            D.check_reply_to_declare(s.vhost_obj, name, self._broker.reply_channel_exists)
+            return
+        method = C.QueueDeclare(
+            0, name, False, durable, False, auto_delete, False, FieldTable.from_python(arguments)
+        )
+        D.queue_declare(s.vhost_obj, s, D.sharded_queue(s.vhost_obj, "queue.declare", name), method)
+
 
 def _queue(s: DirectSession, method: str, name: str) -> str:
     """The queue `method` really acts on, as the channel resolves a name it is given."""
     return D.sharded_queue(s.vhost_obj, method, D.strip_cr_lf(name))
-
-
-def _declare_queue(
-    s: DirectSession, name: str, durable: bool, auto_delete: bool, arguments: dict[str, Any]
-) -> None:
-    name = D.strip_cr_lf(name)
-    if name.startswith(REPLY_TO):  # rabbit_channel's direct reply-to clause comes first
-        D.check_reply_to_declare(s.vhost_obj, name, s.broker.reply_channel_exists)
-        return
-    method = C.QueueDeclare(
-        0, name, False, durable, False, auto_delete, False, FieldTable.from_python(arguments)
-    )
-    D.queue_declare(s.vhost_obj, s, D.sharded_queue(s.vhost_obj, "queue.declare", name), method)
 
 
 def _declare_exchange(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from broker.entities.info import BindingView
+from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.render import (
     access_refused,
@@ -13,51 +15,48 @@ from broker.management.render import (
     operation_failed,
     quote_segment,
 )
-from broker.management.state import BindingInfo
+from broker.management.values import properties_key, table_to_json
 from broker.management.writes import AmqpOpError
 
-if TYPE_CHECKING:
-    from broker.management.api import Api
 
-
-def fmt_binding(b: BindingInfo) -> dict[str, Any]:
+def fmt_binding(b: BindingView) -> dict[str, Any]:
     return {
         "source": b.source,
         "vhost": b.vhost,
         "destination": b.destination,
         "destination_type": b.destination_type,
         "routing_key": b.routing_key,
-        "arguments": b.arguments,
-        "properties_key": b.properties_key,
+        "arguments": table_to_json(b.arguments),
+        "properties_key": properties_key(b.routing_key, b.arguments),
     }
 
 
-async def get_bindings(api: Api, req: Request, segs: list[str]) -> Response:
-    if len(segs) == 2 and not api.state.has_vhost(segs[1]):
+async def get_bindings(ctx: Context, req: Request, segs: list[str]) -> Response:
+    if len(segs) == 2 and not ctx.state.has_vhost(segs[1]):
         return not_found()
     vhost = segs[1] if len(segs) == 2 else None
-    seen = api.visible_vhosts(req)
-    return Response.json([fmt_binding(b) for b in api.state.bindings(vhost) if b.vhost in seen])
+    seen = ctx.visible_vhosts(req)
+    return Response.json([fmt_binding(b) for b in ctx.state.bindings(vhost) if b.vhost in seen])
 
 
-async def get_queue_bindings(api: Api, req: Request, segs: list[str]) -> Response:
+async def get_queue_bindings(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if api.state.queue(vhost, name) is None:
+    if ctx.state.queue(vhost, name) is None:
         return not_found()
     return Response.json(
         [
             fmt_binding(b)
-            for b in api.state.bindings(vhost)
+            for b in ctx.state.bindings(vhost)
             if b.destination_type == "queue" and b.destination == name
         ]
     )
 
 
-async def get_exchange_bindings(api: Api, req: Request, segs: list[str]) -> Response:
+async def get_exchange_bindings(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name, side = segs[1], exchange_name(segs[2]), segs[4]
-    if api.state.exchange(vhost, name) is None or name == "":
+    if ctx.state.exchange(vhost, name) is None or name == "":
         return not_found()
-    bs = api.state.bindings(vhost)
+    bs = ctx.state.bindings(vhost)
     if side == "source":
         picked = [b for b in bs if b.source == name]
     else:
@@ -65,15 +64,15 @@ async def get_exchange_bindings(api: Api, req: Request, segs: list[str]) -> Resp
     return Response.json([fmt_binding(b) for b in picked])
 
 
-async def get_binding_pair(api: Api, req: Request, segs: list[str]) -> Response:
+async def get_binding_pair(ctx: Context, req: Request, segs: list[str]) -> Response:
     """GET /api/bindings/{vhost}/e/{source}/{q|e}/{destination}[/{props}]."""
     vhost, source, kind, dest = segs[1], exchange_name(segs[3]), segs[4], segs[5]
     dtype = "queue" if kind == "q" else "exchange"
-    if api.state.exchange(vhost, source) is None:
+    if ctx.state.exchange(vhost, source) is None:
         return not_found()
     found = [
         fmt_binding(b)
-        for b in api.state.bindings(vhost)
+        for b in ctx.state.bindings(vhost)
         if b.source == source and b.destination == dest and b.destination_type == dtype
     ]
     if len(segs) == 7:
@@ -82,13 +81,13 @@ async def get_binding_pair(api: Api, req: Request, segs: list[str]) -> Response:
     return Response.json(found)
 
 
-async def post_binding(api: Api, req: Request, segs: list[str]) -> Response:
+async def post_binding(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, source, kind, dest = segs[1], exchange_name(segs[3]), segs[4], segs[5]
     if kind not in ("q", "e"):
         return not_found()
-    if not api.state.has_vhost(vhost):
+    if not ctx.state.has_vhost(vhost):
         return Response.json({"error": "not_found", "reason": "vhost_not_found"}, 404)
-    if not api.may_use_vhost(req, vhost):
+    if not ctx.may_use_vhost(req, vhost):
         return access_refused()
     body = json_body(req)
     if isinstance(body, Response):
@@ -96,7 +95,7 @@ async def post_binding(api: Api, req: Request, segs: list[str]) -> Response:
     key = str(body.get("routing_key", ""))
     args = body.get("arguments") or {}
     try:
-        await api.writes.bind(
+        await ctx.writes.bind(
             req,
             vhost,
             source,
@@ -111,10 +110,13 @@ async def post_binding(api: Api, req: Request, segs: list[str]) -> Response:
         return operation_failed(exc.code, exc.text)
     made = [
         b
-        for b in api.state.bindings(vhost)
-        if b.source == source and b.destination == dest and b.routing_key == key and b.arguments == args
+        for b in ctx.state.bindings(vhost)
+        if b.source == source
+        and b.destination == dest
+        and b.routing_key == key
+        and table_to_json(b.arguments) == args
     ]
-    props = made[0].properties_key if made else ""
+    props = properties_key(made[0].routing_key, made[0].arguments) if made else ""
     parts = [
         "/api/bindings",
         quote_segment(vhost),
@@ -127,24 +129,24 @@ async def post_binding(api: Api, req: Request, segs: list[str]) -> Response:
     return Response(201, b"", {"location": location})
 
 
-async def delete_binding(api: Api, req: Request, segs: list[str]) -> Response:
+async def delete_binding(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, source, kind, dest, props = segs[1], exchange_name(segs[3]), segs[4], segs[5], segs[6]
-    if api.state.has_vhost(vhost) and not api.may_use_vhost(req, vhost):
+    if ctx.state.has_vhost(vhost) and not ctx.may_use_vhost(req, vhost):
         return access_refused()
     dtype = "queue" if kind == "q" else "exchange"
     match = [
         b
-        for b in api.state.bindings(vhost)
+        for b in ctx.state.bindings(vhost)
         if b.source == source
         and b.destination == dest
         and b.destination_type == dtype
-        and b.properties_key == props
+        and properties_key(b.routing_key, b.arguments) == props
     ]
     if not match:
         return not_found()
     b = match[0]
     try:
-        await api.writes.unbind(req, vhost, source, dest, dtype, b.routing_key, b.arguments)
+        await ctx.writes.unbind(req, vhost, source, dest, dtype, b.routing_key, table_to_json(b.arguments))
     except AmqpOpError as exc:
         return operation_failed(exc.code, exc.text)
     return Response(204)

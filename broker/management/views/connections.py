@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from broker.entities.info import ChannelView, ConnectionView, ConsumerView, QueueView
+from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.render import (
     not_found,
 )
-from broker.management.sessions import ChannelInfo, ConnectionInfo, Traffic
-from broker.management.state import ConsumerInfo
-
-if TYPE_CHECKING:
-    from broker.management.api import Api
+from broker.management.sessions import Sessions
+from broker.management.values import table_to_json
 
 
-def fmt_connection(api: Api, c: ConnectionInfo) -> dict[str, Any]:
-    return {
+def fmt_connection(ctx: Context, c: ConnectionView) -> dict[str, Any]:
+    d: dict[str, Any] = {
         "auth_mechanism": c.auth_mechanism,
         "channel_max": c.channel_max,
         "channels": c.channels,
         "frame_max": c.frame_max,
         "host": c.host,
         "name": c.name,
-        "node": api.state.node_name,
+        "node": ctx.state.node_name,
         "peer_host": c.peer_host,
         "peer_port": c.peer_port,
         "port": c.port,
@@ -35,53 +34,51 @@ def fmt_connection(api: Api, c: ConnectionInfo) -> dict[str, Any]:
         "user": c.user,
         "user_who_performed_action": c.user,
         "vhost": c.vhost,
-        **fmt_traffic(c.traffic),
-    }
-
-
-def fmt_traffic(t: Traffic | None) -> dict[str, Any]:
-    """The client's properties and socket counters, with RabbitMQ's names and units."""
-    if t is None:
-        return {}
-    d: dict[str, Any] = {
-        "client_properties": t.client_properties,
-        "connected_at": t.connected_at,
-        "recv_cnt": t.recv_cnt,
-        "recv_oct": t.recv_oct,
+        # the client's properties and socket counters, with RabbitMQ's names and units
+        "client_properties": table_to_json(c.client_properties),
+        "connected_at": c.connected_at,
+        "recv_cnt": c.recv_cnt,
+        "recv_oct": c.recv_oct,
         "recv_oct_details": {"rate": 0.0},
-        "send_cnt": t.send_cnt,
-        "send_oct": t.send_oct,
+        "send_cnt": c.send_cnt,
+        "send_oct": c.send_oct,
         "send_oct_details": {"rate": 0.0},
         "send_pend": 0,
     }
-    if t.user_provided_name is not None:
-        d["user_provided_name"] = t.user_provided_name
+    if c.user_provided_name is not None:
+        d["user_provided_name"] = c.user_provided_name
     return d
 
 
-def fmt_consumer(api: Api, c: ConsumerInfo) -> dict[str, Any]:
+def fmt_consumer(ctx: Context, q: QueueView, c: ConsumerView, sessions: Sessions) -> dict[str, Any]:
+    """A consumer of `q`, with the details of its channel (`sessions` has the channel's view)."""
+    ch = sessions.channel_of(c.channel)
+    conn = ch.connection
+    # "up" when every consumer of the queue is active, else whether this one is the single active
+    single = q.single_active_consumer_tag is not None
+    status = ("single_active" if c.active else "waiting") if single else "up"
     return {
-        "arguments": c.arguments,
+        "arguments": table_to_json(c.arguments),
         "ack_required": c.ack_required,
         "active": c.active,
-        "activity_status": c.activity_status,
+        "activity_status": status,
         "channel_details": {
-            "connection_name": c.connection_name,
-            "name": f"{c.connection_name} ({c.channel_number})",
-            "node": api.state.node_name,
-            "number": c.channel_number,
-            "peer_host": c.peer_host,
-            "peer_port": c.peer_port,
-            "user": c.user,
+            "connection_name": conn.name,
+            "name": f"{conn.name} ({ch.number})",
+            "node": ctx.state.node_name,
+            "number": ch.number,
+            "peer_host": conn.peer_host,
+            "peer_port": conn.peer_port,
+            "user": conn.user,
         },
         "consumer_tag": c.tag,
         "exclusive": c.exclusive,
         "prefetch_count": c.prefetch_count,
-        "queue": {"name": c.queue, "vhost": c.vhost},
+        "queue": {"name": q.name, "vhost": q.vhost},
     }
 
 
-def fmt_channel(api: Api, ch: ChannelInfo) -> dict[str, Any]:
+def fmt_channel(ctx: Context, ch: ChannelView) -> dict[str, Any]:
     c = ch.connection
     return {
         "acks_uncommitted": 0,
@@ -93,7 +90,7 @@ def fmt_channel(api: Api, ch: ChannelInfo) -> dict[str, Any]:
         "messages_uncommitted": 0,
         "messages_unconfirmed": 0,
         "name": f"{c.name} ({ch.number})",
-        "node": api.state.node_name,
+        "node": ctx.state.node_name,
         "number": ch.number,
         "prefetch_count": ch.prefetch_count,
         "state": "running",
@@ -104,26 +101,34 @@ def fmt_channel(api: Api, ch: ChannelInfo) -> dict[str, Any]:
     }
 
 
-def _own(api: Api, req: Request, user: str) -> bool:
+def _own(ctx: Context, req: Request, user: str) -> bool:
     """rabbit_mgmt_util:filter_user: only monitors see other users' connections and channels."""
-    return user == req.user or api.who(req).is_monitor
+    return user == req.user or ctx.who(req).is_monitor
 
 
-async def get_connections(api: Api, req: Request, segs: list[str]) -> Response:
-    return Response.json([fmt_connection(api, c) for c in api.state.connections() if _own(api, req, c.user)])
-
-
-async def get_channels(api: Api, req: Request, segs: list[str]) -> Response:
+async def get_connections(ctx: Context, req: Request, segs: list[str]) -> Response:
     return Response.json(
-        [fmt_channel(api, ch) for ch in api.state.channels() if _own(api, req, ch.connection.user)]
+        [fmt_connection(ctx, c) for c in ctx.state.sessions().connections() if _own(ctx, req, c.user)]
     )
 
 
-async def get_consumers(api: Api, req: Request, segs: list[str]) -> Response:
-    vhost = segs[1] if len(segs) == 2 else None
-    if vhost is not None and not api.state.has_vhost(vhost):
-        return not_found()
-    seen = api.visible_vhosts(req)
+async def get_channels(ctx: Context, req: Request, segs: list[str]) -> Response:
     return Response.json(
-        [fmt_consumer(api, c) for q in api.state.queues(vhost) if q.vhost in seen for c in q.consumers]
+        [fmt_channel(ctx, ch) for ch in ctx.state.sessions().channels() if _own(ctx, req, ch.connection.user)]
+    )
+
+
+async def get_consumers(ctx: Context, req: Request, segs: list[str]) -> Response:
+    vhost = segs[1] if len(segs) == 2 else None
+    if vhost is not None and not ctx.state.has_vhost(vhost):
+        return not_found()
+    seen = ctx.visible_vhosts(req)
+    sessions = ctx.state.sessions()
+    return Response.json(
+        [
+            fmt_consumer(ctx, q, c, sessions)
+            for q in ctx.state.queues(vhost)
+            if q.vhost in seen
+            for c in q.consumers
+        ]
     )

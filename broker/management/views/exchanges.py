@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from broker.entities.info import ExchangeView
+from broker.entities.message_stats import exchange_stats
+from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.render import (
     access_refused,
@@ -19,59 +22,68 @@ from broker.management.render import (
     operation_failed,
     with_rates,
 )
-from broker.management.state import ExchangeInfo
+from broker.management.values import json_value, table_to_json
 from broker.management.writes import AmqpOpError, PropertyTypeError
 
-if TYPE_CHECKING:
-    from broker.management.api import Api
 
-
-def fmt_exchange(api: Api, e: ExchangeInfo, detail: bool = False) -> dict[str, Any]:
+def fmt_exchange(ctx: Context, e: ExchangeView, detail: bool = False) -> dict[str, Any]:
     d: dict[str, Any] = {
-        "arguments": e.arguments,
+        "arguments": table_to_json(e.arguments),
         "auto_delete": e.auto_delete,
         "durable": e.durable,
         "internal": e.internal,
         "name": e.name,
         **({"policy": e.policy} if e.policy is not None else {}),
         "type": e.type,
-        "user_who_performed_action": e.declared_by,
+        "user_who_performed_action": declared_by(ctx, e),
         "vhost": e.vhost,
     }
-    if e.stats:  # as RabbitMQ: only once the exchange took a publish
-        rates = api.state.exchange_rates(e.vhost, e.name)
-        d["message_stats"] = with_rates(dict(e.stats), *e.stats, rates=rates)
+    stats = exchange_stats(e.publish_in, e.publish_out)
+    if stats:  # as RabbitMQ: only once the exchange took a publish
+        rates = ctx.state.exchange_rates(e.vhost, e.name)
+        d["message_stats"] = with_rates(stats, *stats, rates=rates)
     if detail:
         d["incoming"] = []
         d["outgoing"] = []
     return d
 
 
-async def get_exchanges(api: Api, req: Request, segs: list[str]) -> Response:
-    if len(segs) >= 2 and not api.state.has_vhost(segs[1]):
+#: Exchanges every vhost has from birth; RabbitMQ reports them as declared by "rmq-internal".
+_PREDECLARED_PREFIX = "amq."
+
+
+def declared_by(ctx: Context, e: ExchangeView) -> str:
+    """Who declared `e` as RabbitMQ reports it: the predeclared ones "rmq-internal", any other the
+    default user (hashbroker does not record the declaring user)."""
+    internal_origin = e.name == "" or e.name.startswith(_PREDECLARED_PREFIX)
+    return "rmq-internal" if internal_origin else ctx.state.default_user
+
+
+async def get_exchanges(ctx: Context, req: Request, segs: list[str]) -> Response:
+    if len(segs) >= 2 and not ctx.state.has_vhost(segs[1]):
         return not_found()
     if len(segs) == 3:
-        e = api.state.exchange(segs[1], exchange_name(segs[2]))
-        return Response.json(fmt_exchange(api, e, detail=True)) if e is not None else not_found()
+        e = ctx.state.exchange(segs[1], exchange_name(segs[2]))
+        return Response.json(fmt_exchange(ctx, e, detail=True)) if e is not None else not_found()
     vhost = segs[1] if len(segs) == 2 else None
-    seen = api.visible_vhosts(req)
-    return Response.json([fmt_exchange(api, e) for e in api.state.exchanges(vhost) if e.vhost in seen])
+    seen = ctx.visible_vhosts(req)
+    return Response.json([fmt_exchange(ctx, e) for e in ctx.state.exchanges(vhost) if e.vhost in seen])
 
 
-async def put_exchange(api: Api, req: Request, segs: list[str]) -> Response:
+async def put_exchange(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], exchange_name(segs[2])
-    if not api.state.has_vhost(vhost):
+    if not ctx.state.has_vhost(vhost):
         return not_found()
-    if not api.may_use_vhost(req, vhost):
+    if not ctx.may_use_vhost(req, vhost):
         return access_refused()
     if name == "" or name.startswith("amq."):
         return access_refused()
     body = json_body(req)
     if isinstance(body, Response):
         return body
-    existed = api.state.exchange(vhost, name) is not None
+    existed = ctx.state.exchange(vhost, name) is not None
     try:
-        await api.writes.declare_exchange(
+        await ctx.writes.declare_exchange(
             req,
             vhost,
             name,
@@ -86,26 +98,26 @@ async def put_exchange(api: Api, req: Request, segs: list[str]) -> Response:
     return Response(204 if existed else 201)
 
 
-async def delete_exchange(api: Api, req: Request, segs: list[str]) -> Response:
+async def delete_exchange(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], exchange_name(segs[2])
-    if api.state.has_vhost(vhost) and not api.may_use_vhost(req, vhost):
+    if ctx.state.has_vhost(vhost) and not ctx.may_use_vhost(req, vhost):
         return access_refused()
     if name == "" or name.startswith("amq."):
         return access_refused()
-    if api.state.exchange(vhost, name) is None:
+    if ctx.state.exchange(vhost, name) is None:
         return not_found()
     try:
-        await api.writes.delete_exchange(req, vhost, name, flag(req, "if-unused"))
+        await ctx.writes.delete_exchange(req, vhost, name, flag(req, "if-unused"))
     except AmqpOpError as exc:
         return operation_failed(exc.code, exc.text)
     return Response(204)
 
 
-async def publish(api: Api, req: Request, segs: list[str]) -> Response:
+async def publish(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], exchange_name(segs[2])
-    if not api.state.has_vhost(vhost):
+    if not ctx.state.has_vhost(vhost):
         return not_found()
-    if not api.may_use_vhost(req, vhost):
+    if not ctx.may_use_vhost(req, vhost):
         return access_refused()
     body = json_body(req)
     if isinstance(body, Response):
@@ -127,7 +139,7 @@ async def publish(api: Api, req: Request, segs: list[str]) -> Response:
     if has_null(props):
         return bad_request("null_not_allowed")
     try:
-        routed = await api.writes.publish(req, vhost, name, str(body["routing_key"]), props, payload)
+        routed = await ctx.writes.publish(req, vhost, name, str(body["routing_key"]), props, payload)
     except PropertyTypeError as exc:
         return bad_request([exc.tag, exc.name])
     except AmqpOpError as exc:
@@ -135,7 +147,7 @@ async def publish(api: Api, req: Request, segs: list[str]) -> Response:
     return Response.json({"routed": bool(routed)})
 
 
-async def get_ring(api: Api, req: Request, segs: list[str]) -> Response:
+async def get_ring(ctx: Context, req: Request, segs: list[str]) -> Response:
     """GET /api/hashbroker/exchanges/{vhost}/{name}/ring: the routing state for the dashboard.
 
     For x-consistent-hash: the ring's runs (`segments`: [first, count, kind, name]), plus
@@ -143,14 +155,15 @@ async def get_ring(api: Api, req: Request, segs: list[str]) -> Response:
     queue's current message count.
     """
     vhost, name = segs[2], exchange_name(segs[3])
-    e = api.state.exchange(vhost, name)
-    summary = api.state.routing_state(vhost, name)
-    if e is None or summary is None:
+    e = ctx.state.exchange(vhost, name)
+    state = ctx.state.routing_state(vhost, name)
+    if e is None or state is None:
         return not_found()
+    summary = {str(k): json_value(v) for k, v in state.items()}
     raw = summary.get("segments")
     segments: list[Any] = raw if isinstance(raw, list) else []
     total = sum(count for _first, count, _kind, _dest in segments)
-    queues = {q.name: q for q in api.state.queues(vhost)}
+    queues = {q.name: q for q in ctx.state.queues(vhost)}
     destinations = []
     for first, count, kind, dest in segments:
         q = queues.get(dest) if kind == "queue" else None
@@ -170,7 +183,7 @@ async def get_ring(api: Api, req: Request, segs: list[str]) -> Response:
             "vhost": vhost,
             "name": name,
             "type": e.type,
-            "arguments": e.arguments,
+            "arguments": table_to_json(e.arguments),
             "state": summary,
             "ring_size": total,
             "destinations": destinations,

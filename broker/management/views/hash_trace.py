@@ -13,14 +13,10 @@ Query: `size` (entries kept, 1..500, default 50), `since` (return only entries w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from broker.entities import hash_watch
+from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.render import bad_request, exchange_name, not_found
-
-if TYPE_CHECKING:
-    from broker.management.api import Api
 
 
 def _int(req: Request, key: str, default: int, low: int, high: int) -> int | None:
@@ -32,28 +28,27 @@ def _int(req: Request, key: str, default: int, low: int, high: int) -> int | Non
     return value if low <= value <= high else None
 
 
-async def get_hash_trace(api: Api, req: Request, segs: list[str]) -> Response:
-    vhost_name, name = segs[2], exchange_name(segs[3])
-    vhost = api.state.broker.vhosts.get(vhost_name)
-    x = vhost.exchanges.get(name) if vhost is not None else None
-    if vhost is None or x is None:
+async def get_hash_trace(ctx: Context, req: Request, segs: list[str]) -> Response:
+    vhost, name = segs[2], exchange_name(segs[3])
+    x = ctx.state.exchange(vhost, name)
+    if x is None:
         return not_found()
-    if x.type_name not in hash_watch.HASH_TYPES:
-        return bad_request(f"exchange type '{x.type_name}' does not hash (x-consistent-hash, x-modulus-hash)")
+    if x.type not in hash_watch.HASH_TYPES:
+        return bad_request(f"exchange type '{x.type}' does not hash (x-consistent-hash, x-modulus-hash)")
     size = _int(req, "size", hash_watch.DEFAULT_SIZE, 1, hash_watch.MAX_SIZE)
     since = _int(req, "since", 0, 0, 1 << 62)
     if size is None or since is None:
         return bad_request(f"size must be 1..{hash_watch.MAX_SIZE} and since a non-negative integer")
-    watch = hash_watch.watch(vhost, name, size)
+    seq = ctx.writes.watch_hash_exchange(vhost, name, size)
     return Response.json(
         {
-            "vhost": vhost_name,
+            "vhost": vhost,
             "name": name,
-            "type": x.type_name,
-            "hash_on": str(getattr(x.impl, "hash_on", "routing_keys")),
+            "type": x.type,
+            "hash_on": ctx.state.hash_on(vhost, name),
             "size": size,
             "watch_seconds": hash_watch.WATCH_SECONDS,
-            "seq": watch.seq,
-            "entries": hash_watch.entries(vhost, name, since),
+            "seq": seq,
+            "entries": ctx.state.hash_trace(vhost, name, since),
         }
     )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import platform
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker import __version__
+from broker.entities.cluster import ClusterError
+from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.rates import DEPTHS
 from broker.management.render import (
@@ -14,9 +16,6 @@ from broker.management.render import (
     with_rates,
 )
 from broker.runtime.transport import fd_usage
-
-if TYPE_CHECKING:
-    from broker.management.api import Api
 
 EXCHANGE_TYPE_DESCRIPTIONS = {
     "direct": "AMQP direct exchange, as per the AMQP specification",
@@ -29,42 +28,47 @@ EXCHANGE_TYPE_DESCRIPTIONS = {
 }
 
 
-def exchange_types(api: Api) -> list[dict[str, Any]]:
+def exchange_types(ctx: Context) -> list[dict[str, Any]]:
     return [
         {"name": t, "description": EXCHANGE_TYPE_DESCRIPTIONS.get(t, ""), "enabled": True}
-        for t in api.state.exchange_types()
+        for t in ctx.state.exchange_types()
     ]
 
 
-def message_stats(api: Api, vhosts: list[str]) -> dict[str, Any]:
+def message_stats(ctx: Context, vhosts: list[str]) -> dict[str, Any]:
     """The vhosts' message_stats summed, as RabbitMQ's overview aggregates them ({} before any
     activity); rates summed likewise."""
     totals: dict[str, int] = {}
     rates: dict[str, float] = {}
     for name in vhosts:
-        stats = api.state.vhost_stats(name)
+        stats = ctx.state.vhost_stats(name)
         if stats is None:
             continue
         for key, value in stats.items():
             totals[key] = totals.get(key, 0) + value
-        for key, rate in api.state.vhost_rates(name).items():
+        for key, rate in ctx.state.vhost_rates(name).items():
             rates[key] = round(rates.get(key, 0.0) + rate, 1)
     return with_rates(totals, *totals, rates=rates)
 
 
-async def get_overview(api: Api, req: Request, segs: list[str]) -> Response:
+async def get_overview(ctx: Context, req: Request, segs: list[str]) -> Response:
     """The whole node for monitors; for other users, only their vhosts and their own connections,
     without the node's listeners (rabbit_mgmt_wm_overview)."""
-    s = api.state
-    full = api.who(req).is_monitor
-    seen = api.visible_vhosts(req)
+    s = ctx.state
+    full = ctx.who(req).is_monitor
+    seen = ctx.visible_vhosts(req)
     qs = [q for q in s.queues() if full or q.vhost in seen]
     ready = sum(q.messages_ready for q in qs)
     unacked = sum(q.messages_unacknowledged for q in qs)
-    rates = s.totals_rates() if full else {k: sum(q.rates.get(k, 0.0) for q in qs) for k in DEPTHS}
+    if full:
+        rates = s.totals_rates()
+    else:
+        each = [s.queue_rates(q.vhost, q.name) for q in qs]
+        rates = {k: sum(r.get(k, 0.0) for r in each) for k in DEPTHS}
+    sessions = s.sessions()
     totals = {
-        "channels": sum(1 for ch in s.channels() if full or ch.connection.user == req.user),
-        "connections": sum(1 for c in s.connections() if full or c.user == req.user),
+        "channels": sum(1 for ch in sessions.channels() if full or ch.connection.user == req.user),
+        "connections": sum(1 for c in sessions.connections() if full or c.user == req.user),
         "exchanges": sum(1 for e in s.exchanges() if full or e.vhost in seen),
         "queues": len(qs),
     }
@@ -79,7 +83,7 @@ async def get_overview(api: Api, req: Request, segs: list[str]) -> Response:
             "basic": [600, 3600],
             "detailed": [600],
         },
-        "exchange_types": exchange_types(api),
+        "exchange_types": exchange_types(ctx),
         "product_version": __version__,
         "product_name": "hashbroker",
         "rabbitmq_version": s.compat_version,
@@ -88,7 +92,7 @@ async def get_overview(api: Api, req: Request, segs: list[str]) -> Response:
         "erlang_full_version": (f"none ({platform.python_implementation()} {platform.python_version()})"),
         "disable_stats": False,
         "enable_queue_totals": False,
-        "message_stats": message_stats(api, [v for v in s.vhost_names() if full or v in seen]),
+        "message_stats": message_stats(ctx, [v for v in s.vhost_names() if full or v in seen]),
         "churn_rates": {},
         "queue_totals": with_rates(
             {
@@ -115,8 +119,8 @@ async def get_overview(api: Api, req: Request, segs: list[str]) -> Response:
             {
                 "node": node,
                 "protocol": "http",
-                "ip_address": api.http_host,
-                "port": api.http_port,
+                "ip_address": ctx.http_host,
+                "port": ctx.http_port,
                 "socket_opts": {},
             },
         ],
@@ -125,7 +129,7 @@ async def get_overview(api: Api, req: Request, segs: list[str]) -> Response:
                 "node": node,
                 "description": "RabbitMQ Management",
                 "path": "/",
-                "port": str(api.http_port),
+                "port": str(ctx.http_port),
             }
         ],
     }
@@ -135,16 +139,10 @@ async def get_overview(api: Api, req: Request, segs: list[str]) -> Response:
     return Response.json(body)
 
 
-def store_fault(store: object) -> str | None:
-    from broker.store import health
-
-    return health.fault_of(store) if store is not None else None
-
-
-async def get_nodes(api: Api, req: Request, segs: list[str]) -> Response:
-    n = api.state.node()
+async def get_nodes(ctx: Context, req: Request, segs: list[str]) -> Response:
+    n = ctx.state.node()
     fd_used, fd_total = fd_usage()
-    alarms = api.state.broker.alarms
+    alarms = ctx.state.alarms
     node = {
         "name": n.name,
         "type": "disc",
@@ -163,11 +161,11 @@ async def get_nodes(api: Api, req: Request, segs: list[str]) -> Response:
         "disk_free_alarm": alarms.disk_alarm,
         # hashbroker's own: why the store is not confirming writes (files deleted or replaced under
         # the broker, a failed commit), or null; RabbitMQ has no such field
-        "store_fault": store_fault(api.state.broker.store),
+        "store_fault": ctx.state.store_fault(),
         "fd_used": fd_used,
         "fd_total": fd_total,
         "being_drained": False,
-        "exchange_types": exchange_types(api),
+        "exchange_types": exchange_types(ctx),
         "auth_mechanisms": [
             {"name": "PLAIN", "description": "SASL PLAIN authentication mechanism", "enabled": True},
             {"name": "AMQPLAIN", "description": "QPid AMQPLAIN mechanism", "enabled": True},
@@ -175,41 +173,37 @@ async def get_nodes(api: Api, req: Request, segs: list[str]) -> Response:
         "applications": [{"name": "hashbroker", "description": "hashbroker", "version": __version__}],
         "enabled_plugins": ["rabbitmq_management"],
     }
-    nodes = [{**node, "name": name} for name in api.state.broker.cluster.nodes]  # the emulated cluster
+    nodes = [{**node, "name": name} for name in ctx.state.cluster.nodes]  # the emulated cluster
     if len(segs) == 2:
         found = [x for x in nodes if x["name"] == segs[1]]
         return Response.json(found[0]) if found else not_found()
     return Response.json(nodes)
 
 
-async def get_whoami(api: Api, req: Request, segs: list[str]) -> Response:
+async def get_whoami(ctx: Context, req: Request, segs: list[str]) -> Response:
     user = req.user
-    return Response.json({"name": user, "tags": api.state.user_tags(user)})
+    return Response.json({"name": user, "tags": ctx.state.user_tags(user)})
 
 
-async def get_cluster_nodes(api: Api, req: Request, segs: list[str]) -> Response:
+async def get_cluster_nodes(ctx: Context, req: Request, segs: list[str]) -> Response:
     """GET /api/hashbroker/nodes: the emulated cluster."""
-    cluster = api.state.broker.cluster
+    cluster = ctx.state.cluster
     return Response.json({"local": cluster.local, "nodes": cluster.nodes})
 
 
-async def post_cluster_node(api: Api, req: Request, segs: list[str]) -> Response:
+async def post_cluster_node(ctx: Context, req: Request, segs: list[str]) -> Response:
     """POST /api/hashbroker/nodes/{name}: a node joins; sharded exchanges get its shards."""
-    from broker.entities.cluster import ClusterError
-
     try:
-        added = api.state.broker.policies.add_node(segs[2])
+        added = ctx.writes.add_node(segs[2])
     except ClusterError as exc:
         return bad_request(str(exc))
     return Response(201 if added else 204)
 
 
-async def delete_cluster_node(api: Api, req: Request, segs: list[str]) -> Response:
+async def delete_cluster_node(ctx: Context, req: Request, segs: list[str]) -> Response:
     """DELETE /api/hashbroker/nodes/{name}: a node leaves (its shard queues stay)."""
-    from broker.entities.cluster import ClusterError
-
     try:
-        api.state.broker.policies.remove_node(segs[2])
+        ctx.writes.remove_node(segs[2])
     except ClusterError as exc:
         return not_found() if "not a cluster node" in str(exc) else bad_request(str(exc))
     return Response(204)

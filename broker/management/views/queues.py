@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from broker.entities.info import QueueView
+from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.render import (
     access_refused,
@@ -16,42 +18,43 @@ from broker.management.render import (
     operation_failed,
     with_rates,
 )
-from broker.management.state import QueueInfo
+from broker.management.sessions import Sessions
+from broker.management.values import table_to_json
 from broker.management.views.connections import fmt_consumer
 from broker.management.writes import ACK_MODES, AmqpOpError
 
-if TYPE_CHECKING:
-    from broker.management.api import Api
 
-
-def fmt_queue(api: Api, q: QueueInfo, detail: bool = False) -> dict[str, Any]:
-    d = _fmt_quorum(api, q) if q.type == "quorum" else _fmt_classic(api, q)
-    with_rates(d, "messages", "messages_ready", "messages_unacknowledged", rates=q.rates)
+def fmt_queue(ctx: Context, q: QueueView, sessions: Sessions, detail: bool = False) -> dict[str, Any]:
+    """A queue as /api/queues shows it; `sessions` has the views of its owner and consumers."""
+    d = _fmt_quorum(ctx, q) if q.type == "quorum" else _fmt_classic(ctx, q)
+    rates = ctx.state.queue_rates(q.vhost, q.name)
+    with_rates(d, "messages", "messages_ready", "messages_unacknowledged", rates=rates)
     if q.stats:
-        d["message_stats"] = with_rates(dict(q.stats), *q.stats, rates=q.rates)
+        d["message_stats"] = with_rates(dict(q.stats), *q.stats, rates=rates)
     if q.owner is not None:
+        owner = sessions.connection_of(q.owner)
         d["owner_pid_details"] = {
-            "name": q.owner.name,
-            "peer_port": q.owner.peer_port,
-            "peer_host": q.owner.peer_host,
+            "name": owner.name,
+            "peer_port": owner.peer_port,
+            "peer_host": owner.peer_host,
         }
     if detail:
-        d["consumer_details"] = [fmt_consumer(api, c) for c in q.consumers]
+        d["consumer_details"] = [fmt_consumer(ctx, q, c, sessions) for c in q.consumers]
         d["deliveries"] = []
         d["incoming"] = []
     return d
 
 
-def _common(q: QueueInfo) -> dict[str, Any]:
+def _common(ctx: Context, q: QueueView) -> dict[str, Any]:
     """The fields every queue type shows alike."""
     return {
-        "arguments": q.arguments,
+        "arguments": table_to_json(q.arguments),
         "auto_delete": q.auto_delete,
         "consumer_capacity": 1.0 if q.consumers else 0,
         "consumer_utilisation": 1.0 if q.consumers else 0,
         "consumers": len(q.consumers),
         "durable": q.durable,
-        "effective_policy_definition": q.policy_definition,
+        "effective_policy_definition": ctx.state.policy_definition(q.vhost, q.policy),
         "exclusive": q.exclusive,
         "message_bytes_ready": q.message_bytes_ready,
         "message_bytes_unacknowledged": q.message_bytes_unacknowledged,
@@ -66,11 +69,11 @@ def _common(q: QueueInfo) -> dict[str, Any]:
     }
 
 
-def _fmt_classic(api: Api, q: QueueInfo) -> dict[str, Any]:
+def _fmt_classic(ctx: Context, q: QueueView) -> dict[str, Any]:
     messages = q.messages_ready + q.messages_unacknowledged
     nbytes = q.message_bytes_ready + q.message_bytes_unacknowledged
     return {
-        **_common(q),
+        **_common(ctx, q),
         "exclusive_consumer_tag": q.exclusive_consumer_tag,
         "head_message_timestamp": None,
         "memory": nbytes,
@@ -84,7 +87,7 @@ def _fmt_classic(api: Api, q: QueueInfo) -> dict[str, Any]:
         "messages_ram": messages,
         "messages_ready_ram": q.messages_ready,
         "messages_unacknowledged_ram": q.messages_unacknowledged,
-        "node": api.state.queue_node(q.name),
+        "node": ctx.state.queue_node(q.name),
         "recoverable_slaves": None,
         "single_active_consumer_tag": q.single_active_consumer_tag,
     }
@@ -101,18 +104,18 @@ GARBAGE_COLLECTION = {
 }
 
 
-def _fmt_quorum(api: Api, q: QueueInfo) -> dict[str, Any]:
+def _fmt_quorum(ctx: Context, q: QueueView) -> dict[str, Any]:
     """rabbit_quorum_queue's info items: membership from the queue's details, the dead-letter
     store counted in `messages` (not in `messages_ready`), no classic-only paging/slave fields."""
     det = q.details
-    leader = det.get("leader") or api.state.queue_node(q.name)
-    members = list(det.get("members") or [leader])
-    online = api.state.online(members)
-    dlx, dlx_bytes = int(det.get("messages_dlx") or 0), int(det.get("message_bytes_dlx") or 0)
+    leader = _text(det.get("leader")) or ctx.state.queue_node(q.name)
+    members = _names(det.get("members")) or [leader]
+    online = ctx.state.online(members)
+    dlx, dlx_bytes = _count(det.get("messages_dlx")), _count(det.get("message_bytes_dlx"))
     messages = q.messages_ready + q.messages_unacknowledged + dlx
     nbytes = q.message_bytes_ready + q.message_bytes_unacknowledged + dlx_bytes
     return {
-        **_common(q),
+        **_common(ctx, q),
         "garbage_collection": dict(GARBAGE_COLLECTION),
         "leader": leader,
         "members": members,
@@ -134,29 +137,42 @@ def _fmt_quorum(api: Api, q: QueueInfo) -> dict[str, Any]:
     }
 
 
-async def get_queues(api: Api, req: Request, segs: list[str]) -> Response:
-    if len(segs) >= 2 and not api.state.has_vhost(segs[1]):
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _names(value: object) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list | tuple) else []
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+async def get_queues(ctx: Context, req: Request, segs: list[str]) -> Response:
+    if len(segs) >= 2 and not ctx.state.has_vhost(segs[1]):
         return not_found()
+    sessions = ctx.state.sessions()
     if len(segs) == 3:
-        q = api.state.queue(segs[1], segs[2])
-        return Response.json(fmt_queue(api, q, detail=True)) if q is not None else not_found()
+        q = ctx.state.queue(segs[1], segs[2])
+        return Response.json(fmt_queue(ctx, q, sessions, detail=True)) if q is not None else not_found()
     vhost = segs[1] if len(segs) == 2 else None
-    seen = api.visible_vhosts(req)
-    return Response.json([fmt_queue(api, q) for q in api.state.queues(vhost) if q.vhost in seen])
+    seen = ctx.visible_vhosts(req)
+    return Response.json([fmt_queue(ctx, q, sessions) for q in ctx.state.queues(vhost) if q.vhost in seen])
 
 
-async def put_queue(api: Api, req: Request, segs: list[str]) -> Response:
+async def put_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if not api.state.has_vhost(vhost):
+    if not ctx.state.has_vhost(vhost):
         return not_found()
-    if not api.may_use_vhost(req, vhost):
+    if not ctx.may_use_vhost(req, vhost):
         return access_refused()
     body = json_body(req)
     if isinstance(body, Response):
         return body
-    existed = api.state.queue(vhost, name) is not None
+    existed = ctx.state.queue(vhost, name) is not None
     try:
-        await api.writes.declare_queue(
+        await ctx.writes.declare_queue(
             req,
             vhost,
             name,
@@ -171,14 +187,14 @@ async def put_queue(api: Api, req: Request, segs: list[str]) -> Response:
     return Response(204 if existed else 201)
 
 
-async def delete_queue(api: Api, req: Request, segs: list[str]) -> Response:
+async def delete_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if api.state.has_vhost(vhost) and not api.may_use_vhost(req, vhost):
+    if ctx.state.has_vhost(vhost) and not ctx.may_use_vhost(req, vhost):
         return access_refused()
-    if api.state.queue(vhost, name) is None:
+    if ctx.state.queue(vhost, name) is None:
         return not_found()
     try:
-        await api.writes.delete_queue(
+        await ctx.writes.delete_queue(
             req,
             vhost,
             name,
@@ -190,24 +206,24 @@ async def delete_queue(api: Api, req: Request, segs: list[str]) -> Response:
     return Response(204)
 
 
-async def purge_queue(api: Api, req: Request, segs: list[str]) -> Response:
+async def purge_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if api.state.has_vhost(vhost) and not api.may_use_vhost(req, vhost):
+    if ctx.state.has_vhost(vhost) and not ctx.may_use_vhost(req, vhost):
         return access_refused()
-    if api.state.queue(vhost, name) is None:
+    if ctx.state.queue(vhost, name) is None:
         return not_found()
     try:
-        await api.writes.purge_queue(req, vhost, name)
+        await ctx.writes.purge_queue(req, vhost, name)
     except AmqpOpError as exc:
         return operation_failed(exc.code, exc.text)
     return Response(204)
 
 
-async def get_messages(api: Api, req: Request, segs: list[str]) -> Response:
+async def get_messages(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if not api.state.has_vhost(vhost):
+    if not ctx.state.has_vhost(vhost):
         return not_found()
-    if not api.may_use_vhost(req, vhost):
+    if not ctx.may_use_vhost(req, vhost):
         return access_refused()
     body = json_body(req)
     if isinstance(body, Response):
@@ -226,7 +242,7 @@ async def get_messages(api: Api, req: Request, segs: list[str]) -> Response:
     except (TypeError, ValueError):
         return bad_request("count and truncate must be integers")
     try:
-        msgs = await api.writes.get_messages(req, vhost, name, count, ackmode, encoding, truncate)
+        msgs = await ctx.writes.get_messages(req, vhost, name, count, ackmode, encoding, truncate)
     except AmqpOpError as exc:
         if exc.code == 404:
             return Response.json({"error": "not_found", "reason": exc.text}, 404)

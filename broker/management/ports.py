@@ -1,0 +1,197 @@
+"""What the management plugin needs from the broker, stated as protocols (the broker satisfies them).
+
+The management API runs above the whole broker and could reach anything in it; these protocols say
+what it actually uses, so the rest of the broker can change behind them and the management modules
+need not import the server. `ManagementBroker` is the object the server hands over when it starts
+the plugin (`broker.management.start_management`); the server's `Broker` matches it structurally, and
+mypy checks that where the server makes the call.
+
+Reads go through views: the entities' own (`Queue.info()`, `Exchange.info()`, the read model in
+`broker.entities.info`) and, for AMQP connections and channels, the few session members below
+(`ConnectionReads`, `ChannelReads`), which `broker.management.sessions` turns into session views.
+Changes go through the admin operations here (vhosts, users and permissions in the registry,
+policies, cluster nodes, tracing on a vhost) and through an AMQP session of the caller for queues,
+exchanges, bindings and messages; `broker.management.writes` is the one module that makes them.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Collection, Mapping, Sized
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from amqpwire.fields import FieldTable
+    from broker.entities.cluster import Cluster
+    from broker.entities.policy import Policy
+    from broker.entities.users import Registry
+    from broker.entities.vhost import VHost
+
+
+class ManagementSettings(Protocol):
+    """The settings the management API reports or applies."""
+
+    @property
+    def rabbitmq_compat_version(self) -> str: ...
+    @property
+    def default_user(self) -> str: ...
+    @property
+    def loopback_users(self) -> Collection[str]: ...
+
+
+# -- sessions ------------------------------------------------------------------------------------
+
+
+class MessageReads(Protocol):
+    @property
+    def body(self) -> bytes: ...
+
+
+class EntryReads(Protocol):
+    @property
+    def msg(self) -> MessageReads: ...
+
+
+class UnackedReads(Protocol):
+    """One delivery a channel holds until it is acknowledged."""
+
+    @property
+    def queue(self) -> object: ...  # the queue it came from, by identity
+    @property
+    def entry(self) -> EntryReads: ...
+
+
+class LimiterReads(Protocol):
+    @property
+    def prefetch(self) -> int: ...
+    @property
+    def global_prefetch(self) -> int: ...
+
+
+class ChannelReads(Protocol):
+    """What /api/channels shows of an AMQP channel."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def consumers(self) -> Sized: ...
+    @property
+    def unacked(self) -> Mapping[int, UnackedReads]: ...
+    @property
+    def limiter(self) -> LimiterReads: ...
+    @property
+    def confirm(self) -> bool: ...
+    @property
+    def tx(self) -> object: ...  # None unless the channel is transactional
+
+
+@runtime_checkable
+class TracksClient(Protocol):
+    """What a session records about its client and its traffic (RabbitMQ's connection stats)."""
+
+    @property
+    def client_properties(self) -> FieldTable: ...
+    @property
+    def user_provided_name(self) -> str | None: ...
+    @property
+    def connected_at(self) -> int: ...  # ms since the epoch
+    @property
+    def recv_oct(self) -> int: ...
+    @property
+    def send_oct(self) -> int: ...
+    @property
+    def recv_cnt(self) -> int: ...
+    @property
+    def send_cnt(self) -> int: ...
+
+
+class ConnectionReads(TracksClient, Protocol):
+    """What /api/connections shows of an AMQP connection."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def vhost_name(self) -> str: ...
+    @property
+    def peer(self) -> str: ...  # "host:port"
+    @property
+    def state(self) -> str: ...
+    @property
+    def frame_max(self) -> int: ...
+    @property
+    def channel_max(self) -> int: ...
+    @property
+    def heartbeat(self) -> int: ...
+    @property
+    def auth_mechanism(self) -> str: ...
+    @property
+    def channels(self) -> Mapping[int, ChannelReads]: ...
+
+
+# -- node ----------------------------------------------------------------------------------------
+
+
+class AlarmReads(Protocol):
+    """The resource monitor's figures /api/nodes reports."""
+
+    @property
+    def memory_limit(self) -> int: ...
+    @property
+    def mem_alarm(self) -> bool: ...
+    @property
+    def disk_free(self) -> int: ...
+    @property
+    def disk_limit(self) -> int: ...
+    @property
+    def disk_alarm(self) -> bool: ...
+
+
+class PolicyAdmin(Protocol):
+    """The policy engine: stored policies, and the emulated cluster's membership (sharding follows
+    the nodes, so joining and leaving go through the engine)."""
+
+    def list(self, vhost: str | None = None) -> builtins.list[Policy]: ...
+    def get(self, vhost: str, name: str) -> Policy | None: ...
+    def put(self, policy: Policy) -> bool: ...  # True when new
+    def delete(self, vhost: str, name: str) -> bool: ...
+    def add_node(self, node: str) -> bool: ...  # False when already a member
+    def remove_node(self, node: str) -> None: ...
+    def queue_node(self, queue_name: str) -> str: ...
+
+
+# -- the broker ----------------------------------------------------------------------------------
+
+
+class ManagementBroker(Protocol):
+    """The running broker as the management plugin sees it.
+
+    Call everything on the broker's event loop (the management server runs there), which is what
+    makes reading the broker's unlocked state safe.
+    """
+
+    @property
+    def settings(self) -> ManagementSettings: ...
+    @property
+    def host(self) -> str: ...  # the AMQP listener
+    @property
+    def port(self) -> int: ...
+    @property
+    def vhosts(self) -> Mapping[str, VHost]: ...
+    @property
+    def connections(self) -> Collection[ConnectionReads]: ...
+    @property
+    def auth(self) -> Registry: ...  # users and permissions
+    @property
+    def policies(self) -> PolicyAdmin: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def alarms(self) -> AlarmReads: ...
+    @property
+    def store(self) -> object: ...  # the message store (broker.store.health reads its state); None
+    def check_credentials(self, user: str, password: str) -> bool: ...
+    def reply_channel_exists(self, suffix: str) -> bool: ...
+    def add_vhost(self, name: str, description: str = "", tags: tuple[str, ...] = ()) -> bool: ...
+    def delete_vhost(self, name: str) -> bool: ...
