@@ -24,7 +24,7 @@ def test_unrelated_prefixed_variables_are_ignored() -> None:
 
 def test_bad_environment_value_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HASHBROKER_PORT", "70000")
-    with pytest.raises(SettingsError, match="HASHBROKER_PORT=70000: .* 65535"):
+    with pytest.raises(SettingsError, match=r"HASHBROKER_PORT=70000: .* 65535"):
         Settings.load()
     monkeypatch.setenv("HASHBROKER_PORT", "5672")
     monkeypatch.setenv("HASHBROKER_LOOPBACK_USERS", "guest")
