@@ -1,40 +1,11 @@
-"""rabbit_dead_letter: the dead-lettered copy of a message (x-death headers), cycle detection, and
-its publication through the vhost's delivery pipeline."""
+"""rabbit_dead_letter: the dead-lettered copy of a message (x-death headers) and cycle detection
+(`VHost.dead_letter` publishes it through the vhost's delivery pipeline)."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from amqpwire.fields import Field, FieldTable
 from broker.entities.message import StoredMessage
 from broker.protocol import properties as P
-
-if TYPE_CHECKING:
-    from broker.entities.queues.base import Queue
-    from broker.entities.vhost import VHost
-
-
-def dead_letter(vhost: VHost, q: Queue, msgs: list[StoredMessage], reason: str) -> int:
-    """rabbit_dead_letter:publish for each of `msgs` leaving `q` ("rejected", "expired", "maxlen"):
-    its x-death copy is routed from the queue's dead-letter exchange, a fully automatic cycle
-    dropped, and delivered like any publish (overflow, store write, enqueue), uncounted in
-    message_stats as RabbitMQ counts per channel. Returns how many were routed to some queue (a
-    quorum queue's at-least-once dead-lettering holds the others)."""
-    dlx = q.dlx
-    x = vhost.exchanges.get(dlx) if dlx is not None else None
-    if x is None or dlx is None:
-        return 0
-    wall = vhost.clock.wall()
-    routed = 0
-    for msg in msgs:
-        dl = make_dead_letter(msg, reason, dlx, q.dlrk, q.name, wall)
-        targets = vhost.route(x, dl)
-        if reason != "rejected":
-            targets = [t for t in targets if not is_cycle(t.name, dl)]
-        if targets:
-            routed += 1
-            vhost.deliver(x, dl, targets, counted=False)
-    return routed
 
 
 def is_cycle(qname: str, msg: StoredMessage) -> bool:

@@ -5,11 +5,11 @@ The rabbitmq-delayed-message-exchange plugin keeps delayed messages in a table k
 the queues like any publish. `DelayScheduler` only orders the work, so it can be tested without
 sleeping: a heap of `(due_ms, seq, item)` where `seq` is a push counter, so messages due at the same
 millisecond come out in publish order (a heap alone is not stable) and items themselves are never
-compared. `DelayedMessages` is one vhost's table: it holds messages, arms one timer on the vhost's
-`Clock`, releases what is due through the vhost's delivery pipeline, and keeps the messages of
-durable exchanges through the `Persistence` port, as the plugin's table is a disc_copies Mnesia
-table: they are held again after a restart (a transient exchange is gone after one, and with it
-what it held).
+compared. `DelayedMessages` is one vhost's table on the vhost's `Clock`: it holds messages and arms
+one timer; the vhost decides what is held, keeps the messages of durable exchanges through the
+`Persistence` port (the plugin's table is a disc_copies Mnesia table: they are held again after a
+restart; a transient exchange is gone after one, and with it what it held) and releases what is
+due through its delivery pipeline (`broker.entities.vhost`).
 
 Header semantics (which `x-delay` values delay at all) live in `exchanges.types.delayed.delay_ms`;
 `push_message` applies them and tells the caller to route at once when the delay is 0.
@@ -21,15 +21,15 @@ import heapq
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
-from broker.entities.message import RoutingView
 from exchanges.base import Message
 from exchanges.types.delayed import DelayedMessageExchange, delay_ms
 
 if TYPE_CHECKING:
-    from broker.entities.clock import Timer
+    from collections.abc import Callable
+
+    from broker.entities.clock import Clock, Timer
     from broker.entities.exchange import Exchange
     from broker.entities.message import StoredMessage
-    from broker.entities.vhost import VHost
 
 DELAYED_TYPE = DelayedMessageExchange.type_name
 
@@ -95,10 +95,14 @@ class Held(NamedTuple):
 
 
 class DelayedMessages:
-    """One vhost's delay table (see the module docstring)."""
+    """One vhost's delay table on its clock: holds messages until their due time (wall-clock
+    milliseconds, as the plugin's), arms one timer for the earliest, and hands what is due to
+    `release` (the vhost routes it through its pipeline). Keys for the store are handed out here
+    (`next_key`), above every key read back at boot."""
 
-    def __init__(self, vhost: VHost) -> None:
-        self.vhost = vhost
+    def __init__(self, clock: Clock, release: Callable[[list[Held]], None]) -> None:
+        self.clock = clock
+        self.release = release
         self.scheduler: DelayScheduler[Held] = DelayScheduler()
         self._timer: Timer | None = None
         self._timer_due: int | None = None
@@ -107,32 +111,20 @@ class DelayedMessages:
     def __len__(self) -> int:
         return len(self.scheduler)
 
-    def _now(self) -> int:
-        return int(self.vhost.clock.wall() * 1000)
+    def now_ms(self) -> int:
+        return int(self.clock.wall() * 1000)
 
-    def hold(self, x: Exchange, msg: StoredMessage) -> bool:
-        """Hold a message published to the delayed exchange `x` for its x-delay; False: it is not
-        delayed, route it now."""
-        delay = delay_ms(RoutingView(msg))
-        if delay <= 0:
-            return False
-        vhost = self.vhost
-        persistence = vhost.persistence
-        key = 0
-        now = self._now()
-        if x.durable and persistence is not None:
-            self._key = key = self._key + 1
-            persistence.delayed_held(vhost, x, key, now + delay, msg)
-        self.scheduler.push(Held(x, msg, key), delay, now)
-        self._arm()
-        return True
+    def next_key(self) -> int:
+        self._key += 1
+        return self._key
 
-    def restore(self, x: Exchange, msg: StoredMessage, key: int, due_ms: int) -> None:
-        """A held message read back at boot (in key order): held again until `due_ms`, released
-        at once when that is past."""
-        self._key = max(self._key, key)
-        now = self._now()
-        self.scheduler.push(Held(x, msg, key), due_ms - now, now)
+    def hold(self, held: Held, due_ms: int) -> None:
+        """Hold until `due_ms` (released at once when that is past; those due at the same
+        millisecond in the order they were held)."""
+        if held.key > self._key:
+            self._key = held.key
+        now = self.now_ms()
+        self.scheduler.push(held, due_ms - now, now)
         self._arm()
 
     def _arm(self) -> None:
@@ -143,23 +135,14 @@ class DelayedMessages:
         if self._timer is not None:
             self._timer.cancel()
         self._timer_due = due
-        self._timer = self.vhost.clock.call_later(max(0, due - self._now()) / 1000.0, self._release)
+        self._timer = self.clock.call_later(max(0, due - self.now_ms()) / 1000.0, self._fire)
 
-    def _release(self) -> None:
-        """Route what is due through the pipeline, as the plugin's timer does; a message whose
-        exchange was deleted meanwhile (or deleted and declared again) is dropped."""
+    def _fire(self) -> None:
         self._timer = None
         self._timer_due = None
-        vhost = self.vhost
-        released: list[int] = []
-        for x, msg, key in self.scheduler.pop_due(self._now()):
-            if key:
-                released.append(key)
-            if vhost.exchanges.get(x.name) is x:
-                vhost.deliver(x, msg, vhost.route(x, msg), counted=False)
-        persistence = vhost.persistence
-        if released and persistence is not None:  # after the released copies were written
-            persistence.delayed_released(vhost, released)
+        due = self.scheduler.pop_due(self.now_ms())
+        if due:
+            self.release(due)
         self._arm()
 
     def close(self) -> None:

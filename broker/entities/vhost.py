@@ -24,8 +24,8 @@ from amqpwire.errors import AmqpError, not_found
 from amqpwire.fields import FieldTable
 from broker.entities.clock import Clock, UnscheduledClock
 from broker.entities.cluster import DEFAULT_NODE
-from broker.entities.dead_letter import dead_letter
-from broker.entities.delay_scheduler import DELAYED_TYPE, DelayedMessages
+from broker.entities.dead_letter import is_cycle, make_dead_letter
+from broker.entities.delay_scheduler import DELAYED_TYPE, DelayedMessages, Held
 from broker.entities.exchange import Exchange
 from broker.entities.message import RoutingView, StoredMessage
 from broker.entities.message_stats import VHostStats
@@ -33,6 +33,7 @@ from broker.entities.persistence import failed
 from broker.entities.queues.catalog import Entry, Queue
 from exchanges.base import Binding, Destination
 from exchanges.compat import Compat
+from exchanges.types.delayed import delay_ms
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -119,7 +120,7 @@ class VHost:
         # took (broker.entities.queues.quorum.dlx; Settings.dead_letter_worker_publisher_confirm_timeout)
         self.dead_letter_retry_seconds = 180.0
         # the messages its x-delayed-message exchanges hold until their x-delay is over
-        self.delayed = DelayedMessages(self)
+        self.delayed = DelayedMessages(self.clock, self._release_delayed)
         # the firehose (rabbit_trace): publishes and deliveries are copied to amq.rabbitmq.trace
         self.tracing = False
         # hash exchanges the dashboard watches: exchange name -> broker.entities.hash_watch.HashWatch
@@ -378,9 +379,42 @@ class VHost:
     def route_publish(self, x: Exchange, msg: StoredMessage) -> list[Queue]:
         """The queues a publish to `x` reaches now: none when x is an x-delayed-message exchange
         that holds the message (the plugin's route/2 returns [] and releases it later)."""
-        if x.type_name == DELAYED_TYPE and self.delayed.hold(x, msg):
+        if x.type_name == DELAYED_TYPE and self._hold(x, msg):
             return []
         return self.route(x, msg)
+
+    def _hold(self, x: Exchange, msg: StoredMessage) -> bool:
+        """Hold a message published to the delayed exchange `x` for its x-delay, kept when `x` is
+        durable; False: it is not delayed, route it now."""
+        delay = delay_ms(RoutingView(msg))
+        if delay <= 0:
+            return False
+        delayed = self.delayed
+        due = delayed.now_ms() + delay
+        key = 0
+        if x.durable and self.persistence is not None:
+            key = delayed.next_key()
+            self.persistence.delayed_held(self, x, key, due, msg)
+        delayed.hold(Held(x, msg, key), due)
+        return True
+
+    def restore_delayed(self, x: Exchange, msg: StoredMessage, key: int, due_ms: int) -> None:
+        """A message the durable delayed exchange `x` held before a restart (read back at boot, in
+        key order): held again until `due_ms`, released at once when that is past."""
+        self.delayed.hold(Held(x, msg, key), due_ms)
+
+    def _release_delayed(self, due: list[Held]) -> None:
+        """Route what the delay table released through the pipeline, as the plugin's timer does;
+        a message whose exchange was deleted meanwhile (or deleted and declared again) is dropped.
+        The kept ones are forgotten after their released copies were written."""
+        released: list[int] = []
+        for x, msg, key in due:
+            if key:
+                released.append(key)
+            if self.exchanges.get(x.name) is x:
+                self.deliver(x, msg, self.route(x, msg), counted=False)
+        if released and self.persistence is not None:
+            self.persistence.delayed_released(self, released)
 
     def deliver(
         self,
@@ -440,9 +474,26 @@ class VHost:
     # -- dead lettering -----------------------------------------------------------------------------
 
     def dead_letter(self, q: Queue, msgs: list[StoredMessage], reason: str) -> int:
-        """rabbit_dead_letter:publish for each message leaving `q` (see
-        broker.entities.dead_letter); returns how many were routed to some queue."""
-        return dead_letter(self, q, msgs, reason)
+        """rabbit_dead_letter:publish for each of `msgs` leaving `q` ("rejected", "expired",
+        "maxlen"): its x-death copy (broker.entities.dead_letter) is routed from the queue's
+        dead-letter exchange, a fully automatic cycle dropped, and delivered through the pipeline,
+        uncounted in message_stats as RabbitMQ counts per channel. Returns how many were routed to
+        some queue (a quorum queue's at-least-once dead-lettering holds the others)."""
+        dlx = q.dlx
+        x = self.exchanges.get(dlx) if dlx is not None else None
+        if x is None or dlx is None:
+            return 0
+        wall = self.clock.wall()
+        routed = 0
+        for msg in msgs:
+            dl = make_dead_letter(msg, reason, dlx, q.dlrk, q.name, wall)
+            targets = self.route(x, dl)
+            if reason != "rejected":
+                targets = [t for t in targets if not is_cycle(t.name, dl)]
+            if targets:
+                routed += 1
+                self.deliver(x, dl, targets, counted=False)
+        return routed
 
 
 def _forget_unstored(commit: Commit, queues: Sequence[Queue], seqs: Sequence[int]) -> None:

@@ -417,7 +417,7 @@ def restore_delayed(vhosts: Mapping[str, VHost], records: Iterable[DelayedRecord
         msg = StoredMessage(rec.exchange, rec.routing_key, rec.properties, rec.body)
         if msg.flags:
             msg.compute_routing_keys()
-        v.delayed.restore(x, msg, rec.key, rec.due_ms)
+        v.restore_delayed(x, msg, rec.key, rec.due_ms)
         held += 1
     return held
 
