@@ -117,8 +117,7 @@ class PublishMixin(ConfirmsMixin):
         if routed is not None:
             self._published(msg, self.vhost.deliver(x, msg, routed, mandatory), seq)
             return
-        x.publish_in += 1  # message_stats: a publish that reached no queue
-        x.fanout_extra -= 1
+        self.vhost.deliver(x, msg, ())  # counted in message_stats as a publish that reached no queue
         delivered = self.conn.broker.deliver_reply(msg)
         if not delivered and mandatory:
             self._send_return(msg)
