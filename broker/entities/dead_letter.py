@@ -1,4 +1,5 @@
-"""rabbit_dead_letter: the dead-lettered copy of a message (x-death headers) and cycle detection."""
+"""rabbit_dead_letter: the dead-lettered copy of a message (x-death headers) and cycle detection
+(`VHost.dead_letter` publishes it through the vhost's delivery pipeline)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ and pays one `is None` test per event.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from broker.entities.exchange import Exchange
@@ -17,6 +17,22 @@ if TYPE_CHECKING:
     from broker.entities.queues.classic.paging import PageSpool
     from broker.entities.vhost import VHost
     from exchanges.base import Binding
+
+
+class Commit(Protocol):
+    """The completion of a store write (the broker's is an asyncio future): done once the write
+    committed, or failed (cancelled, or an exception) when it never will."""
+
+    def add_done_callback(self, fn: Callable[[Any], object], /) -> None: ...
+
+    def cancelled(self) -> bool: ...
+
+    def exception(self) -> BaseException | None: ...
+
+
+def failed(commit: Commit) -> bool:
+    """Whether a done `commit` failed: what it wrote is not kept."""
+    return commit.cancelled() or commit.exception() is not None
 
 
 class Persistence(Protocol):
@@ -64,12 +80,28 @@ class Persistence(Protocol):
 
     def publish(
         self, vhost: VHost, msg: StoredMessage, queues: Sequence[Queue]
-    ) -> tuple[Awaitable[None] | None, list[int]]:
+    ) -> tuple[Commit | None, list[int]]:
         """Reserve a position in every queue and write `msg` once for the kept ones.
 
-        Returns (a commit awaitable or None when nothing was written, the reserved positions
+        Returns (the write's commit, or None when nothing was written; the reserved positions
         aligned with `queues`), to pass to `enqueue(msg, seq)`.
         """
+        ...
+
+    def committed(self) -> Commit:
+        """A commit done once every write made so far has committed (tx.commit waits for it)."""
+        ...
+
+    # -- x-delayed-message: the messages a durable delayed exchange holds ------------------------
+
+    def delayed_held(self, vhost: VHost, x: Exchange, key: int, due_ms: int, msg: StoredMessage) -> None:
+        """The durable delayed exchange `x` holds `msg` until `due_ms` (wall-clock milliseconds),
+        under `key` (unique in the vhost): kept, as the plugin keeps its delay table on disc, so a
+        restart holds it again."""
+        ...
+
+    def delayed_released(self, vhost: VHost, keys: Iterable[int]) -> None:
+        """Held messages left the delay table (routed, or their exchange is gone): forget them."""
         ...
 
     # -- quorum queues and streams: everything kept, state per position ------------------------

@@ -1,7 +1,17 @@
-"""A virtual host: exchanges, queues, bindings, and RabbitMQ's routing walk (rabbit_exchange:route).
+"""A virtual host: exchanges, queues, bindings, RabbitMQ's routing walk (rabbit_exchange:route) and
+the one delivery pipeline every message goes through on its way into queues.
 
 Exchange-to-exchange routing, alternate exchanges, de-duplication and loop protection happen here;
 each exchange type only maps a message to its direct destinations.
+
+The pipeline (`publish`, or `route_publish` then `deliver` where routing and delivery happen at
+different times) is what a client's basic.publish, a transaction's commit, a management publish,
+dead-lettering (classic, and a quorum queue's at-least-once forwarding), a delayed message's
+release and the firehose tracer's copies all use: route (an x-delayed-message exchange holding the
+message routes it nowhere for now), apply each queue's overflow (reject-publish refuses;
+reject-publish-dlx also dead-letters the refused copy), write the message once through the
+`Persistence` port when it goes to kept queues, and enqueue. The publisher's side of the outcome
+(confirm or nack, basic.return, waiting for the write) is the caller's.
 """
 
 from __future__ import annotations
@@ -13,16 +23,22 @@ from typing import TYPE_CHECKING, Any
 from amqpwire.errors import AmqpError, not_found
 from amqpwire.fields import FieldTable
 from broker.entities.clock import Clock, UnscheduledClock
+from broker.entities.cluster import DEFAULT_NODE
 from broker.entities.dead_letter import is_cycle, make_dead_letter
+from broker.entities.delay_scheduler import DELAYED_TYPE, DelayedMessages, Held
 from broker.entities.exchange import Exchange
 from broker.entities.message import RoutingView, StoredMessage
 from broker.entities.message_stats import VHostStats
-from broker.entities.queues.catalog import Queue
+from broker.entities.persistence import failed
+from broker.entities.queues.catalog import Entry, Queue
 from exchanges.base import Binding, Destination
 from exchanges.compat import Compat
+from exchanges.types.delayed import delay_ms
 
 if TYPE_CHECKING:
-    from broker.entities.persistence import Persistence
+    from collections.abc import Sequence
+
+    from broker.entities.persistence import Commit, Persistence
     from broker.store import Store
     from exchanges.base import ExchangeType
 
@@ -46,6 +62,32 @@ def get_exchange_type(name: str, compat: Compat) -> type[ExchangeType]:
     return get_type(name, compat)
 
 
+class PublishOutcome:
+    """What the pipeline did with one message, for its publisher.
+
+    `routed`: how many queues it was routed to (those whose overflow refused it included; 0 when
+    unroutable or held by a delayed exchange); `refused`: a queue's overflow refused it
+    (reject-publish, reject-publish-dlx): the publisher is nacked; `returned`: it was mandatory and
+    routed nowhere: the publisher gets basic.return; `stored`: the commit of its store write when
+    it went to kept queues as a kept message (confirm once done), else None. Never mutated: the
+    common outcomes are shared constants.
+    """
+
+    __slots__ = ("refused", "returned", "routed", "stored")
+
+    def __init__(self, routed: int, refused: bool, returned: bool, stored: Commit | None) -> None:
+        self.routed = routed
+        self.refused = refused
+        self.returned = returned
+        self.stored = stored
+
+
+#: Taken by exactly one queue, nothing written (the ingest fast path's outcome).
+ACCEPTED_BY_ONE = PublishOutcome(1, False, False, None)
+UNROUTED = PublishOutcome(0, False, False, None)
+RETURNED = PublishOutcome(0, False, True, None)
+
+
 class VHost:
     """`clock`: time and timers for TTL and x-expires (the server passes its event loop's);
     `persistence`: what keeps durable state (None: nothing is kept), see broker.entities.persistence.
@@ -60,8 +102,8 @@ class VHost:
         self.persistence = persistence
         # the session layer's own handle on the store (delivery and ack writes), set with persistence
         self.store: Store | None = None
-        # not used by the entities: runners above them read it and fall back to the running loop
-        self.loop: Any = None
+        # the node this vhost runs on (the emulated cluster's local node; the firehose's `node`)
+        self.node = DEFAULT_NODE
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
         # destination -> {(source exchange name, binding)} so deleting a destination is cheap
@@ -77,6 +119,8 @@ class VHost:
         # how long a quorum queue's dead-letter worker waits before forwarding again what no queue
         # took (broker.entities.queues.quorum.dlx; Settings.dead_letter_worker_publisher_confirm_timeout)
         self.dead_letter_retry_seconds = 180.0
+        # the messages its x-delayed-message exchanges hold until their x-delay is over
+        self.delayed = DelayedMessages(self.clock, self._release_delayed)
         # the firehose (rabbit_trace): publishes and deliveries are copied to amq.rabbitmq.trace
         self.tracing = False
         # hash exchanges the dashboard watches: exchange name -> broker.entities.hash_watch.HashWatch
@@ -311,27 +355,153 @@ class VHost:
                 out.append(q)
         return out
 
+    # -- the delivery pipeline ----------------------------------------------------------------------
+
+    def publish(
+        self, x: Exchange, msg: StoredMessage, mandatory: bool = False, *, counted: bool = True
+    ) -> PublishOutcome:
+        """Route `msg` from `x` and deliver it (see the module docstring).
+
+        `counted`: a client's publish (basic.publish, management's): it counts in the exchange's
+        message_stats and in those of a queue whose overflow refuses it. RabbitMQ counts these per
+        channel, so a dead letter, a delayed release or a trace copy is not counted.
+        """
+        if x.impl is None and msg.extra_keys is None:  # the default exchange, one key
+            q = self.queues.get(msg.routing_key)
+            if q is not None and q.store is None and q.overflow == "drop-head":
+                # the ingest fast path: one queue, nothing to refuse, nothing to write
+                if counted:
+                    x.publish_in += 1
+                q.enqueue(msg)
+                return ACCEPTED_BY_ONE
+        return self.deliver(x, msg, self.route_publish(x, msg), mandatory=mandatory, counted=counted)
+
+    def route_publish(self, x: Exchange, msg: StoredMessage) -> list[Queue]:
+        """The queues a publish to `x` reaches now: none when x is an x-delayed-message exchange
+        that holds the message (the plugin's route/2 returns [] and releases it later)."""
+        if x.type_name == DELAYED_TYPE and self._hold(x, msg):
+            return []
+        return self.route(x, msg)
+
+    def _hold(self, x: Exchange, msg: StoredMessage) -> bool:
+        """Hold a message published to the delayed exchange `x` for its x-delay, kept when `x` is
+        durable; False: it is not delayed, route it now."""
+        delay = delay_ms(RoutingView(msg))
+        if delay <= 0:
+            return False
+        delayed = self.delayed
+        due = delayed.now_ms() + delay
+        key = 0
+        if x.durable and self.persistence is not None:
+            key = delayed.next_key()
+            self.persistence.delayed_held(self, x, key, due, msg)
+        delayed.hold(Held(x, msg, key), due)
+        return True
+
+    def restore_delayed(self, x: Exchange, msg: StoredMessage, key: int, due_ms: int) -> None:
+        """A message the durable delayed exchange `x` held before a restart (read back at boot, in
+        key order): held again until `due_ms`, released at once when that is past."""
+        self.delayed.hold(Held(x, msg, key), due_ms)
+
+    def _release_delayed(self, due: list[Held]) -> None:
+        """Route what the delay table released through the pipeline, as the plugin's timer does;
+        a message whose exchange was deleted meanwhile (or deleted and declared again) is dropped.
+        The kept ones are forgotten after their released copies were written."""
+        released: list[int] = []
+        for x, msg, key in due:
+            if key:
+                released.append(key)
+            if self.exchanges.get(x.name) is x:
+                self.deliver(x, msg, self.route(x, msg), counted=False)
+        if released and self.persistence is not None:
+            self.persistence.delayed_released(self, released)
+
+    def deliver(
+        self,
+        x: Exchange,
+        msg: StoredMessage,
+        queues: Sequence[Queue],
+        mandatory: bool = False,
+        *,
+        counted: bool = True,
+    ) -> PublishOutcome:
+        """Deliver `msg`, published to `x`, to the `queues` it was routed to (those deleted since,
+        as in a transaction routed at publish, are skipped): overflow, store write, enqueue."""
+        live = queues
+        for q in queues:
+            if q.deleted:
+                live = [q for q in queues if not q.deleted]
+                break
+        n = len(live)
+        if counted:
+            x.publish_in += 1  # message_stats: one count when the publish reaches exactly one queue
+            if n != 1:
+                x.fanout_extra += n - 1
+        if not n:
+            return RETURNED if mandatory else UNROUTED
+        if msg.has_bcc:
+            msg = msg.strip_bcc()  # as delivered (rabbit_basic:strip_bcc)
+        refused = False
+        size = len(msg.body)
+        accepted: list[Queue] = []
+        kept = False
+        for q in live:
+            overflow = q.overflow
+            if overflow != "drop-head" and q.would_overflow(size):
+                refused = True
+                if counted:
+                    q.stat_refused += 1
+                if overflow == "reject-publish-dlx":
+                    q.dead_letter([Entry(0, msg, 0.0)], "maxlen")
+                continue
+            accepted.append(q)
+            if q.store is not None:
+                kept = True
+        persistence = self.persistence
+        if not kept or persistence is None:
+            for q in accepted:
+                q.enqueue(msg)
+            return PublishOutcome(n, refused, False, None)
+        # positions are reserved and the write submitted before any enqueue: an enqueue may remove
+        # the message again (a no-ack delivery, a drop-head), and the store applies writes in order
+        stored, seqs = persistence.publish(self, msg, accepted)
+        for q, seq in zip(accepted, seqs, strict=True):
+            q.enqueue(msg, seq)
+        if stored is not None:
+            stored.add_done_callback(lambda commit: _forget_unstored(commit, accepted, seqs))
+        return PublishOutcome(n, refused, False, stored)
+
     # -- dead lettering -----------------------------------------------------------------------------
 
-    def dead_letter(self, q: Queue, msgs: list[StoredMessage], reason: str) -> None:
-        """rabbit_dead_letter:publish for each message (x-death headers, cycle detection)."""
-        if q.dlx is None:
-            return
-        x = self.exchanges.get(q.dlx)
-        if x is None:
-            return
+    def dead_letter(self, q: Queue, msgs: list[StoredMessage], reason: str) -> int:
+        """rabbit_dead_letter:publish for each of `msgs` leaving `q` ("rejected", "expired",
+        "maxlen"): its x-death copy (broker.entities.dead_letter) is routed from the queue's
+        dead-letter exchange, a fully automatic cycle dropped, and delivered through the pipeline,
+        uncounted in message_stats as RabbitMQ counts per channel. Returns how many were routed to
+        some queue (a quorum queue's at-least-once dead-lettering holds the others)."""
+        dlx = q.dlx
+        x = self.exchanges.get(dlx) if dlx is not None else None
+        if x is None or dlx is None:
+            return 0
         wall = self.clock.wall()
+        routed = 0
         for msg in msgs:
-            dl = make_dead_letter(msg, reason, q.dlx, q.dlrk, q.name, wall)
+            dl = make_dead_letter(msg, reason, dlx, q.dlrk, q.name, wall)
             targets = self.route(x, dl)
             if reason != "rejected":
                 targets = [t for t in targets if not is_cycle(t.name, dl)]
-            if self.persistence is not None:  # the dead-lettered copy is a new write
-                accepted = [t for t in targets if not t.would_overflow(len(dl.body))]
-                _done, seqs = self.persistence.publish(self, dl, accepted)
-                for t, seq in zip(accepted, seqs, strict=True):
-                    t.enqueue(dl, seq)
-                continue
-            for t in targets:
-                if not t.would_overflow(len(dl.body)):
-                    t.enqueue(dl)
+            if targets:
+                routed += 1
+                self.deliver(x, dl, targets, counted=False)
+        return routed
+
+
+def _forget_unstored(commit: Commit, queues: Sequence[Queue], seqs: Sequence[int]) -> None:
+    """Once the store write of a message failed (its publisher is nacked), take it out of the kept
+    queues where it is still ready, so a queue's depth counts only what a restart brings back. One
+    already delivered stays with its consumer: as on RabbitMQ, a nacked message may or may not
+    have been delivered."""
+    if failed(commit):
+        for q, seq in zip(queues, seqs, strict=True):
+            if q.store is not None and not q.deleted:
+                q.forget_unstored(seq)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import struct
 from typing import TYPE_CHECKING, Any, cast
 
@@ -37,6 +38,7 @@ _RETURN = b"\x00\x3c\x00\x32"
 _CONFIRM_ACK = b"\x00\x3c\x00\x50"
 _CONFIRM_NACK = b"\x00\x3c\x00\x78"
 _U32 = struct.Struct(">I")
+_SESSIONS = itertools.count(1)
 
 
 class DirectSession:
@@ -54,6 +56,9 @@ class DirectSession:
         self.vhost_obj: VHost = found
         self.vhost_name = vhost
         self.user = user
+        # what the firehose names the connection: RabbitMQ's direct connection is a process, whose
+        # pid is printed as <node.N.M.K> there
+        self.name = f"<{found.node}.0.{next(_SESSIONS)}.0>"
         self.superuser = superuser
         self.exclusive_queues: list[Queue] = []
         self.frame_max = _FRAME_MAX

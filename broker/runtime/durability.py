@@ -2,25 +2,28 @@
 
 `StorePersistence` implements broker.entities.persistence.Persistence; the server gives one to
 every vhost of a broker with a persistent store (`attach`). A vhost without one keeps nothing and
-pays one attribute test per event. The session layer calls `persist_publish`, `stored_seqs` and
-`is_persistent` for publishes, deliveries and acks.
+pays one attribute test per event. The session layer calls `stored_seqs` and `is_persistent` for
+deliveries and acks.
 
 What is kept (as RabbitMQ): durable exchanges, durable non-exclusive queues, bindings whose source
-and destination are both durable (amq.* exchanges are durable), and persistent messages
-(delivery_mode 2) in durable queues. Transient things are gone after a restart.
+and destination are both durable (amq.* exchanges are durable), persistent messages
+(delivery_mode 2) in durable queues, and the messages durable x-delayed-message exchanges hold
+(whatever their delivery mode: the plugin's delay table is on disc). Transient things are gone
+after a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from amqpwire.errors import AmqpError
 from broker.entities.message import DELIVERY_MODE_FLAG, StoredMessage, is_persistent
 from broker.store import (
     BindingRecord,
+    DelayedRecord,
     ExchangeRecord,
     PermissionRecord,
     QueueRecord,
@@ -38,7 +41,16 @@ if TYPE_CHECKING:
     from broker.entities.queues.classic.paging import PageSpool
     from broker.entities.users import Permission, User
     from broker.entities.vhost import VHost
-    from broker.server import Broker
+
+
+class VHostRegistry(Protocol):
+    """What the rebuild needs of the broker: its vhosts, and new ones on its clock."""
+
+    @property
+    def vhosts(self) -> MutableMapping[str, VHost]: ...
+
+    def new_vhost(self, name: str) -> VHost: ...
+
 
 log = logging.getLogger("hashbroker.durability")
 
@@ -132,7 +144,35 @@ class StorePersistence:
     def publish(
         self, vhost: VHost, msg: StoredMessage, queues: Sequence[Queue]
     ) -> tuple[asyncio.Future[None] | None, list[int]]:
-        return persist_publish(vhost, msg, list(queues))
+        """Reserve the next position in every queue and write `msg` once for the kept ones.
+
+        Positions are taken *before* enqueueing so that the write is submitted before anything an
+        enqueue may trigger (an immediate no-ack delivery removes the message again, a drop-head
+        dead-letters it): the store applies changes in order.
+        """
+        seqs: list[int] = []
+        targets: list[tuple[str, int]] = []
+        persistent = is_persistent(msg)
+        for q in queues:
+            q.seq += 1
+            seqs.append(q.seq)
+            if q.store is not None and (persistent or q.keeps_transient):
+                targets.append((q.name, q.seq))
+        if not targets:
+            return None, seqs
+        return self.store.persist(
+            vhost.name, targets, msg.props, msg.body, msg.exchange, msg.routing_key
+        ), seqs
+
+    def committed(self) -> asyncio.Future[None]:
+        return self.store.sync()
+
+    def delayed_held(self, vhost: VHost, x: Exchange, key: int, due_ms: int, msg: StoredMessage) -> None:
+        record = DelayedRecord(vhost.name, key, x.name, due_ms, msg.routing_key, msg.props, msg.body)
+        self.store.put_delayed(record)
+
+    def delayed_released(self, vhost: VHost, keys: Iterable[int]) -> None:
+        self.store.remove_delayed(vhost.name, keys)
 
     # -- quorum queues and streams ---------------------------------------------------------------
 
@@ -197,14 +237,15 @@ def attach(vhost: VHost, store: Store | None) -> None:
 # -- rebuild -----------------------------------------------------------------------------------------
 
 
-def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
+def rebuild(broker: VHostRegistry, store: Store, snap: Snapshot) -> None:
     """Recreate everything in `snap` before clients can act; then attach `store` to the entities.
 
     Nothing here writes to the store (it is not started yet): every vhost's `store` is attached
     only at the end. Bindings are replayed in the order they were made, except those of
     x-consistent-hash exchanges: RabbitMQ rebuilds their rings on boot in route-table order, so a
     ring bound out of that order comes back different, as it does on RabbitMQ. Bindings whose
-    source or destination is missing are skipped.
+    source or destination is missing are skipped. The messages durable delayed exchanges held are
+    held again (released on the vhost's clock once the broker runs: at once when overdue).
     """
     from broker.entities.queues.catalog import Queue
 
@@ -283,18 +324,20 @@ def rebuild(broker: Broker, store: Store, snap: Snapshot) -> None:
                 msg.compute_routing_keys()
             q.restore(m.seq, msg, m.redelivered)
             messages += 1
+    delayed = restore_delayed(vhosts, snap.delayed)
     # Attach the store: from now on changes are written.
     for v in vhosts.values():
         attach(v, store)
-    if snap.vhosts or snap.exchanges or snap.queues or messages:
+    if snap.vhosts or snap.exchanges or snap.queues or messages or delayed:
         log.info(
-            "restored from %s: %d exchanges, %d queues, %d bindings (%d skipped), %d messages",
+            "restored from %s: %d exchanges, %d queues, %d bindings (%d skipped), %d messages, %d delayed",
             store.location,
             len(snap.exchanges),
             len(snap.queues),
             restored,
             skipped,
             messages,
+            delayed,
         )
 
 
@@ -333,7 +376,7 @@ class StoreBacklog:
 _RESTORE_BATCH = 4096
 
 
-def restore_depths(vhosts: dict[str, VHost], store: Store, snap: Snapshot) -> int:
+def restore_depths(vhosts: Mapping[str, VHost], store: Store, snap: Snapshot) -> int:
     """Give each queue of a depth-only snapshot its stored messages: a classic queue without
     priorities takes them as a backlog, read as its head advances (start-up time and memory do not
     grow with the depth); any other queue restores each message now. Returns the message count."""
@@ -361,33 +404,27 @@ def restore_depths(vhosts: dict[str, VHost], store: Store, snap: Snapshot) -> in
     return messages
 
 
-def record_new_vhosts(broker: Broker, store: Store, snap: Snapshot) -> None:
+def restore_delayed(vhosts: Mapping[str, VHost], records: Iterable[DelayedRecord]) -> int:
+    """Hold again the messages durable delayed exchanges held (in key order, so those due at the
+    same time keep their order); those of an exchange that is no longer there are dropped (the
+    store forgets them when the exchange is deleted). Returns how many are held."""
+    held = 0
+    for rec in records:
+        v = vhosts.get(rec.vhost)
+        x = v.exchanges.get(rec.exchange) if v is not None else None
+        if v is None or x is None:
+            continue
+        msg = StoredMessage(rec.exchange, rec.routing_key, rec.properties, rec.body)
+        if msg.flags:
+            msg.compute_routing_keys()
+        v.restore_delayed(x, msg, rec.key, rec.due_ms)
+        held += 1
+    return held
+
+
+def record_new_vhosts(broker: VHostRegistry, store: Store, snap: Snapshot) -> None:
     """After `store.start()`: write the vhosts this broker has that the store did not know yet."""
     known = {v.name for v in snap.vhosts}
     for name in broker.vhosts:
         if name not in known:
             store.put_vhost(VHostRecord(name))
-
-
-def persist_publish(
-    vhost: VHost, msg: StoredMessage, queues: list[Queue]
-) -> tuple[asyncio.Future[None] | None, list[int]]:
-    """Reserve the next position in every queue and persist `msg` in the durable ones (one write).
-
-    Returns (commit future or None when nothing was stored, reserved seqs aligned with `queues`).
-    The caller then calls `q.enqueue(msg, seq)` with them: positions are taken *before* enqueueing
-    so the write is submitted before anything an enqueue may trigger (an immediate no-ack delivery
-    removes the message again, a drop-head dead-letters it): the store applies changes in order.
-    """
-    seqs: list[int] = []
-    targets: list[tuple[str, int]] = []
-    persistent = is_persistent(msg)
-    for q in queues:
-        q.seq += 1
-        seqs.append(q.seq)
-        if q.store is not None and (persistent or q.keeps_transient):
-            targets.append((q.name, q.seq))
-    store = vhost.store
-    if store is None or not targets:
-        return None, seqs
-    return store.persist(vhost.name, targets, msg.props, msg.body, msg.exchange, msg.routing_key), seqs

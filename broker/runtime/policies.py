@@ -1,40 +1,57 @@
-"""Policies, the emulated cluster, sharding and delayed messages, applied to a live broker.
+"""Policies, the emulated cluster and sharding, applied to a live broker.
 
 The decisions live in the sans-I/O modules (`broker.entities.policy`, `broker.entities.sharding`,
-`broker.entities.cluster`, `broker.entities.delay_scheduler`, `broker.entities.queues.consumers`); this
-module executes them against vhosts, exchanges and queues. `Broker.policies` is a `BrokerPolicies`;
-`/api/policies` and `hashbroker ctl set_policy` store and apply policies through it.
+`broker.entities.cluster`, `broker.entities.queues.consumers`); this module executes them against
+vhosts, exchanges and queues. `Broker.policies` is a `BrokerPolicies`; `/api/policies` and
+`hashbroker ctl set_policy` store and apply policies through it.
 
 Hooks the entities call (each vhost's `hooks` attribute): `exchange_declared`, `exchange_deleted`,
-`queue_added`; the channel calls `rewrite_queue` (sharding interceptor) and `hold_delayed`.
+`queue_added`; the channel calls `rewrite_queue` (sharding interceptor).
 """
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
 from broker.entities import sharding
 from broker.entities.cluster import Cluster
-from broker.entities.delay_scheduler import DelayScheduler
 from broker.entities.policy import Policy, PolicyNotFound, PolicyStore, alternate_exchange
 from exchanges.base import Binding, Destination
 
 if TYPE_CHECKING:
     from broker.entities.exchange import Exchange
-    from broker.entities.message import StoredMessage
     from broker.entities.queues.catalog import Queue
     from broker.entities.vhost import VHost
-    from broker.server import Broker
 
 log = logging.getLogger("hashbroker.policies")
 
-DELAYED_TYPE = "x-delayed-message"
+
+class PolicySettings(Protocol):
+    """The settings the policy engine reads (broker.runtime.settings.Settings has them)."""
+
+    @property
+    def nodes(self) -> Sequence[str]: ...
+
+    @property
+    def active_consumer_selection(self) -> str: ...
+
+    @property
+    def dead_letter_worker_publisher_confirm_timeout(self) -> float: ...
+
+
+class PolicyHost(Protocol):
+    """What the policy engine needs of the broker that runs it: its settings and its vhosts."""
+
+    @property
+    def settings(self) -> PolicySettings: ...
+
+    @property
+    def vhosts(self) -> Mapping[str, VHost]: ...
 
 
 def field_value(field: Any) -> Any:
@@ -51,18 +68,18 @@ class BrokerPolicies:
 
     applied = True
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: PolicyHost) -> None:
         self.broker = broker
         self.store = PolicyStore()
         self.cluster = Cluster(broker.settings.nodes)
         # (vhost, exchange) -> sharding config currently applied
         self.sharded: dict[tuple[str, str], sharding.ShardingConfig] = {}
-        self._delayed: dict[str, _DelayedRunner] = {}
 
     # -- vhost wiring ------------------------------------------------------------------------------
 
     def attach(self, vhost: VHost) -> None:
         vhost.hooks = self
+        vhost.node = self.cluster.local
         vhost.active_consumer_selection = self.broker.settings.active_consumer_selection
         vhost.dead_letter_retry_seconds = self.broker.settings.dead_letter_worker_publisher_confirm_timeout
         self._place(vhost.queues.values())
@@ -183,9 +200,6 @@ class BrokerPolicies:
     def exchange_deleted(self, vhost: VHost, x: Exchange) -> None:
         # Observed: deleting a sharded exchange drops its bindings, the shard queues stay.
         self.sharded.pop((vhost.name, x.name), None)
-        runner = self._delayed.get(vhost.name)
-        if runner is not None:
-            runner.exchange_deleted(x)
 
     def queue_added(self, vhost: VHost, q: Queue) -> None:
         self._place([q])
@@ -269,77 +283,12 @@ class BrokerPolicies:
 
     # -- x-delayed-message -------------------------------------------------------------------------------
 
-    def hold_delayed(self, vhost: VHost, x: Exchange, msg: StoredMessage) -> bool:
-        """Hold a message published to an x-delayed-message exchange; False = route it now."""
-        runner = self._delayed.get(vhost.name)
-        if runner is None:
-            runner = self._delayed[vhost.name] = _DelayedRunner(vhost)
-        return runner.hold(x, msg)
-
     def delayed_count(self, vhost: str = "/") -> int:
-        runner = self._delayed.get(vhost)
-        return len(runner.scheduler) if runner is not None else 0
+        """How many messages the vhost's delayed exchanges hold (the plugin's delay table)."""
+        vh = self.broker.vhosts.get(vhost)
+        return len(vh.delayed) if vh is not None else 0
 
     def close(self) -> None:
-        for runner in self._delayed.values():
-            runner.close()
-
-
-class _DelayedRunner:
-    """The delayed-message plugin's timer for one vhost: a DelayScheduler plus one asyncio timer."""
-
-    def __init__(self, vhost: VHost) -> None:
-        self.vhost = vhost
-        self.scheduler: DelayScheduler[tuple[Exchange, StoredMessage]] = DelayScheduler()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_due: int | None = None
-
-    def _loop(self) -> asyncio.AbstractEventLoop:
-        return self.vhost.loop or asyncio.get_running_loop()
-
-    def _now(self) -> int:
-        return int(self._loop().time() * 1000)
-
-    def hold(self, x: Exchange, msg: StoredMessage) -> bool:
-        from broker.entities.message import RoutingView
-
-        if not self.scheduler.push_message((x, msg), RoutingView(msg), self._now()):
-            return False
-        self._arm()
-        return True
-
-    def _arm(self) -> None:
-        due = self.scheduler.next_due()
-        armed = self._timer_due if self._timer is not None else None
-        if due is None or (armed is not None and armed <= due):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_due = due
-        self._timer = self._loop().call_at(due / 1000.0, self._fire)
-
-    def _fire(self) -> None:
-        self._timer = None
-        self._timer_due = None
-        vhost = self.vhost
-        for x, msg in self.scheduler.pop_due(self._now()):
-            if vhost.exchanges.get(x.name) is not x:
-                continue
-            queues = vhost.route(x, msg)
-            if not queues:
-                continue
-            if msg.has_bcc:
-                msg = msg.strip_bcc()
-            for q in queues:
-                if q.overflow != "drop-head" and q.would_overflow(len(msg.body)):
-                    continue
-                q.enqueue(msg)
-        self._arm()
-
-    def exchange_deleted(self, x: Exchange) -> None:
-        """Messages held for a deleted exchange are dropped when due (the identity check in _fire)."""
-
-    def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        """The broker stops: no delayed message is released any more (the kept ones stay kept)."""
+        for vhost in self._vhosts():
+            vhost.delayed.close()

@@ -2,27 +2,23 @@
 after their store commit (in publish order).
 
 A persistent message is enqueued before its store commit (the writer groups commits; consumers
-need not wait for disk). When the commit fails (disk full, store files gone) the publish is nacked
-and the message is taken back out of the durable queues where it still waits, so queue depth
-counts only what a restart brings back. One already delivered stays with its consumer: as on
-RabbitMQ, a nacked message may or may not have been delivered.
+need not wait for disk). When the commit fails (disk full, store files gone) the publish is nacked;
+the vhost's pipeline takes the message back out of the durable queues where it still waits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError
+from broker.entities.persistence import failed
 from broker.protocol import commands as C
 from broker.protocol import methods as M
 from broker.protocol import replies
 from broker.session.delivery import DeliveryMixin
 
 if TYPE_CHECKING:
-    import asyncio
-
-    from broker.entities.queues.catalog import Queue
+    from broker.entities.persistence import Commit
 
 
 class ConfirmsMixin(DeliveryMixin):
@@ -65,9 +61,16 @@ class ConfirmsMixin(DeliveryMixin):
         self.vhost.stats.confirm += n
         self._ack_sent = top
 
-    def _committed(self, waiting: list[Any], fut: asyncio.Future[None]) -> None:
+    def _confirm_stored(self, seq: int, ack: bool, commit: Commit) -> None:
+        """Confirm `seq` once its store write committed (a nack if it failed), after every
+        earlier publish's confirm."""
+        waiting = [seq, ack, False]
+        self._commit_wait.append(waiting)
+        commit.add_done_callback(lambda c: self._committed(waiting, c))
+
+    def _committed(self, waiting: list[Any], commit: Commit) -> None:
         waiting[2] = True
-        if fut.cancelled() or fut.exception() is not None:
+        if failed(commit):
             waiting[1] = False  # not durable: nack
         if not self.open:
             return
@@ -75,24 +78,3 @@ class ConfirmsMixin(DeliveryMixin):
         while wait and wait[0][2]:
             seq, ack, _ = wait.popleft()
             self._confirm_now(seq, ack)
-
-    def _unqueue_if_unstored(
-        self, fut: asyncio.Future[None], queues: Sequence[Queue], seqs: Sequence[int]
-    ) -> None:
-        """Once `fut` (the store write of the message at `seqs` in `queues`) fails, take the message
-        out of the durable queues it still waits in."""
-
-        def done(f: asyncio.Future[None]) -> None:
-            if f.cancelled() or f.exception() is not None:
-                drop_unstored(queues, seqs)
-                if self.tx is not None:
-                    self.tx_unstored = True
-
-        fut.add_done_callback(done)
-
-
-def drop_unstored(queues: Sequence[Queue], seqs: Sequence[int]) -> int:
-    """Take the ready messages at `seqs` out of the durable `queues` (aligned): their store write
-    failed, so their publishers are nacked. Returns how many were still ready."""
-    pairs = zip(queues, seqs, strict=True)
-    return sum(q.forget_unstored(seq) for q, seq in pairs if q.store is not None and not q.deleted)

@@ -1,10 +1,18 @@
-"""basic.publish: checks in rabbit_channel's order, routing, mandatory returns, transactional routing."""
+"""basic.publish: the channel's checks in rabbit_channel's order, then the vhost's delivery pipeline;
+the publisher's side of its outcome (basic.return, the confirm) and transactional publishes.
+
+Routing, overflow, the store write and enqueueing are the vhost's (`VHost.publish`, or
+`VHost.route_publish` then `VHost.deliver` when routing and delivery happen apart: a transaction
+routes at publish and delivers at tx.commit, the tracer looks at the routed queues in between).
+Direct reply-to stays here: such a message goes to a channel's consumer, through no queue.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from amqpwire.errors import AmqpError, internal_error
 from amqpwire.fields import FieldDecodeError
-from broker.entities.exchange import Exchange
 from broker.entities.message import (
     EXPIRATION_FLAG,
     HEADERS_FLAG,
@@ -13,13 +21,20 @@ from broker.entities.message import (
     StoredMessage,
     parse_expiration,
 )
-from broker.entities.queues.catalog import Entry, Queue
+from broker.entities.persistence import failed
+from broker.entities.vhost import ACCEPTED_BY_ONE
 from broker.protocol import properties as P
 from broker.protocol.assembler import Publish
 from broker.protocol.framing import immediate_refused
 from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX
 from broker.session.confirms import ConfirmsMixin
-from broker.session.trace import publish_tapped
+from broker.session.trace import tap_publish
+
+if TYPE_CHECKING:
+    from broker.entities.exchange import Exchange
+    from broker.entities.persistence import Commit
+    from broker.entities.queues.catalog import Queue
+    from broker.entities.vhost import PublishOutcome
 
 
 class PublishMixin(ConfirmsMixin):
@@ -75,123 +90,56 @@ class PublishMixin(ConfirmsMixin):
         if self.confirm:
             self.publish_seq += 1
             seq = self.publish_seq
-        if vhost.tapped:  # firehose tracing or a watched hash exchange
-            publish_tapped(self, x, msg, mandatory, seq)
+        routed: list[Queue] | None
+        if x.impl is None and rk.startswith(REPLY_TO_PREFIX):
+            routed = None  # to a direct reply-to consumer, through no queue
+        elif vhost.tapped or self.tx is not None:
+            routed = vhost.route_publish(x, msg)
+        else:
+            out = vhost.publish(x, msg, mandatory)
+            if out is ACCEPTED_BY_ONE:  # the ingest fast path: nothing more to look at
+                if seq:
+                    self._confirm(seq, True)
+                return
+            self._published(msg, out, seq)
+            return
+        if vhost.tapped:  # firehose tracing or a watched hash exchange: after routing, before queues
+            tap_publish(self, x, msg, routed or [])
+        if self.tx is not None:  # routed now, delivered at tx.commit (as rabbit_channel does)
+            self.tx.append(lambda: self._deliver(x, msg, mandatory, 0, routed))
+            return
+        self._deliver(x, msg, mandatory, seq, routed)
+
+    def _deliver(
+        self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int, routed: list[Queue] | None
+    ) -> None:
+        """Deliver a publish routed beforehand (`routed` None: to a direct reply-to consumer)."""
+        if routed is not None:
+            self._published(msg, self.vhost.deliver(x, msg, routed, mandatory), seq)
+            return
+        self.vhost.deliver(x, msg, ())  # counted in message_stats as a publish that reached no queue
+        delivered = self.conn.broker.deliver_reply(msg)
+        if not delivered and mandatory:
+            self._send_return(msg)
+        if seq:
+            self._confirm(seq, True)
+
+    def _published(self, msg: StoredMessage, out: PublishOutcome, seq: int) -> None:
+        """The publisher's side of the pipeline's outcome: basic.return when it was mandatory and
+        routed nowhere; the confirm (a nack when a queue refused it), after the store write when
+        there is one; a transaction whose write failed cannot commit."""
+        if out.returned:
+            self._send_return(msg)
+        stored = out.stored
+        if stored is None:
+            if seq:
+                self._confirm(seq, not out.refused)
             return
         if self.tx is not None:
-            routed = self._tx_route(x, msg)
-            self.tx.append(lambda: self._deliver_publish(x, msg, mandatory, 0, routed))
-            return
-        self._deliver_publish(x, msg, mandatory, seq)
-
-    def _tx_route(self, x: Exchange, msg: StoredMessage) -> list[Queue] | None:
-        """A publish inside a transaction is routed when it is published, delivered at tx.commit.
-
-        RabbitMQ 3.10.8: publish in tx to a fanout bound to q1, then unbind q1 and bind q2, then
-        commit: q1 gets the message, q2 does not. Direct reply-to and delayed messages keep their own
-        paths (None: decided at commit).
-        """
-        if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
-            return None
-        if x.type_name == "x-delayed-message":
-            return None
-        return self.vhost.route(x, msg)
-
-    def _deliver_publish(
-        self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int, routed: list[Queue] | None = None
-    ) -> None:
-        vhost = self.vhost
-        x.publish_in += 1  # message_stats: one count when the publish reaches exactly one queue
-        if routed is not None:
-            live = [q for q in routed if not q.deleted]
-            if len(live) != 1:
-                x.fanout_extra += len(live) - 1
-            self._deliver_routed(msg, live, mandatory, seq)
-            return
-        if x.impl is None:  # the default exchange (type direct: never delayed)
-            rk = msg.routing_key
-            if rk.startswith(REPLY_TO_PREFIX):  # to a consumer, through no queue
-                x.fanout_extra -= 1
-                delivered = self.conn.broker.deliver_reply(msg)
-                if not delivered and mandatory:
-                    self._send_return(msg)
-                if seq:
-                    self._confirm(seq, True)
-                return
-            if msg.extra_keys is None:  # one key: the queue of that name, if any
-                q = vhost.queues.get(rk)
-                if q is not None and q.store is None and q.overflow == "drop-head":
-                    q.enqueue(msg)
-                    if seq:
-                        self._confirm(seq, True)
-                    return
-        elif x.type_name == "x-delayed-message":
-            hooks = vhost.hooks
-            if hooks is not None and hooks.hold_delayed(vhost, x, msg):
-                # held for x-delay ms; the plugin routes to nothing now, so mandatory returns
-                x.fanout_extra -= 1
-                if mandatory:
-                    self._send_return(msg)
-                if seq:
-                    self._confirm(seq, True)
-                return
-        queues = vhost.route(x, msg)
-        if len(queues) != 1:
-            x.fanout_extra += len(queues) - 1
-        self._deliver_routed(msg, queues, mandatory, seq)
-
-    def _deliver_routed(self, msg: StoredMessage, queues: list[Queue], mandatory: bool, seq: int) -> None:
-        vhost = self.vhost
-        if not queues:
-            if mandatory:
-                self._send_return(msg)
-            if seq:
-                self._confirm(seq, True)
-            return
-        if msg.has_bcc:
-            msg = msg.strip_bcc()
-        if vhost.store is not None:
-            for q in queues:
-                if q.store is not None:  # store: persist before enqueueing, confirm after the commit
-                    self._deliver_durable(msg, queues, seq)
-                    return
-        rejected = False
-        size = len(msg.body)
-        for q in queues:
-            if q.overflow != "drop-head" and q.would_overflow(size):
-                rejected = True
-                q.stat_refused += 1
-                if q.overflow == "reject-publish-dlx":
-                    q.dead_letter([Entry(0, msg, 0.0)], "maxlen")
-                continue
-            q.enqueue(msg)
+            stored.add_done_callback(self._tx_stored)
         if seq:
-            self._confirm(seq, not rejected)
+            self._confirm_stored(seq, not out.refused, stored)
 
-    def _deliver_durable(self, msg: StoredMessage, queues: list[Queue], seq: int) -> None:
-        from broker.runtime.durability import persist_publish
-
-        rejected = False
-        size = len(msg.body)
-        accepted: list[Queue] = []
-        for q in queues:
-            if q.overflow != "drop-head" and q.would_overflow(size):
-                rejected = True
-                q.stat_refused += 1
-                if q.overflow == "reject-publish-dlx":
-                    q.dead_letter([Entry(0, msg, 0.0)], "maxlen")
-                continue
-            accepted.append(q)
-        fut, seqs = persist_publish(self.vhost, msg, accepted)
-        for q, qseq in zip(accepted, seqs, strict=True):
-            q.enqueue(msg, qseq)
-        if fut is not None:
-            self._unqueue_if_unstored(fut, accepted, seqs)
-        if not seq:
-            return
-        if fut is None:
-            self._confirm(seq, not rejected)
-            return
-        waiting = [seq, not rejected, False]
-        self._commit_wait.append(waiting)
-        fut.add_done_callback(lambda f: self._committed(waiting, f))
+    def _tx_stored(self, commit: Commit) -> None:
+        if failed(commit) and self.tx is not None:
+            self.tx_unstored = True

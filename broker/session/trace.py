@@ -12,25 +12,25 @@ then `redelivered` for a delivery, then `vhost`, `connection`, `channel`, `user`
 trace queue does not feed it.
 
 The channel calls in here only when `VHost.tapped` (publish) or `VHost.tracing` (delivery) is set:
-one attribute read on the hot path when nothing is watching.
+one attribute read on the hot path when nothing is watching. The tracer reads only where and who
+of the channel (`TracedChannel`).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol
 
 from broker.entities import hash_watch
 from broker.entities.message import RoutingView, StoredMessage
 from broker.protocol import properties as P
-from broker.session.channel_base import REPLY_TO_PREFIX
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from broker.entities.exchange import Exchange
     from broker.entities.queues.catalog import Queue
     from broker.entities.vhost import VHost
-    from broker.session.channel_base import ChannelBase
-    from broker.session.publish import PublishMixin
 
 TRACE_EXCHANGE = "amq.rabbitmq.trace"
 _INT_PROPERTIES = ("delivery_mode", "priority", "timestamp")
@@ -40,29 +40,35 @@ _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 
 
-def publish_tapped(ch: PublishMixin, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
-    """basic.publish in a tapped vhost: route, trace and record, then deliver as usual.
+class TracedConnection(Protocol):
+    """Who published or consumed, as the trace headers name them."""
 
-    As in rabbit_channel, the trace is published after routing and before the message reaches its
-    queues (in a transaction: when the message is published, not at commit). A direct reply-to
-    publish or a delayed message is routed to no queue at that point (routed_queues is empty).
-    """
-    vhost = ch.vhost
-    if ch.tx is not None:
-        routed = ch._tx_route(x, msg)
-        _tap_publish(ch, x, msg, routed or [])
-        ch.tx.append(lambda: ch._deliver_publish(x, msg, mandatory, 0, routed))
-        return
-    if x.type_name == "x-delayed-message" or (x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX)):
-        _tap_publish(ch, x, msg, [])
-        ch._deliver_publish(x, msg, mandatory, seq)
-        return
-    routed = vhost.route(x, msg)
-    _tap_publish(ch, x, msg, routed)
-    ch._deliver_publish(x, msg, mandatory, seq, routed)
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def user(self) -> str: ...
 
 
-def _tap_publish(ch: PublishMixin, x: Exchange, msg: StoredMessage, routed: list[Queue]) -> None:
+class TracedChannel(Protocol):
+    """What the tracer reads of the channel a publish or delivery happened on."""
+
+    @property
+    def vhost(self) -> VHost: ...
+
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def conn(self) -> TracedConnection: ...
+
+
+def tap_publish(ch: TracedChannel, x: Exchange, msg: StoredMessage, routed: Sequence[Queue]) -> None:
+    """basic.publish in a tapped vhost, once routed (`routed`: the queues it reaches) and before
+    the message reaches them, as in rabbit_channel (in a transaction: when published, not at
+    commit): the hash exchanges' live view records it, the firehose copies it. A direct reply-to
+    publish or a message a delayed exchange holds is routed to no queue at that point
+    (routed_queues is empty)."""
     vhost = ch.vhost
     if vhost.hash_watches and x.type_name in hash_watch.HASH_TYPES:
         hash_watch.record(vhost, x, RoutingView(msg), [q.name for q in routed])
@@ -71,11 +77,10 @@ def _tap_publish(ch: PublishMixin, x: Exchange, msg: StoredMessage, routed: list
         emit(ch, "publish." + msg.exchange, msg, _who(ch) + queues)
 
 
-def trace_deliver(channel: ChannelBase, queue: str, redelivered: bool, msg: StoredMessage) -> None:
+def trace_deliver(ch: TracedChannel, queue: str, redelivered: bool, msg: StoredMessage) -> None:
     """A delivery (basic.deliver or basic.get-ok) from `queue` in a vhost with tracing on."""
-    if msg.exchange == TRACE_EXCHANGE or listened(channel.vhost) is None:
+    if msg.exchange == TRACE_EXCHANGE or listened(ch.vhost) is None:
         return
-    ch = cast("PublishMixin", channel)  # every channel is the whole stack of parts
     emit(ch, "deliver." + queue, msg, _int(b"\x0bredelivered", 1 if redelivered else 0) + _who(ch))
 
 
@@ -85,8 +90,9 @@ def listened(vhost: VHost) -> Exchange | None:
     return x if x is not None and x.impl is not None and x.binding_set else None
 
 
-def emit(ch: PublishMixin, routing_key: str, msg: StoredMessage, extra: bytes) -> None:
-    """Publish the trace copy of `msg` to the vhost's trace exchange (rabbit_basic:publish).
+def emit(ch: TracedChannel, routing_key: str, msg: StoredMessage, extra: bytes) -> None:
+    """Publish the trace copy of `msg` to the vhost's trace exchange (rabbit_basic:publish: through
+    the vhost's pipeline, counted by no channel).
 
     The headers table is written as wire bytes directly (`extra` are the encoded entries after
     `node`): the same bytes `FieldTable.encode` gives, at a fraction of its cost per message.
@@ -100,13 +106,12 @@ def emit(ch: PublishMixin, routing_key: str, msg: StoredMessage, extra: bytes) -
             _str(b"\x0dexchange_name", _b(msg.exchange)),
             _array(b"\x0crouting_keys", [_b(k) for k in msg.routing_keys]),
             _table(b"\x0aproperties", properties_body(msg.strip_bcc() if msg.has_bcc else msg)),
-            _str(b"\x04node", _b(ch.conn.broker.cluster.local)),
+            _str(b"\x04node", _b(vhost.node)),
             extra,
         )
     )
     props = _HEADERS_ONLY + _U32.pack(len(table)) + table
-    copy = StoredMessage(TRACE_EXCHANGE, routing_key, props, msg.body)
-    ch._deliver_routed(copy, vhost.route(x, copy), False, 0)
+    vhost.publish(x, StoredMessage(TRACE_EXCHANGE, routing_key, props, msg.body), counted=False)
 
 
 def properties_body(msg: StoredMessage) -> bytes:
@@ -132,7 +137,7 @@ def properties_body(msg: StoredMessage) -> bytes:
     return b"".join(parts)
 
 
-def _who(ch: PublishMixin) -> bytes:
+def _who(ch: TracedChannel) -> bytes:
     conn = ch.conn
     return b"".join(
         (

@@ -7,12 +7,13 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError, ReplyCode
+from broker.entities.persistence import failed
 from broker.protocol import commands as C
 from broker.protocol import replies
 from broker.session.acks import AcksMixin
 
 if TYPE_CHECKING:
-    import asyncio
+    from broker.entities.persistence import Commit
 
 
 class TxMixin(AcksMixin):
@@ -31,24 +32,24 @@ class TxMixin(AcksMixin):
             raise AmqpError(406, "channel is not transactional")
         actions, acks = self.tx, self.tx_acks
         self.tx, self.tx_acks, self.tx_rejects = [], [], []
-        for action in actions:
+        for action in actions:  # the publishes, routed when they were published
             action()
-        if self.vhost.store is not None:
+        persistence = self.vhost.persistence
+        if persistence is not None:
             self._store_settled(acks)
         self._count_acks(acks)
         for q in self._release(acks):
             q.try_deliver()
-        store = self.vhost.store
-        if store is not None:  # store: commit-ok once the transaction's writes are on disk
-            store.sync().add_done_callback(self._tx_synced)
+        if persistence is not None:  # commit-ok once the transaction's writes are on disk
+            persistence.committed().add_done_callback(self._tx_synced)
             return
         self.reply(replies.tx_commit_ok())
 
-    def _tx_synced(self, fut: asyncio.Future[None]) -> None:
+    def _tx_synced(self, commit: Commit) -> None:
         unstored, self.tx_unstored = self.tx_unstored, False
         if not self.open:
             return
-        if unstored or fut.cancelled() or fut.exception() is not None:
+        if unstored or failed(commit):
             err = AmqpError(ReplyCode.INTERNAL_ERROR, "store write failed", hard=False, in_method=False)
             self.conn.close_channel(self, err)
             return

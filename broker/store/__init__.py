@@ -20,6 +20,7 @@ from broker.store.base import NullStore, Store, StoreError, StoreStats
 from broker.store.paths import NULL_DATA_DIR, default_data_dir
 from broker.store.records import (
     BindingRecord,
+    DelayedRecord,
     ExchangeRecord,
     MessageRecord,
     PermissionRecord,
@@ -33,6 +34,7 @@ from broker.store.records import (
 __all__ = [
     "NULL_DATA_DIR",
     "BindingRecord",
+    "DelayedRecord",
     "ExchangeRecord",
     "MessageRecord",
     "NullStore",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from broker.store.page_spool import PageDirectory
 from broker.store.records import (
     BindingRecord,
+    DelayedRecord,
     ExchangeRecord,
     PermissionRecord,
     PolicyRecord,
@@ -185,6 +186,18 @@ class Store(ABC):
     def set_dead_letters(self, vhost: str, queue: str, held: Iterable[tuple[int, str, int]]) -> None:
         """(seq, reason, order) of quorum messages now held in their queue's dead-letter store: a
         restart holds them again, in that order, instead of putting them back in the queue."""
+        return None
+
+    # The messages durable x-delayed-message exchanges hold; a store without a place for them
+    # keeps none (they are then gone after a restart). Deleting an exchange or a vhost also
+    # forgets those it held.
+
+    def put_delayed(self, record: DelayedRecord) -> None:
+        """A durable delayed exchange holds a message until its due time."""
+        return None
+
+    def remove_delayed(self, vhost: str, keys: Iterable[int]) -> None:
+        """Held messages were released or dropped (unknown keys are ignored)."""
         return None
 
 

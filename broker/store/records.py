@@ -111,6 +111,22 @@ class MessageRecord:
     redelivered: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class DelayedRecord:
+    """A message a durable x-delayed-message exchange holds until `due_ms` (wall-clock
+    milliseconds), as the plugin keeps it in its disc table. `key` names it in its vhost (the
+    broker hands keys out); `routing_key` and `properties` are the message's as published to
+    `exchange`."""
+
+    vhost: str
+    key: int
+    exchange: str
+    due_ms: int
+    routing_key: str
+    properties: bytes
+    body: bytes
+
+
 @dataclass(slots=True)
 class Snapshot:
     """Everything durable, in the order the broker must rebuild it.
@@ -136,6 +152,8 @@ class Snapshot:
     dead_letters: dict[tuple[str, str], dict[int, tuple[str, int]]] = field(default_factory=dict)
     #: with `load(messages=False)`: (vhost, queue) -> (message count, body bytes, last seq) instead
     depths: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
+    #: the messages durable delayed exchanges hold, by vhost and key
+    delayed: list[DelayedRecord] = field(default_factory=list)
 
     @property
     def message_count(self) -> int:

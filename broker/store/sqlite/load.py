@@ -10,6 +10,7 @@ from amqpwire.fields import FieldDecodeError, FieldTable
 from broker.store.base import StoreError
 from broker.store.records import (
     BindingRecord,
+    DelayedRecord,
     ExchangeRecord,
     MessageRecord,
     PermissionRecord,
@@ -102,6 +103,21 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
                     from_blob(dest),
                     from_blob(key),
                     _table(args, where),
+                )
+            )
+        for vhost, key, exchange, due, rk, props, body in c.execute(
+            "SELECT vhost, key, exchange, due, routing_key, properties, body FROM delayed_messages "
+            "ORDER BY vhost, key"
+        ):
+            snap.delayed.append(
+                DelayedRecord(
+                    from_blob(vhost),
+                    int(key),
+                    from_blob(exchange),
+                    int(due),
+                    from_blob(rk),
+                    bytes(props),
+                    bytes(body),
                 )
             )
         eager = ""

@@ -23,6 +23,13 @@ PERMISSIONS_TABLE = """CREATE TABLE IF NOT EXISTS permissions (
     write TEXT NOT NULL, read TEXT NOT NULL, UNIQUE (vhost, user))"""
 """Added after schema version 1 shipped: created on open when an older store lacks it."""
 
+DELAYED_TABLE = """CREATE TABLE IF NOT EXISTS delayed_messages (
+    id INTEGER PRIMARY KEY, vhost BLOB NOT NULL, key INTEGER NOT NULL, exchange BLOB NOT NULL,
+    due INTEGER NOT NULL, routing_key BLOB NOT NULL, properties BLOB NOT NULL, body BLOB NOT NULL,
+    UNIQUE (vhost, key))"""
+"""Added after schema version 1 shipped: the messages durable x-delayed-message exchanges hold (the
+plugin's disc table). Created on open when a store lacks it; an older hashbroker ignores it."""
+
 SCHEMA = """
 CREATE TABLE vhosts (
     id INTEGER PRIMARY KEY, name BLOB NOT NULL UNIQUE, description TEXT NOT NULL, tags TEXT NOT NULL);
@@ -56,6 +63,9 @@ CREATE TABLE queue_messages (
     vhost BLOB NOT NULL, queue BLOB NOT NULL, seq INTEGER NOT NULL, msg_id INTEGER NOT NULL,
     redelivered INTEGER NOT NULL, PRIMARY KEY (vhost, queue, seq)) WITHOUT ROWID;
 """
+LATER_TABLES = (PERMISSIONS_TABLE, DELAYED_TABLE)
+"""Tables added after schema version 1 shipped (`CREATE TABLE IF NOT EXISTS`): every store gets
+them on open."""
 TABLES = frozenset(
     {"vhosts", "users", "policies", "exchanges", "queues", "bindings", "messages", "queue_messages"}
 )
@@ -119,6 +129,11 @@ UNREF_QUEUE = (
 )
 DELETE_QUEUE_POSITIONS = "DELETE FROM queue_messages WHERE vhost = ? AND queue = ?"
 COLLECT_GARBAGE = "DELETE FROM messages WHERE refs <= 0"
+PUT_DELAYED = (
+    "INSERT OR REPLACE INTO delayed_messages (vhost, key, exchange, due, routing_key, properties, body) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+REMOVE_DELAYED = "DELETE FROM delayed_messages WHERE vhost = ? AND key = ?"
 
 
 def to_blob(name: str) -> bytes:
@@ -190,6 +205,16 @@ SET_DEAD_LETTER = (
     "UPDATE queue_messages SET dead_letter = ?, dead_letter_order = ? "
     "WHERE vhost = ? AND queue = ? AND seq = ?"
 )
+
+
+def add_later_tables(conn: sqlite3.Connection, path: Path) -> None:
+    """Create the `LATER_TABLES` a store lacks (created before they existed)."""
+    try:
+        for statement in LATER_TABLES:
+            conn.execute(statement)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(f"{path}: cannot add a table ({exc})") from None
 
 
 def add_later_columns(conn: sqlite3.Connection, path: Path) -> None:

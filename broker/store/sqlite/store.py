@@ -39,6 +39,7 @@ from broker.store.base import Store, StoreError, StoreStats
 from broker.store.page_spool import PageDirectory
 from broker.store.records import (
     BindingRecord,
+    DelayedRecord,
     ExchangeRecord,
     PermissionRecord,
     PolicyRecord,
@@ -50,7 +51,7 @@ from broker.store.records import (
 from broker.store.sqlite import schema as S
 from broker.store.sqlite.load import QueueReader, load_snapshot
 from broker.store.sqlite.opening import Check, Sync, check_existing, connect, lock_directory
-from broker.store.sqlite.schema import PERMISSIONS_TABLE, SCHEMA_VERSION, STORE_FILE, create_schema, to_blob
+from broker.store.sqlite.schema import SCHEMA_VERSION, STORE_FILE, create_schema, to_blob
 from broker.store.sqlite.writer import GroupCommitWriter, Op
 
 __all__ = ["SCHEMA_VERSION", "STORE_FILE", "SqliteStore"]
@@ -125,12 +126,7 @@ class SqliteStore(Store):
             conn = connect(path, sync)
             if not existing:
                 create_schema(conn, path)
-            else:
-                try:
-                    conn.execute(PERMISSIONS_TABLE)
-                except sqlite3.Error as exc:
-                    conn.close()
-                    raise StoreError(f"{path}: cannot add the permissions table ({exc})") from None
+            S.add_later_tables(conn, path)
             S.add_later_columns(conn, path)
             S.add_position_sizes(conn, path)
             return cls(directory, conn, lock_file)
@@ -209,6 +205,7 @@ class SqliteStore(Store):
                 ("DELETE FROM exchanges WHERE vhost = ?", v),
                 ("DELETE FROM policies WHERE vhost = ?", v),
                 ("DELETE FROM permissions WHERE vhost = ?", v),
+                ("DELETE FROM delayed_messages WHERE vhost = ?", v),
                 ("DELETE FROM vhosts WHERE name = ?", v),
             ]
         )
@@ -278,6 +275,7 @@ class SqliteStore(Store):
                     (v, n),
                 ),
                 ("DELETE FROM exchanges WHERE vhost = ? AND name = ?", (v, n)),
+                ("DELETE FROM delayed_messages WHERE vhost = ? AND exchange = ?", (v, n)),
             ]
         )
 
@@ -422,5 +420,26 @@ class SqliteStore(Store):
         restart holds them again, in that order, instead of putting them back in the queue."""
         v, q = to_blob(vhost), to_blob(queue)
         ops: list[Op] = [(S.SET_DEAD_LETTER, (reason, order, v, q, seq)) for seq, reason, order in held]
+        if ops:
+            self._writer.submit(ops)
+
+    # -- x-delayed-message ----------------------------------------------------------------------------
+
+    def put_delayed(self, record: DelayedRecord) -> None:
+        r = record
+        row = (
+            to_blob(r.vhost),
+            r.key,
+            to_blob(r.exchange),
+            r.due_ms,
+            to_blob(r.routing_key),
+            r.properties,
+            r.body,
+        )
+        self._writer.submit([(S.PUT_DELAYED, row)], weight=len(r.body) + len(r.properties) + 256)
+
+    def remove_delayed(self, vhost: str, keys: Iterable[int]) -> None:
+        v = to_blob(vhost)
+        ops: list[Op] = [(S.REMOVE_DELAYED, (v, key)) for key in keys]
         if ops:
             self._writer.submit(ops)

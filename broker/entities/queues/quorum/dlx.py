@@ -23,8 +23,6 @@ import bisect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from broker.entities.dead_letter import is_cycle, make_dead_letter
-
 if TYPE_CHECKING:
     from broker.entities.clock import Timer
     from broker.entities.message import StoredMessage
@@ -116,25 +114,15 @@ class DeadLetterStore:
             self._timer = q.clock.call_later(q.vhost.dead_letter_retry_seconds, self.retry)
 
     def _forward(self, msg: StoredMessage, reason: str) -> bool:
-        """Dead-letter `msg` if the exchange routes it to some queue (cycles dropped unless the
-        reason is `rejected`, as rabbit_dead_letter does); False when nothing would take it."""
+        """Dead-letter `msg` through the vhost's pipeline if the exchange routes it to some queue
+        (cycles dropped unless the reason is `rejected`, as rabbit_dead_letter does); False when
+        nothing would take it."""
         q = self.q
-        assert q.dlx is not None
-        x = q.vhost.exchanges.get(q.dlx)
-        if x is None:
-            return False
-        dl = make_dead_letter(msg, reason, q.dlx, q.dlrk, q.name, q.vhost.clock.wall())
-        targets = q.vhost.route(x, dl)
-        if reason != "rejected":
-            targets = [t for t in targets if not is_cycle(t.name, dl)]
-        if not targets:
-            return False
-        q.vhost.dead_letter(q, [msg], reason)
-        return True
+        return q.vhost.dead_letter(q, [msg], reason) > 0
 
     def _write(self, forwarded: list[int], held: list[HeldLetter]) -> None:
         """Keep the held positions with their reason; forget the forwarded ones (after their
-        copies were written by `VHost.dead_letter`)."""
+        copies were written by the vhost's pipeline)."""
         q = self.q
         persistence = q.vhost.persistence
         if q.store is None or persistence is None:
