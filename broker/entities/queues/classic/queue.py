@@ -19,7 +19,7 @@ from amqpwire.fields import FieldTable
 from broker.entities.message import EXPIRATION_FLAG, StoredMessage
 from broker.entities.policy import queue_settings
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Consumer, Entry, PageSpool, Queue, QueueHost, register
+from broker.entities.queues.base import Consumer, Entry, PageSpool, Queue, QueueHost, register, resource
 from broker.entities.queues.consumers import QueueConsumers
 from broker.entities.queues.expiry import IdleExpiry
 from broker.entities.queues.ready import ReadyList
@@ -66,7 +66,7 @@ class ClassicQueue(Queue):
     def validate_arguments(
         cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
     ) -> None:
-        A.check_classic_arguments(args, A.resource("queue", qname, vhost), exclusive=exclusive)
+        A.check_classic_arguments(args, resource("queue", qname, vhost), exclusive=exclusive)
 
     def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
         A.check_redeclare(self, durable, auto_delete, arguments, A.CLASSIC_QUEUE_ARGS)

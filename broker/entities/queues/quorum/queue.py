@@ -34,7 +34,7 @@ from amqpwire.fields import Field, FieldTable
 from broker.entities.message import StoredMessage
 from broker.entities.policy import queue_settings
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Consumer, Entry, Queue, QueueHost, register
+from broker.entities.queues.base import Consumer, Entry, Queue, QueueHost, register, resource
 from broker.entities.queues.consumers import QueueConsumers
 from broker.entities.queues.expiry import IdleExpiry
 from broker.entities.queues.quorum import arguments as QA
@@ -133,7 +133,7 @@ class QuorumQueue(Queue):
     def validate_arguments(
         cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
     ) -> None:
-        rs = A.resource("queue", qname, vhost)
+        rs = resource("queue", qname, vhost)
         QA.check_quorum_arguments(args, rs, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
 
     def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:

@@ -28,7 +28,7 @@ from amqpwire.errors import AmqpError, internal_error, not_implemented
 from amqpwire.fields import Field, FieldTable
 from broker.entities.message import HEADERS_FLAG, StoredMessage
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Entry, Queue, QueueHost, register
+from broker.entities.queues.base import Entry, Queue, QueueHost, register, resource
 from broker.entities.queues.consumers import Consumer
 from broker.entities.queues.stream import arguments as SA
 from broker.entities.queues.stream.log import StreamLog, resident_cost
@@ -160,7 +160,7 @@ class StreamQueue(Queue):
     def validate_arguments(
         cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
     ) -> None:
-        rs = A.resource("queue", qname, vhost)
+        rs = resource("queue", qname, vhost)
         SA.check_declare(args, rs, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
 
     def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
