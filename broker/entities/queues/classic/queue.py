@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from amqpwire.errors import AmqpError, ReplyCode, precondition_failed
 from amqpwire.fields import FieldTable
 from broker.entities.message import EXPIRATION_FLAG, StoredMessage
-from broker.entities.policy import queue_settings
 from broker.entities.queues import arguments as A
 from broker.entities.queues.base import Consumer, Entry, PageSpool, Queue, QueueHost, register, resource
 from broker.entities.queues.consumers import QueueConsumers
@@ -271,6 +270,8 @@ class ClassicQueue(Queue):
     def apply_policy(self, policy: Policy | None) -> None:
         """Apply an effective policy (or None) combined with the x-arguments (broker.entities.policy
         rules)."""
+        from broker.entities.policy import queue_settings  # loaded with the first policy applied
+
         self.policy = policy
         st = queue_settings(policy, A.plain_arguments(self.arguments))
         self.ready.configure(

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 from amqpwire.errors import not_implemented, resource_locked
 from amqpwire.fields import Field, FieldTable
 from broker.entities.message import StoredMessage
-from broker.entities.policy import queue_settings
 from broker.entities.queues import arguments as A
 from broker.entities.queues.base import Consumer, Entry, Queue, QueueHost, register, resource
 from broker.entities.queues.consumers import QueueConsumers
@@ -166,6 +165,8 @@ class QuorumQueue(Queue):
         evaluates them."""
         if policy is not None and not self.is_policy_applicable(policy):
             policy = None
+        from broker.entities.policy import queue_settings  # loaded with the first policy applied
+
         self.policy = policy
         st = queue_settings(policy, A.plain_arguments(self.arguments))
         self.ready.configure(
