@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError, ReplyCode, internal_error, precondition_failed
 from amqpwire.fields import Field, FieldTable
-from broker.entities.queues.base import find_queue_type, type_name_of
+from broker.entities.queues.base import find_queue_type, resource, type_name_of
+from exchanges.erlang.format import format_term
+from exchanges.types.header_terms import Atom
+
+if TYPE_CHECKING:
+    from broker.entities.queues.base import Queue
 
 INTEGER_TYPES = frozenset(
     {"byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort", "unsignedint"}
@@ -95,15 +101,14 @@ OTHER_CONSUMER_ARGS: frozenset[str] = frozenset({"x-stream-offset"})
 
 
 def erl_term(value: object) -> str:
-    """Format a Python value as Erlang's ~p would print the equivalent term."""
+    """Format a Python value as Erlang's ~p would print the equivalent term (a binary by the
+    plugin-exact printer: a string when every byte is printable Latin-1, else a list of bytes)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, bytes):
-        if value and all(32 <= b < 127 for b in value):
-            return '<<"' + value.decode("ascii").replace("\\", "\\\\").replace('"', '\\"') + '">>'
-        return "<<" + ",".join(str(b) for b in value) + ">>"
+        return format_term(value)
     if isinstance(value, tuple):
         return "{" + ",".join(erl_term(v) for v in value) + "}"
     if isinstance(value, str):
@@ -113,26 +118,17 @@ def erl_term(value: object) -> str:
     return repr(value)
 
 
-class Atom:
-    """An Erlang atom inside an error term (printed bare)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
 Check = Callable[[Field, FieldTable], object | None]
 
 
-def _int(f: Field, _a: FieldTable) -> object | None:
+def integer(f: Field, _a: FieldTable) -> object | None:
     if f.type not in INTEGER_TYPES:
         return f"expected integer, got {f.type}"
     return None
 
 
-def _non_neg(f: Field, a: FieldTable) -> object | None:
-    err = _int(f, a)
+def non_negative(f: Field, a: FieldTable) -> object | None:
+    err = integer(f, a)
     if err is None and f.value < 0:
         return (Atom("value_negative"), f.value)
     return err
@@ -146,8 +142,8 @@ def _expiry(value: int) -> object | None:
     return None
 
 
-def _expires(f: Field, a: FieldTable) -> object | None:
-    err = _int(f, a)
+def expires_arg(f: Field, a: FieldTable) -> object | None:
+    err = integer(f, a)
     if err is not None:
         return err
     if f.value == 0:
@@ -155,29 +151,29 @@ def _expires(f: Field, a: FieldTable) -> object | None:
     return _expiry(f.value)
 
 
-def _ttl(f: Field, a: FieldTable) -> object | None:
-    err = _int(f, a)
+def ttl_arg(f: Field, a: FieldTable) -> object | None:
+    err = integer(f, a)
     return err if err is not None else _expiry(f.value)
 
 
-def _dlx(f: Field, _a: FieldTable) -> object | None:
+def dlx_arg(f: Field, _a: FieldTable) -> object | None:
     return None if f.type == "longstr" else (Atom("unacceptable_type"), Atom(f.type))
 
 
-def _dlrk(f: Field, a: FieldTable) -> object | None:
+def dlrk_arg(f: Field, a: FieldTable) -> object | None:
     if f.type != "longstr":
         return (Atom("unacceptable_type"), Atom(f.type))
     return None if a.get("x-dead-letter-exchange") is not None else Atom("routing_key_but_no_dlx_defined")
 
 
-def _max_priority(f: Field, a: FieldTable) -> object | None:
-    err = _non_neg(f, a)
+def max_priority_arg(f: Field, a: FieldTable) -> object | None:
+    err = non_negative(f, a)
     if err is None and f.value > MAX_PRIORITY:
         return (Atom("max_value_exceeded"), f.value)
     return err
 
 
-def _choice(allowed: Sequence[bytes], bad: str | None) -> Check:
+def choice(allowed: Sequence[bytes], bad: str | None) -> Check:
     def check(f: Field, _a: FieldTable) -> object | None:
         if f.type != "longstr":
             return (Atom("unacceptable_type"), Atom(f.type))
@@ -190,37 +186,50 @@ def _choice(allowed: Sequence[bytes], bad: str | None) -> Check:
     return check
 
 
-def _bool(f: Field, _a: FieldTable) -> object | None:
+def boolean(f: Field, _a: FieldTable) -> object | None:
     return None if f.type == "bool" else (Atom("unacceptable_type"), Atom(f.type))
 
 
-def _queue_version(f: Field, a: FieldTable) -> object | None:
-    err = _non_neg(f, a)
+def positive(f: Field, a: FieldTable) -> object | None:
+    err = non_negative(f, a)
+    if err is None and f.value == 0:
+        return (Atom("value_zero"), 0)
+    return err
+
+
+def atom_choice(allowed: Sequence[bytes], error: str) -> Check:
+    """A longstr out of `allowed`; any other text is the atom `error`."""
+
+    def check(f: Field, _a: FieldTable) -> object | None:
+        if f.type != "longstr":
+            return (Atom("unacceptable_type"), Atom(f.type))
+        return None if f.value in allowed else Atom(error)
+
+    return check
+
+
+def queue_version_arg(f: Field, a: FieldTable) -> object | None:
+    err = non_negative(f, a)
     if err is None and f.value not in (1, 2):
         return f"unsupported queue version '{f.value}'"
     return err
 
 
-_QUEUE_TYPE = _choice((b"classic", b"quorum", b"stream"), "unsupported queue type '{}'")
+_QUEUE_TYPE = choice((b"classic", b"quorum", b"stream"), "unsupported queue type '{}'")
 
 DECLARE_CHECKS: tuple[tuple[str, Check], ...] = (
-    ("x-expires", _expires),
-    ("x-message-ttl", _ttl),
-    ("x-dead-letter-exchange", _dlx),
-    ("x-dead-letter-routing-key", _dlrk),
-    ("x-max-length", _non_neg),
-    ("x-max-length-bytes", _non_neg),
-    ("x-max-priority", _max_priority),
-    ("x-overflow", _choice((b"drop-head", b"reject-publish", b"reject-publish-dlx"), None)),
-    ("x-queue-mode", _choice((b"default", b"lazy"), "unsupported queue mode '{}'")),
-    ("x-queue-version", _queue_version),
-    ("x-single-active-consumer", _bool),
+    ("x-expires", expires_arg),
+    ("x-message-ttl", ttl_arg),
+    ("x-dead-letter-exchange", dlx_arg),
+    ("x-dead-letter-routing-key", dlrk_arg),
+    ("x-max-length", non_negative),
+    ("x-max-length-bytes", non_negative),
+    ("x-max-priority", max_priority_arg),
+    ("x-overflow", choice((b"drop-head", b"reject-publish", b"reject-publish-dlx"), None)),
+    ("x-queue-mode", choice((b"default", b"lazy"), "unsupported queue mode '{}'")),
+    ("x-queue-version", queue_version_arg),
+    ("x-single-active-consumer", boolean),
 )
-
-
-def resource(kind: str, name: str, vhost: str) -> str:
-    """rabbit_misc:rs/1: "queue 'q' in vhost '/'"."""
-    return f"{kind} '{name}' in vhost '{vhost}'"
 
 
 def check_queue_arguments(
@@ -242,7 +251,7 @@ def check_queue_arguments(
     rs = resource("queue", qname, vhost)
     qtype = args.get("x-queue-type")
     if qtype is not None:
-        _raise_if(qtype, _QUEUE_TYPE(qtype, args), "x-queue-type", rs)
+        raise_if(qtype, _QUEUE_TYPE(qtype, args), "x-queue-type", rs)
     cls = find_queue_type(type_name_of(args))
     if cls is None:
         if qtype is None:  # the types register when broker.entities.queues.catalog is imported
@@ -259,7 +268,7 @@ def check_queue_arguments(
 def check_classic_arguments(args: FieldTable, rs: str, *, exclusive: bool) -> None:
     """The classic queue type's declare checks."""
     _check_values(args, rs)
-    _refuse_unsupported(args, rs, OTHER_TYPE_ARGS, "rabbit_classic_queue")
+    refuse_unsupported(args, rs, OTHER_TYPE_ARGS, "rabbit_classic_queue")
     locator = args.get("x-queue-master-locator")
     if (
         locator is not None
@@ -277,10 +286,10 @@ def _check_values(args: FieldTable, rs: str) -> None:
     for key, check in DECLARE_CHECKS:
         f = args.get(key)
         if f is not None:
-            _raise_if(f, check(f, args), key, rs)
+            raise_if(f, check(f, args), key, rs)
 
 
-def _refuse_unsupported(args: FieldTable, rs: str, unsupported: frozenset[str], module: str) -> None:
+def refuse_unsupported(args: FieldTable, rs: str, unsupported: frozenset[str], module: str) -> None:
     """406 for the first argument, in table order, that the queue type (`module`) does not take."""
     for key, _f in args:
         if key in unsupported:
@@ -294,7 +303,7 @@ def _check_other_type(
     (first in table order), then the classic value checks, then the properties auto-delete,
     exclusive-owner, non-durable (406 "invalid property '...' for queue 'q' in vhost '/'")."""
     module, unsupported = _TYPE_UNSUPPORTED[qtype]
-    _refuse_unsupported(args, rs, unsupported, module)
+    refuse_unsupported(args, rs, unsupported, module)
     _check_values(args, rs)
     for bad, prop in (
         (auto_delete, "auto-delete"),
@@ -312,6 +321,20 @@ def str_value(f: Field | None) -> str | None:
     return str(f.value.decode("utf-8", errors="surrogateescape"))
 
 
+def int_value(f: Field | None) -> int | None:
+    """An integer argument's value (None when absent)."""
+    return int(f.value) if f is not None else None
+
+
+def plain_arguments(args: FieldTable) -> dict[str, Any]:
+    """The x-arguments as plain values (longstr as text), as policies combine them."""
+    return {
+        k: f.value.decode("utf-8", "surrogateescape") if f.type == "longstr" else f.value
+        for k, f in args
+        if k.startswith("x-")
+    }
+
+
 def check_server_named(args: FieldTable) -> None:
     """rabbit_channel: queue.declare with an empty name is refused for the types that cannot have a
     server-generated name (before any other check of the declaration)."""
@@ -324,20 +347,20 @@ def check_server_named(args: FieldTable) -> None:
 # -- consumers ---------------------------------------------------------------------------------------
 
 
-def check_consume_arguments(args: FieldTable, qname: str, vhost: str) -> None:
-    rs = resource("queue", qname, vhost)
+def check_consume_arguments(args: FieldTable, rs: str) -> None:
+    """A classic queue's basic.consume arguments (`rs`: the queue, as `resource` names it)."""
     prio = args.get("x-priority")
     if prio is not None:
-        _raise_if(prio, _int(prio, args), "x-priority", rs)
+        raise_if(prio, integer(prio, args), "x-priority", rs)
     cancel = args.get("x-cancel-on-ha-failover")
     if cancel is not None:
-        _raise_if(cancel, _bool(cancel, args), "x-cancel-on-ha-failover", rs)
+        raise_if(cancel, boolean(cancel, args), "x-cancel-on-ha-failover", rs)
     for key, _f in args:
         if key in OTHER_CONSUMER_ARGS:
             raise AmqpError(406, f"invalid arg '{key}' for {rs} of queue type rabbit_classic_queue")
 
 
-def _raise_if(_f: Field, err: object | None, key: str, rs: str) -> None:
+def raise_if(_f: Field, err: object | None, key: str, rs: str) -> None:
     if err is not None:
         raise AmqpError(406, f"invalid arg '{key}' for {rs}: {erl_term(err)}")
 
@@ -361,7 +384,7 @@ def erl_field_value(f: Field) -> str:
         return (
             "["
             + ",".join(
-                "{" + erl_term(k.encode()) + "," + f.type + "," + erl_field_value(v) + "}" for k, v in f.value
+                "{" + erl_term(k.encode()) + "," + v.type + "," + erl_field_value(v) + "}" for k, v in f.value
             )
             + "]"
         )
@@ -403,6 +426,16 @@ def assert_args_equivalence(orig: FieldTable, new: FieldTable, rs: str, keys: Se
         raise AmqpError(
             406, f"inequivalent arg '{key}' for {rs}: received {_val(b)} but current is {_val(a)}"
         )
+
+
+def check_redeclare(
+    q: Queue, durable: bool, auto_delete: bool, arguments: FieldTable, keys: Sequence[str]
+) -> None:
+    """A redeclaration of `q` must match it: durable, auto_delete, then the type's arguments `keys`."""
+    rs = q.rs
+    assert_field_equivalence(q.durable, durable, rs, "durable")
+    assert_field_equivalence(q.auto_delete, auto_delete, rs, "auto_delete")
+    assert_args_equivalence(q.arguments, arguments, rs, keys)
 
 
 def assert_field_equivalence(orig: object, new: object, rs: str, key: str) -> None:

@@ -1,28 +1,41 @@
-"""The queue-type behaviour (RabbitMQ's rabbit_queue_type) and the registry keyed by x-queue-type.
+"""The queue-type interface (RabbitMQ's rabbit_queue_type), its ports, and the registry keyed by
+x-queue-type.
 
 `Queue` is what channels, vhosts, policies and management use for every queue; each queue type is a
 subclass in its own module that registers itself with `@register`. `Queue(vhost, name, ...)` builds
 the type that the `x-queue-type` argument names (classic when absent), so a new type is a new
 module that registers itself, not a new branch in the callers. `register` refuses a type that
 leaves any of `INTERFACE` unimplemented.
+
+What a queue needs from outside is stated here as ports, satisfied structurally: `QueueHost` (its
+vhost: name, clock, persistence, dead-lettering, deletion), `QueueStore` (what it tells the
+persistence), `ConsumerChannel` (the channel that owns a consumer). They live in this module with
+`Queue`, `Entry` and `Consumer` because they name one another: a host and a store are told about a
+queue and its entries, a channel is handed a queue's entry, a queue holds its host and consumers.
+Nothing here imports the vhost, the persistence or the store.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Protocol, Self, TypeVar
 
 from amqpwire.errors import AmqpError, ReplyCode
 from amqpwire.fields import Field, FieldTable
 from broker.entities.info import ConsumerView, QueueView
+from broker.entities.queues.consumer_ring import CONSUMER_NAME_ARGUMENT
 
 if TYPE_CHECKING:
+    from broker.entities.clock import Clock
+    from broker.entities.exchange import Exchange
     from broker.entities.message import StoredMessage
     from broker.entities.policy import Policy
-    from broker.entities.queues.consumers import Consumer
-    from broker.entities.vhost import VHost
-    from broker.store import Store
+
+
+def resource(kind: str, name: str, vhost: str) -> str:
+    """rabbit_misc:rs/1, how RabbitMQ names a resource in its error texts: "queue 'q' in vhost '/'"."""
+    return f"{kind} '{name}' in vhost '{vhost}'"
 
 
 class Entry:
@@ -43,13 +56,206 @@ class Entry:
         return self.seq < other.seq
 
 
+# -- consumers ------------------------------------------------------------------------------------
+
+
+class ConsumerChannel(Protocol):
+    """What a queue needs from the channel that owns a consumer."""
+
+    def can_deliver(self, consumer: Consumer) -> bool: ...
+    def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None: ...
+    def consumer_cancelled_by_server(self, consumer: Consumer) -> None: ...
+
+
+class Consumer:
+    """One basic.consume. `group`: the members (one per local shard) of one consumer of a sharded
+    pseudo-queue under consistent-hash selection; they share the tag and the prefetch."""
+
+    __slots__ = (
+        "args",
+        "channel",
+        "exclusive",
+        "group",
+        "no_ack",
+        "prefetch",
+        "priority",
+        "queue",
+        "tag",
+        "tag_wire",
+        "unacked",
+    )
+
+    def __init__(
+        self,
+        channel: ConsumerChannel,
+        tag: str,
+        queue: Queue,
+        no_ack: bool,
+        exclusive: bool,
+        prefetch: int,
+        args: FieldTable,
+        priority: int = 0,
+    ) -> None:
+        self.channel = channel
+        self.tag = tag
+        raw = tag.encode("utf-8", errors="surrogateescape")
+        self.tag_wire = bytes((len(raw),)) + raw
+        self.queue = queue
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.prefetch = prefetch
+        self.unacked = 0
+        self.args = args
+        self.priority = priority
+        self.group: list[Consumer] | None = None
+
+    @property
+    def ring_key(self) -> str:
+        """The name hashed onto the consumer ring: the x-consumer-name argument, else the tag."""
+        f = self.args.get(CONSUMER_NAME_ARGUMENT)
+        if f is None or f.type != "longstr":
+            return self.tag
+        return str(f.value.decode("utf-8", errors="surrogateescape"))
+
+
+# -- what a queue needs from its vhost and the store ----------------------------------------------
+
+
+class PageSpool(Protocol):
+    """An append-only byte stream on disk that a queue pages messages out to
+    (broker.store.page_spool implements it)."""
+
+    def append(self, blob: bytes) -> int:
+        """Write `blob` at the end; returns its offset in the stream."""
+        ...
+
+    def read(self, start: int, end: int) -> bytes:
+        """The bytes from `start` to `end` (written before)."""
+        ...
+
+    def release(self, upto: int) -> None:
+        """Nothing before `upto` will be read again: its disk space may go."""
+        ...
+
+    def close(self) -> None:
+        """Drop the whole stream."""
+        ...
+
+
+class StoreHandle(Protocol):
+    """The store a kept queue carries (`Queue.store`): its presence marks the queue as kept; the
+    session writes its deliveries and acks through it (broker.store.Store satisfies it)."""
+
+    def remove_messages(self, vhost: str, queue: str, seqs: Iterable[int]) -> None: ...
+    def mark_redelivered(self, vhost: str, queue: str, seqs: Iterable[int]) -> None: ...
+
+
+H = TypeVar("H", contravariant=True)
+
+
+class QueueStore(Protocol[H]):
+    """What the queue types tell the persistence (broker.entities.persistence.Persistence, over the
+    host type `H` its placement records name). Only a kept queue (`store` set) calls it."""
+
+    def messages_removed(self, q: Queue, entries: Sequence[Entry]) -> None:
+        """Messages left the queue for good (expired, dropped, dead-lettered)."""
+        ...
+
+    def queue_purged(self, q: Queue, ready: Sequence[Entry], paged: Sequence[int] = ()) -> None:
+        """The ready messages were purged: those in memory and, while some are unacked, the
+        stored positions of the paged ones."""
+        ...
+
+    def spool_factory(self) -> Callable[[], PageSpool] | None:
+        """Where queues page messages out of memory, or None: no paging."""
+        ...
+
+    def queue_placed(self, vhost: H, q: Queue) -> None:
+        """A replicated queue's members and leader were chosen: they are kept with its record."""
+        ...
+
+    def positions_removed(self, q: Queue, seqs: Iterable[int]) -> None:
+        """Positions left the queue for good (a stream's retention, a held dead letter forwarded)."""
+        ...
+
+    def delivery_state(self, q: Queue, states: Iterable[tuple[int, bool, int, int]]) -> None:
+        """(seq, checked_out, delivery_count, return_order) of quorum messages."""
+        ...
+
+    def dead_letters_held(self, q: Queue, held: Iterable[tuple[int, str, int]]) -> None:
+        """(seq, reason, order) of quorum messages held in the queue's dead-letter store."""
+        ...
+
+    def stream_timestamps(self, q: Queue, stamps: Iterable[tuple[int, int]]) -> None:
+        """(seq, wall-clock ms) of a stream's chunks."""
+        ...
+
+    def can_read_back(self, q: Queue) -> bool:
+        """Whether `read_page` can return the queue's messages (then bodies may leave memory)."""
+        ...
+
+    def read_page(self, q: Queue, seq: int, limit: int) -> list[tuple[int, StoredMessage]]:
+        """Up to `limit` committed messages of the queue from position `seq` on, in order."""
+        ...
+
+    def when_committed(self, q: Queue, callback: Callable[[], None]) -> None:
+        """Call `callback` (on the event loop) once every write made so far has committed."""
+        ...
+
+
+class QueueHost(Protocol):
+    """What a queue needs from the vhost it lives in (broker.entities.vhost.VHost satisfies it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def clock(self) -> Clock:
+        """Time and timers for message TTL, x-expires and retries."""
+        ...
+
+    @property
+    def persistence(self) -> QueueStore[Self] | None:
+        """What keeps durable state (None: nothing is kept)."""
+        ...
+
+    @property
+    def active_consumer_selection(self) -> str:
+        """How a single active consumer is chosen: "first" or "consistent-hash"."""
+        ...
+
+    @property
+    def dead_letter_retry_seconds(self) -> float:
+        """How long a quorum queue's dead-letter worker waits before forwarding again."""
+        ...
+
+    @property
+    def exchanges(self) -> Mapping[str, Exchange]: ...
+
+    def route(self, x: Exchange, msg: StoredMessage) -> list[Queue]:
+        """The queues a message published to `x` reaches."""
+        ...
+
+    def dead_letter(self, q: Queue, msgs: list[StoredMessage], reason: str) -> None:
+        """Publish dead-lettered copies of `msgs` to `q`'s dead-letter exchange."""
+        ...
+
+    def delete_queue(self, q: Queue, reason: str = "deleted") -> int:
+        """Remove `q` with its bindings and consumers (x-expires, auto-delete, owner gone)."""
+        ...
+
+
+# -- the queue-type interface ---------------------------------------------------------------------
+
+
 class Queue:
     """A queue of any type: the attributes every type keeps, and the operations each implements."""
 
     type_name: ClassVar[str] = ""
 
     # state every type keeps (read by channels, policies and the read model)
-    vhost: VHost
+    vhost: QueueHost
+    clock: Clock
     name: str
     name_wire: bytes  # the name as an AMQP shortstr
     durable: bool
@@ -57,23 +263,30 @@ class Queue:
     auto_delete: bool
     arguments: FieldTable
     consumers: deque[Consumer]  # in delivery order
-    count: int  # ready messages
-    bytes: int  # body bytes of the ready messages
     unacked: int  # delivered, not yet settled
     seq: int  # last position handed out (= messages published into the queue)
     deleted: bool
-    store: Store | None  # set by the vhost's persistence when the queue is kept
+    store: StoreHandle | None  # set by the vhost's persistence when the queue is kept
     policy: Policy | None  # the effective policy
     single_active: bool
-    overflow: str
     dlx: str | None
     dlrk: str | None
-    stat_ack: int
-    stat_refused: int = 0  # publishes its overflow refused: they count in message_stats `publish`
+
+    # RabbitMQ's per-queue message_stats counters, bumped where messages leave (`seq` +
+    # `stat_refused` is the publish count; `stat_refused`: publishes the overflow refused;
+    # `stat_empty_get`: see `stats`)
+    stat_deliver: int = 0
+    stat_deliver_no_ack: int = 0
+    stat_get: int = 0
+    stat_get_no_ack: int = 0
+    stat_redeliver: int = 0
+    stat_ack: int = 0
+    stat_refused: int = 0
+    stat_empty_get: bool = False
 
     def __new__(
         cls,
-        vhost: VHost,
+        vhost: QueueHost,
         name: str,
         *,
         durable: bool,
@@ -86,7 +299,7 @@ class Queue:
 
     def _set_identity(
         self,
-        vhost: VHost,
+        vhost: QueueHost,
         name: str,
         durable: bool,
         exclusive_owner: object | None,
@@ -103,6 +316,15 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments = arguments
+        self.unacked = 0
+        self.deleted = False
+        self.store = None
+        self.policy = None
+
+    @property
+    def rs(self) -> str:
+        """The queue as RabbitMQ names it in error texts."""
+        return resource("queue", self.name, self.vhost.name)
 
     # -- declaration --------------------------------------------------------------------------
 
@@ -166,6 +388,11 @@ class Queue:
 
     # -- messages in --------------------------------------------------------------------------
 
+    @property
+    def overflow(self) -> str:
+        """What a full queue does: "drop-head", "reject-publish" or "reject-publish-dlx"."""
+        raise NotImplementedError
+
     def would_overflow(self, size: int) -> bool:
         """True when a message of `size` body bytes must be refused (reject-publish limits)."""
         raise NotImplementedError
@@ -204,13 +431,34 @@ class Queue:
         """basic.get: take the head message; `count` is then what get-ok reports."""
         raise NotImplementedError
 
+    def deliver_to(self, consumer: Consumer, entry: Entry) -> None:
+        """Give a message to a consumer: the one place a delivery is counted in message_stats."""
+        if consumer.no_ack:
+            self.stat_deliver_no_ack += 1
+        else:
+            self.unacked += 1
+            self.stat_deliver += 1
+        if entry.redelivered:
+            self.stat_redeliver += 1
+        consumer.channel.deliver(consumer, self, entry)
+
+    def count_get(self, entry: Entry, no_ack: bool) -> None:
+        """basic.get's message_stats counters for a fetched message."""
+        if no_ack:
+            self.stat_get_no_ack += 1
+        else:
+            self.stat_get += 1
+        if entry.redelivered:
+            self.stat_redeliver += 1
+
     def settled(self, n: int = 1) -> None:
         """`n` unacked messages were acked, rejected or requeued."""
-        raise NotImplementedError
+        self.unacked -= n
 
     def ack(self, entries: Sequence[Entry]) -> None:
         """Consumers acked these deliveries: they leave the queue for good (and count as acks)."""
-        raise NotImplementedError
+        self.unacked -= len(entries)
+        self.stat_ack += len(entries)
 
     def forget_unstored(self, seq: int) -> bool:
         """The store write of the message at `seq` failed and its publisher is nacked: take it out
@@ -223,8 +471,13 @@ class Queue:
         raise NotImplementedError
 
     def dead_letter(self, entries: list[Entry], reason: str) -> None:
-        """Messages leave for good ("rejected", "expired", "maxlen"): forget, then dead-letter."""
-        raise NotImplementedError
+        """Messages leave for good ("rejected", "expired", "maxlen"): a kept queue's store forgets
+        them, then they are dead-lettered to the queue's dead-letter exchange, if any."""
+        persistence = self.vhost.persistence
+        if self.store is not None and entries and persistence is not None:
+            persistence.messages_removed(self, entries)
+        if entries and self.dlx is not None:
+            self.vhost.dead_letter(self, [e.msg for e in entries], reason)
 
     def purge(self) -> int:
         """Drop the ready messages; returns how many."""
@@ -251,6 +504,16 @@ class Queue:
     # -- reading ------------------------------------------------------------------------------
 
     @property
+    def count(self) -> int:
+        """Ready messages."""
+        raise NotImplementedError
+
+    @property
+    def bytes(self) -> int:
+        """Body bytes of the ready messages."""
+        raise NotImplementedError
+
+    @property
     def message_count(self) -> int:
         """Ready messages after dropping the expired head (queue.declare-ok's count)."""
         raise NotImplementedError
@@ -261,8 +524,26 @@ class Queue:
 
     @property
     def stats(self) -> dict[str, int]:
-        """RabbitMQ's per-queue message_stats counters."""
-        raise NotImplementedError
+        """The queue's message_stats counters as RabbitMQ 3.10.8 reports them (observed live).
+
+        `publish` appears once a message entered the queue; the deliver-side keys once a basic.get
+        or a delivery happened, zeros included. `get_empty` stays 0: 3.10.8 counts empty gets per
+        channel, never per queue.
+        """
+        out: dict[str, int] = {}
+        if self.seq or self.stat_refused:
+            out["publish"] = self.seq + self.stat_refused
+        delivered = self.stat_deliver + self.stat_deliver_no_ack + self.stat_get + self.stat_get_no_ack
+        if delivered or self.stat_empty_get:
+            out["ack"] = self.stat_ack
+            out["deliver"] = self.stat_deliver
+            out["deliver_no_ack"] = self.stat_deliver_no_ack
+            out["get"] = self.stat_get
+            out["get_no_ack"] = self.stat_get_no_ack
+            out["get_empty"] = 0
+            out["deliver_get"] = delivered
+            out["redeliver"] = self.stat_redeliver
+        return out
 
     @property
     def policy_name(self) -> str | None:
@@ -319,22 +600,21 @@ INTERFACE: tuple[str, ...] = (
     "check_delete",
     "reset_expiry",
     "apply_policy",
+    "overflow",
     "would_overflow",
     "enqueue",
     "restore",
     "try_deliver",
     "get",
-    "settled",
-    "ack",
     "requeue",
-    "dead_letter",
     "purge",
     "delete",
     "add_consumer",
     "remove_consumer",
     "active_consumer",
+    "count",
+    "bytes",
     "message_count",
-    "stats",
 )
 
 DEFAULT_TYPE = "classic"

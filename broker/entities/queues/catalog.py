@@ -8,10 +8,16 @@ type the `x-queue-type` argument names; a new queue type is a module imported he
 
 from __future__ import annotations
 
-from broker.entities.queues.base import Entry, Queue, find_queue_type, queue_type_names
+from broker.entities.queues.base import (
+    Consumer,
+    ConsumerChannel,
+    Entry,
+    Queue,
+    find_queue_type,
+    queue_type_names,
+)
 from broker.entities.queues.classic import queue as classic_queue
 from broker.entities.queues.classic.queue import ClassicQueue
-from broker.entities.queues.consumers import Consumer, ConsumerChannel
 
 TYPE_MODULES = (classic_queue,)
 

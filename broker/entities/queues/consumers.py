@@ -18,79 +18,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TypeVar
 
-from amqpwire.fields import FieldTable
-from broker.entities.queues.consumer_ring import (
-    CONSUMER_NAME_ARGUMENT,
-    MODES,
-    ConsumerInfo,
-    HashRing,
-    Mode,
-)
-
-if TYPE_CHECKING:
-    from broker.entities.queues.base import Entry, Queue
-
-
-class ConsumerChannel(Protocol):
-    """What a queue needs from the channel that owns a consumer."""
-
-    def can_deliver(self, consumer: Consumer) -> bool: ...
-    def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None: ...
-    def consumer_cancelled_by_server(self, consumer: Consumer) -> None: ...
-
-
-class Consumer:
-    """One basic.consume. `group`: the members (one per local shard) of one consumer of a sharded
-    pseudo-queue under consistent-hash selection; they share the tag and the prefetch."""
-
-    __slots__ = (
-        "args",
-        "channel",
-        "exclusive",
-        "group",
-        "no_ack",
-        "prefetch",
-        "priority",
-        "queue",
-        "tag",
-        "tag_wire",
-        "unacked",
-    )
-
-    def __init__(
-        self,
-        channel: ConsumerChannel,
-        tag: str,
-        queue: Queue,
-        no_ack: bool,
-        exclusive: bool,
-        prefetch: int,
-        args: FieldTable,
-        priority: int = 0,
-    ) -> None:
-        self.channel = channel
-        self.tag = tag
-        raw = tag.encode("utf-8", errors="surrogateescape")
-        self.tag_wire = bytes((len(raw),)) + raw
-        self.queue = queue
-        self.no_ack = no_ack
-        self.exclusive = exclusive
-        self.prefetch = prefetch
-        self.unacked = 0
-        self.args = args
-        self.priority = priority
-        self.group: list[Consumer] | None = None
-
-    @property
-    def ring_key(self) -> str:
-        """The name hashed onto the consumer ring: the x-consumer-name argument, else the tag."""
-        f = self.args.get(CONSUMER_NAME_ARGUMENT)
-        if f is None or f.type != "longstr":
-            return self.tag
-        return str(f.value.decode("utf-8", errors="surrogateescape"))
-
+from broker.entities.queues.base import Consumer
+from broker.entities.queues.consumer_ring import MODES, ConsumerInfo, HashRing, Mode
 
 # -- active consumer selection -------------------------------------------------------------------------
 
@@ -145,10 +76,19 @@ class QueueConsumers:
     """The consumers of one queue in delivery order, and the choice of the next one.
 
     `members` is the queue's `consumers` deque (read by channels and management); `one_active` is
-    true for a single-active-consumer queue and while ring members of a sharded consumer are attached.
+    true for a single-active-consumer queue and while ring members of a sharded consumer are attached;
+    `ever_had` once any consumer was added (an auto-delete queue goes when its last one leaves).
     """
 
-    __slots__ = ("active", "members", "one_active", "prioritized", "ring_members", "single_active")
+    __slots__ = (
+        "active",
+        "ever_had",
+        "members",
+        "one_active",
+        "prioritized",
+        "ring_members",
+        "single_active",
+    )
 
     def __init__(self, single_active: bool) -> None:
         self.members: deque[Consumer] = deque()
@@ -157,8 +97,15 @@ class QueueConsumers:
         self.prioritized = False  # some consumer has a non-zero x-priority
         self.ring_members = 0
         self.active: Consumer | None = None
+        self.ever_had = False
+
+    @property
+    def chosen(self) -> Consumer | None:
+        """The single active consumer while one consumer gets everything, else None."""
+        return self.active if self.one_active else None
 
     def add(self, consumer: Consumer, queue_name: str, mode: str) -> None:
+        self.ever_had = True
         if consumer.group is not None:
             self.ring_members += 1
             self.one_active = True
@@ -198,7 +145,10 @@ class QueueConsumers:
         i = choose_active("consistent-hash", queue_name, [c.ring_key for c in members])
         self.active = None if i is None else members[i]
 
-    def clear(self) -> None:
+    def cancel_all(self) -> None:
+        """The queue is gone: each consumer's channel is told (basic.cancel), none is left."""
+        for consumer in list(self.members):
+            consumer.channel.consumer_cancelled_by_server(consumer)
         self.members.clear()
         self.active = None
 

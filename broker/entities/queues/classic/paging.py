@@ -1,67 +1,37 @@
-"""Paging a classic queue's messages out of memory, and reading them back near the head.
+"""Paging a queue's ready messages out of memory, and reading them back near the head.
 
-A queue keeps the messages nearest its head in memory (its `levels`, one deque per priority) and,
-once that window is full, the rest in a `Pager`: per level a tail of compact index rows (seq, body
-size, expiry, flags: about 30 bytes a message in `array`s) whose bodies sit in a `PageSpool`, an
-append-only file the persistence hands out, as RabbitMQ's classic queues page to disk. A tail may
+A ready list (broker.entities.queues.ready) keeps the messages nearest its head in memory (its
+`levels`, one deque per priority) and, once that window is full, the rest in a `Pager`: per level
+a tail of compact index rows (seq, body size, expiry, flags: about 30 bytes a message in `array`s)
+whose bodies sit in a `PageSpool`, an append-only file the persistence hands out, as RabbitMQ's
+classic queues page to disk. A tail may
 also start with a `Backlog`: the messages a restarted broker has in its store but has not read yet,
 so a queue of any depth is back at once and is read as its head advances.
 
 Order is kept by one rule: while a level has a tail, new messages join the tail, never the deque,
 and the tail refills the deque from its front. Every seq in a tail is therefore above every seq in
 its deque, and a requeued message (delivered from the deque) goes back into the deque. A level's
-deque is refilled whenever it falls below `page_window.REFILL_BELOW`, so it is empty only when its tail is.
-Reads are synchronous: a refill happens inside the pop that needs it.
+deque is refilled whenever it falls below `ready.REFILL_BELOW`, so it is empty only when its tail is.
+Reads are synchronous: a refill happens inside the pop that needs it. The pager keeps its own
+state only: the ready list decides what pages out, and it is told (`gone`) when messages leave the
+pager without being read back.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from broker.entities.message import (
-    EXPIRATION_FLAG,
-    StoredMessage,
-    is_persistent,
-    pack_message,
-    unpack_message,
-)
-from broker.entities.queues.base import Entry
-
-if TYPE_CHECKING:
-    from broker.entities.queues.classic.queue import ClassicQueue
+from broker.entities.message import StoredMessage, pack_message, unpack_message
+from broker.entities.queues.base import Entry, PageSpool
 
 #: A level's deque is refilled (below `REFILL_BELOW`) with up to this many messages, or this many
 #: body bytes (at least one message).
 BATCH = 1024
 BATCH_BYTES = 4 << 20
-#: The queue has no pager and never pages (no persistence, or a store without a page directory).
-NEVER = 1 << 62
-
 _REDELIVERED = 1
 _STORED = 2  # the message is also in the durable store (persistent, kept queue)
-
-
-class PageSpool(Protocol):
-    """An append-only byte stream on disk (broker.store.page_spool implements it)."""
-
-    def append(self, blob: bytes) -> int:
-        """Write `blob` at the end; returns its offset in the stream."""
-        ...
-
-    def read(self, start: int, end: int) -> bytes:
-        """The bytes from `start` to `end` (written before)."""
-        ...
-
-    def release(self, upto: int) -> None:
-        """Nothing before `upto` will be read again: its disk space may go."""
-        ...
-
-    def close(self) -> None:
-        """Drop the whole stream."""
-        ...
 
 
 class Backlog(Protocol):
@@ -112,33 +82,36 @@ class Tail:
 
 
 class Pager:
-    """The paged part of one classic queue (see the module docstring). `count` and `bytes` are
-    the paged messages' share of the queue's `count` and `bytes`."""
+    """The paged part of one ready list (see the module docstring): one tail per level. `count`
+    and `bytes` are the paged messages' share of the list's counts. `expiry_at(msg, now)` is when a
+    message read from a backlog expires; `gone(n, size)` reports messages that leave the pager
+    without being read back."""
 
-    def __init__(self, q: ClassicQueue, new_spool: Callable[[], PageSpool]) -> None:
-        self.q = q
+    def __init__(
+        self,
+        levels: int,
+        new_spool: Callable[[], PageSpool],
+        expiry_at: Callable[[StoredMessage, float], float],
+        gone: Callable[[int, int], None],
+    ) -> None:
         self.new_spool = new_spool
-        self.tails = [Tail() for _ in q.levels]
-        self._index = {id(level): i for i, level in enumerate(q.levels)}
+        self.expiry_at = expiry_at
+        self.gone = gone
+        self.tails = [Tail() for _ in range(levels)]
         self.count = 0
         self.bytes = 0
         self.restored_at = 0.0
 
     # -- paging out ----------------------------------------------------------------------------
 
-    def take(self, level: deque[Entry], entry: Entry) -> bool:
-        """Page `entry` (headed for `level`) out if its level has a tail or the window is full;
-        False: it belongs in memory."""
-        tail = self.tails[self._index[id(level)]]
-        q = self.q
-        if (
-            tail.spool is None
-            and tail.backlog is None
-            and (not level or (q.count - self.count < q.page_window and q.bytes - self.bytes < q.page_bytes))
-        ):
-            # a tail starts behind a non-empty deque only: a level's deque is empty only when its
-            # tail is, so the head of every level is in memory
-            return False
+    def has_tail(self, level: int) -> bool:
+        """Whether `level` has paged messages: then every newer message of it pages out too."""
+        tail = self.tails[level]
+        return tail.spool is not None or tail.backlog is not None
+
+    def take(self, level: int, entry: Entry, stored: bool) -> None:
+        """Page `entry` out at the end of `level`'s tail (`stored`: the durable store holds it)."""
+        tail = self.tails[level]
         spool = tail.spool
         if spool is None:
             spool = tail.spool = self.new_spool()
@@ -149,67 +122,58 @@ class Pager:
         tail.seqs.append(entry.seq)
         tail.sizes.append(size)
         tail.expires.append(entry.expires)
-        stored = q.store is not None and is_persistent(msg)
         tail.flags.append((_REDELIVERED if entry.redelivered else 0) | (_STORED if stored else 0))
         tail.offs.append(off)
         tail.ends.append(off + len(blob))
         tail.bytes += size
         self.count += 1
         self.bytes += size
-        return True
 
-    def add_backlog(self, backlog: Backlog) -> None:
-        """A restarted queue's unread stored messages: they come before anything paged later."""
-        tail = self.tails[0]
-        tail.backlog = backlog
-        self.restored_at = self.q.clock.now()
+    def add_backlog(self, backlog: Backlog, now: float) -> None:
+        """A restarted queue's unread stored messages: they come before anything paged later (in
+        level 0); their TTLs run from `now`, the restart."""
+        self.tails[0].backlog = backlog
+        self.restored_at = now
         self.count += backlog.count
         self.bytes += backlog.bytes
 
     # -- reading back --------------------------------------------------------------------------
 
-    def refill(self, level: deque[Entry]) -> None:
-        """Move the next batch of `level`'s tail into it (call when it runs short)."""
-        if not self.count:
-            return
-        tail = self.tails[self._index[id(level)]]
+    def read(self, level: int) -> list[Entry]:
+        """The next batch of `level`'s tail, in order (the ready list runs short)."""
+        tail = self.tails[level]
         if tail.backlog is not None:
-            self._from_backlog(tail, level)
-        elif tail.spool is not None:
-            self._from_spool(tail, level)
-        else:
-            return
-        if level and level[0].expires:
-            self.q._arm_ttl()
+            return self._from_backlog(tail)
+        if tail.spool is not None:
+            return self._from_spool(tail)
+        return []
 
-    def _from_backlog(self, tail: Tail, level: deque[Entry]) -> None:
+    def _from_backlog(self, tail: Tail) -> list[Entry]:
         backlog = tail.backlog
         assert backlog is not None
         per = max(1, backlog.bytes // max(1, backlog.count))
         rows = backlog.read(max(1, min(BATCH, BATCH_BYTES // per)))
-        q = self.q
         now = self.restored_at  # TTLs of restored messages run from the restart, read now or later
-        n = size = 0
+        out: list[Entry] = []
+        size = 0
         for seq, msg, redelivered in rows:
-            expires = q._expiry_for(msg, now) if q.uses_ttl or msg.flags & EXPIRATION_FLAG else 0.0
-            entry = Entry(seq, msg, expires)
+            entry = Entry(seq, msg, self.expiry_at(msg, now))
             entry.redelivered = redelivered
-            level.append(entry)
-            n += 1
+            out.append(entry)
             size += len(msg.body)
         # the backlog's own counters went down as it read; a store that held fewer rows than it
         # counted at start leaves the queue's counts where the rows are
         left = backlog.count if not rows else 0
         left_bytes = backlog.bytes if not rows else 0
-        self.count -= n + left
+        self.count -= len(out) + left
         self.bytes -= size + left_bytes
         if left or left_bytes:
-            q.count -= left
-            q.bytes -= left_bytes
+            self.gone(left, left_bytes)
         if not rows or not backlog.count:
             tail.backlog = None
+        return out
 
-    def _from_spool(self, tail: Tail, level: deque[Entry]) -> None:
+    def _from_spool(self, tail: Tail) -> list[Entry]:
         spool = tail.spool
         assert spool is not None
         h = tail.head
@@ -223,12 +187,13 @@ class Pager:
         raw = spool.read(start, tail.ends[end - 1])
         view = memoryview(raw)
         seqs, expires, flags, offs, ends = tail.seqs, tail.expires, tail.flags, tail.offs, tail.ends
+        out: list[Entry] = []
         for i in range(h, end):
             msg = unpack_message(view[offs[i] - start : ends[i] - start])
             entry = Entry(seqs[i], msg, expires[i])
             if flags[i] & _REDELIVERED:
                 entry.redelivered = True
-            level.append(entry)
+            out.append(entry)
         tail.head = end
         tail.bytes -= budget
         self.count -= end - h
@@ -243,6 +208,7 @@ class Pager:
         else:
             spool.release(tail.offs[end])
             tail.compact()
+        return out
 
     # -- dropping ------------------------------------------------------------------------------
 
@@ -272,8 +238,7 @@ class Pager:
                 tail.bytes -= size
                 self.count -= 1
                 self.bytes -= size
-                self.q.count -= 1
-                self.q.bytes -= size
+                self.gone(1, size)
                 if len(seqs) == tail.head and tail.spool is not None:
                     # an empty tail has no spool (see `Tail.__len__`)
                     tail.spool.close()
@@ -294,30 +259,17 @@ class Pager:
         self.bytes = 0
 
 
-def page_out(q: ClassicQueue, level: deque[Entry], entry: Entry) -> bool:
-    """Past the in-memory window: hand `entry` to the queue's pager (made on first use) if it takes
-    it; a queue whose persistence cannot page stops asking (`page_window` NEVER)."""
-    pager = q.pager
-    if pager is None:
-        persistence = q.vhost.persistence
-        new_spool = persistence.spool_factory() if persistence is not None else None
-        if new_spool is None:
-            q.page_window = q.page_bytes = NEVER
-            return False
-        pager = q.pager = Pager(q, new_spool)
-    return pager.take(level, entry)
+class BacklogTarget(Protocol):
+    """A queue that can take its stored messages as a backlog (a classic queue without priorities)."""
+
+    def restore_backlog(
+        self, backlog: Backlog, last_seq: int, new_spool: Callable[[], PageSpool]
+    ) -> None: ...
 
 
 def restore_backlog(
-    q: ClassicQueue, backlog: Backlog, last_seq: int, new_spool: Callable[[], PageSpool]
+    q: BacklogTarget, backlog: Backlog, last_seq: int, new_spool: Callable[[], PageSpool]
 ) -> None:
     """Put back a queue's stored messages at boot without reading them: they are read as the head
-    advances. Only for a queue without priorities (which restores each message into its level)."""
-    if not backlog.count:
-        return
-    pager = q.pager = Pager(q, new_spool)
-    pager.add_backlog(backlog)
-    q.count += backlog.count
-    q.bytes += backlog.bytes
-    q.seq = max(q.seq, last_seq)
-    pager.refill(q.levels[0])
+    advances (`q.restore_backlog`)."""
+    q.restore_backlog(backlog, last_seq, new_spool)

@@ -3,43 +3,29 @@
 Delivery is push-based and synchronous: publishing, acking, consuming or a writer resuming calls
 `try_deliver`, which hands ready messages to the consumer `broker.entities.queues.consumers` picks while
 its channel has credit (prefetch) and its connection's transport is not paused. No task per queue;
-message TTL and x-expires run on the vhost's clock, writes go to its injected persistence."""
+message TTL and x-expires run on the vhost's clock, writes go to its injected persistence. The
+messages themselves are a `ReadyList` (priority levels, TTL, limits, paging), the consumers a
+`QueueConsumers`, x-expires an `IdleExpiry`: the parts a quorum queue composes too.
+"""
 
 from __future__ import annotations
 
-import bisect
 from collections import deque
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError, ReplyCode, precondition_failed
-from amqpwire.fields import Field, FieldTable
-from broker.entities.message import EXPIRATION_FLAG, PRIORITY_FLAG, StoredMessage, parse_expiration
+from amqpwire.fields import FieldTable
+from broker.entities.message import EXPIRATION_FLAG, StoredMessage
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Entry, Queue, register
-from broker.entities.queues.classic.unstored import forget_ready
-from broker.entities.queues.classic.window import REFILL_BELOW, WINDOW, WINDOW_BYTES, page_out
-from broker.entities.queues.consumers import Consumer, QueueConsumers
+from broker.entities.queues.base import Consumer, Entry, PageSpool, Queue, QueueHost, register, resource
+from broker.entities.queues.consumers import QueueConsumers
+from broker.entities.queues.expiry import IdleExpiry
+from broker.entities.queues.ready import ReadyList
 
 if TYPE_CHECKING:
-    from broker.entities.clock import Timer
     from broker.entities.policy import Policy
-    from broker.entities.queues.classic.paging import Pager
-    from broker.entities.vhost import VHost
-
-
-def _int_arg(args: FieldTable, key: str) -> int | None:
-    f = args.get(key)
-    return int(f.value) if f is not None else None
-
-
-def _str_arg(args: FieldTable, key: str) -> str | None:
-    f = args.get(key)
-    return str(f.value.decode("utf-8", "surrogateescape")) if f is not None and f.type == "longstr" else None
-
-
-def _plain(f: Field) -> Any:
-    return f.value.decode("utf-8", "surrogateescape") if f.type == "longstr" else f.value
+    from broker.entities.queues.classic.paging import Backlog, Pager
 
 
 @register
@@ -48,7 +34,7 @@ class ClassicQueue(Queue):
 
     def __init__(
         self,
-        vhost: VHost,
+        vhost: QueueHost,
         name: str,
         *,
         durable: bool,
@@ -57,129 +43,111 @@ class ClassicQueue(Queue):
         arguments: FieldTable,
     ) -> None:
         self._set_identity(vhost, name, durable, exclusive_owner, auto_delete, arguments)
-        self.message_ttl = _int_arg(arguments, "x-message-ttl")
-        self.expires = _int_arg(arguments, "x-expires")
-        self.max_length = _int_arg(arguments, "x-max-length")
-        self.max_length_bytes = _int_arg(arguments, "x-max-length-bytes")
-        self.overflow = _str_arg(arguments, "x-overflow") or "drop-head"
-        self.dlx = _str_arg(arguments, "x-dead-letter-exchange")
-        self.dlrk = _str_arg(arguments, "x-dead-letter-routing-key")
-        self.max_priority = _int_arg(arguments, "x-max-priority") or 0
+        self.max_priority = A.int_value(arguments.get("x-max-priority")) or 0
+        self.ready = ReadyList(self, max_priority=self.max_priority)
+        self.ready.configure(
+            message_ttl=A.int_value(arguments.get("x-message-ttl")),
+            max_length=A.int_value(arguments.get("x-max-length")),
+            max_length_bytes=A.int_value(arguments.get("x-max-length-bytes")),
+        )
+        self._overflow = A.str_value(arguments.get("x-overflow")) or "drop-head"
+        self.dlx = A.str_value(arguments.get("x-dead-letter-exchange"))
+        self.dlrk = A.str_value(arguments.get("x-dead-letter-routing-key"))
         sac = arguments.get("x-single-active-consumer")
         self.single_active = bool(sac is not None and sac.type == "bool" and sac.value)
-        self.levels: list[deque[Entry]] = [deque() for _ in range(self.max_priority + 1)]
-        self.count = 0
-        self.bytes = 0
-        self.seq = 0
         self.selection = QueueConsumers(self.single_active)
         self.consumers = self.selection.members
-        self.unacked = 0
-        # management message_stats, RabbitMQ's per-queue counters (`seq` + `stat_refused` is the
-        # publish count), bumped where messages leave; `stat_empty_get`: see `stats`
-        self.stat_deliver = self.stat_deliver_no_ack = self.stat_get = self.stat_get_no_ack = 0
-        self.stat_redeliver = self.stat_ack = 0
-        self.stat_empty_get = False
-        self.deleted = False
-        self.had_consumers = False
-        self._ttl_timer: Timer | None = None
-        self._ttl_at = 0.0
-        self._expiry_timer: Timer | None = None
-        self._delivering = False
-        self.uses_ttl = self.message_ttl is not None
-        self.store = None
-        self.policy = None
-        # paging (broker.entities.queues.classic.paging): none until the window is full; NEVER once
-        # found unavailable
-        self.pager: Pager | None = None
-        self.page_window = WINDOW
-        self.page_bytes = WINDOW_BYTES
+        self.idle = IdleExpiry(self.clock, self._expired_unused, A.int_value(arguments.get("x-expires")))
+        self.seq = 0
         self.reset_expiry()
 
     @classmethod
     def validate_arguments(
         cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
     ) -> None:
-        A.check_classic_arguments(args, A.resource("queue", qname, vhost), exclusive=exclusive)
+        A.check_classic_arguments(args, resource("queue", qname, vhost), exclusive=exclusive)
 
     def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
-        rs = A.resource("queue", self.name, self.vhost.name)
-        A.assert_field_equivalence(self.durable, durable, rs, "durable")
-        A.assert_field_equivalence(self.auto_delete, auto_delete, rs, "auto_delete")
-        A.assert_args_equivalence(self.arguments, arguments, rs, A.CLASSIC_QUEUE_ARGS)
+        A.check_redeclare(self, durable, auto_delete, arguments, A.CLASSIC_QUEUE_ARGS)
 
     def check_consume(self, arguments: FieldTable, *, exclusive: bool, no_ack: bool, prefetch: int) -> None:
         """The consume arguments, then exclusive use, as RabbitMQ orders them."""
-        A.check_consume_arguments(arguments, self.name, self.vhost.name)
+        A.check_consume_arguments(arguments, self.rs)
         if self.consumers and (exclusive or any(c.exclusive for c in self.consumers)):
-            raise AmqpError(ReplyCode.ACCESS_REFUSED, f"{self.vhost.rs('queue', self.name)} in exclusive use")
+            raise AmqpError(ReplyCode.ACCESS_REFUSED, f"{self.rs} in exclusive use")
 
     def check_delete(self, *, if_unused: bool, if_empty: bool) -> None:
         if if_unused and self.consumers:
-            raise precondition_failed(f"{self.vhost.rs('queue', self.name)} in use")
+            raise precondition_failed(f"{self.rs} in use")
         if if_empty and self.message_count:
-            raise precondition_failed(f"{self.vhost.rs('queue', self.name)} not empty")
+            raise precondition_failed(f"{self.rs} not empty")
 
-    # -- bookkeeping -------------------------------------------------------------------------
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def count(self) -> int:
+        return self.ready.count
+
+    @property
+    def bytes(self) -> int:
+        return self.ready.bytes
+
+    @property
+    def overflow(self) -> str:
+        return self._overflow
 
     @property
     def message_count(self) -> int:
-        self.drop_expired()
-        return self.count
+        self.ready.drop_expired()
+        return self.ready.count
+
+    @property
+    def levels(self) -> list[deque[Entry]]:
+        """The in-memory messages, one deque per priority level (lowest first)."""
+        return self.ready.levels
+
+    @property
+    def pager(self) -> Pager | None:
+        """Where the messages past the in-memory window are (None until the window was full)."""
+        return self.ready.pager
+
+    @property
+    def page_window(self) -> int:
+        """How many messages stay in memory before new ones page out."""
+        return self.ready.page_window
 
     @property
     def active_consumer(self) -> Consumer | None:
-        selection = self.selection
-        return selection.active if selection.one_active else None
+        return self.selection.chosen
 
     @property
     def sac_active(self) -> Consumer | None:
         """The single active consumer (`active_consumer`)."""
-        return self.active_consumer
+        return self.selection.chosen
 
-    def _level(self, msg: StoredMessage) -> deque[Entry]:
-        if not self.max_priority:
-            return self.levels[0]
-        prio = msg.prop("priority") if msg.flags & PRIORITY_FLAG else 0
-        return self.levels[min(prio or 0, self.max_priority)]
+    # -- x-expires -----------------------------------------------------------------------------
 
     def reset_expiry(self) -> None:
-        """(Re)arm the x-expires timer: the queue dies after being unused that long."""
-        if self.expires is None or self.deleted:
+        """(Re)start the x-expires countdown: the queue dies after being unused that long."""
+        if self.deleted:
             return
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-            self._expiry_timer = None
         if self.consumers:
-            return
-        self._expiry_timer = self.clock.call_later(self.expires / 1000.0, self._expired_unused)
+            self.idle.cancel()
+        else:
+            self.idle.restart()
 
     def _expired_unused(self) -> None:
-        self._expiry_timer = None
         if not self.deleted and not self.consumers:
             self.vhost.delete_queue(self, reason="expired")
 
     # -- publishing ----------------------------------------------------------------------------
 
-    def _expiry_for(self, msg: StoredMessage, now: float) -> float:
-        ttl = self.message_ttl
-        if msg.flags & EXPIRATION_FLAG:
-            value = msg.prop("expiration")
-            if value is not None:
-                per = parse_expiration(value)
-                ttl = per if ttl is None else min(ttl, per)
-        if ttl is None:
-            return 0.0
-        self.uses_ttl = True
-        return now + ttl / 1000.0
-
     def would_overflow(self, size: int) -> bool:
         """True when a reject-publish queue is full (checked before enqueueing)."""
-        if self.overflow == "drop-head":
+        if self._overflow == "drop-head":
             return False
-        self.drop_expired()
-        if self.max_length is not None and self.count >= self.max_length:
-            return True
-        return self.max_length_bytes is not None and self.bytes + size > self.max_length_bytes
+        self.ready.drop_expired()
+        return self.ready.full(size)
 
     def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
         """deliver_or_enqueue: with nothing ready, a consumer with credit takes the message at once
@@ -187,316 +155,134 @@ class ClassicQueue(Queue):
         and a message that expires on arrival (TTL 0) is dead-lettered instead."""
         if not seq:
             seq = self.seq = self.seq + 1
+        ready = self.ready
         expires = 0.0
-        now = 0.0
-        if self.uses_ttl or msg.flags & EXPIRATION_FLAG:  # only an expiring message reads the clock
-            now = self.clock.now()
-            expires = self._expiry_for(msg, now)
+        if ready.uses_ttl or msg.flags & EXPIRATION_FLAG:  # only an expiring message reads the clock
+            expires = ready.expiry_at(msg, self.clock.now())
         entry = Entry(seq, msg, expires)
-        if not self.count and self.consumers and not self._delivering and not self.deleted:
+        if not ready.count and self.consumers and not ready.delivering and not self.deleted:
             c = self.selection.next()
             if c is not None:
-                self._deliver(c, entry)
+                self.deliver_to(c, entry)
                 return
-        if expires and expires <= now:
+        if expires and expires <= self.clock.now():
             self.dead_letter([entry], "expired")
             return
         # the priority lookup only where priorities exist: this is every publish's path
-        level = self._level(msg) if self.max_priority else self.levels[0]
-        if (self.pager is None and self.count < self.page_window and self.bytes < self.page_bytes) or (
-            not page_out(self, level, entry)
-        ):
-            level.append(entry)
-        self.count += 1
-        self.bytes += len(msg.body)
-        if self.max_length is not None or self.max_length_bytes is not None:
-            self._enforce_limits()
+        ready.add(entry, ready.level_of(msg) if self.max_priority else 0)
+        if ready.limited and self._overflow == "drop-head":
+            ready.trim()
         if self.consumers:
             self.try_deliver()
-        if self.count and expires:
-            self._arm_ttl()
+        if expires and ready.count:
+            ready.arm_ttl()
 
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
-        expires = 0.0
-        if self.uses_ttl or msg.flags & EXPIRATION_FLAG:
-            expires = self._expiry_for(msg, self.clock.now())
-        entry = Entry(seq, msg, expires)
+        entry = Entry(seq, msg, self.ready.expiry(msg))
         entry.redelivered = redelivered
-        self._level(msg).append(entry)
-        self.count += 1
-        self.bytes += len(msg.body)
+        self.ready.restore(entry)
         if seq > self.seq:
             self.seq = seq
-        if expires:
-            self._arm_ttl()
+        if entry.expires:
+            self.ready.arm_ttl()
 
-    def _enforce_limits(self) -> None:
-        if self.overflow != "drop-head":
-            return
-        dropped: list[Entry] = []
-        while self.count and (
-            (self.max_length is not None and self.count > self.max_length)
-            or (self.max_length_bytes is not None and self.bytes > self.max_length_bytes)
-        ):
-            entry = self._pop_head()
-            if entry is None:
-                break
-            dropped.append(entry)
-        if dropped:
-            self.dead_letter(dropped, "maxlen")
+    def restore_backlog(self, backlog: Backlog, last_seq: int, new_spool: Callable[[], PageSpool]) -> None:
+        """Put back the stored messages at boot without reading them: they are read as the head
+        advances (broker.entities.queues.classic.paging). Only for a queue without priorities."""
+        self.ready.restore_backlog(backlog, new_spool)
+        self.seq = max(self.seq, last_seq)
 
-    # -- taking messages ---------------------------------------------------------------------
-
-    def _pop_head(self) -> Entry | None:
-        for level in reversed(self.levels) if self.max_priority else self.levels:
-            if level:
-                entry = level.popleft()
-                self.count -= 1
-                self.bytes -= len(entry.msg.body)
-                if self.pager is not None and len(level) < REFILL_BELOW:
-                    self.pager.refill(level)
-                return entry
-        return None
-
-    def drop_expired(self) -> None:
-        """Dead-letter the expired messages at the head (of each priority level), as RabbitMQ's
-        drop_expired_msgs: an expired message behind a live one waits until it is the head."""
-        if not self.uses_ttl or not self.count:
-            return
-        now = self.clock.now()
-        expired: list[Entry] = []
-        pager = self.pager
-        for level in self.levels:
-            while level and level[0].expires and level[0].expires <= now:
-                entry = level.popleft()
-                self.count -= 1
-                self.bytes -= len(entry.msg.body)
-                expired.append(entry)
-                if pager is not None and len(level) < REFILL_BELOW:
-                    pager.refill(level)
-        if expired:
-            self.dead_letter(expired, "expired")
-        if self.count:
-            self._arm_ttl()
-
-    def _arm_ttl(self) -> None:
-        soonest = min((lv[0].expires for lv in self.levels if lv and lv[0].expires), default=0.0)
-        if not soonest:
-            return
-        if self._ttl_timer is not None and self._ttl_at <= soonest:
-            return
-        if self._ttl_timer is not None:
-            self._ttl_timer.cancel()
-        self._ttl_at = soonest
-        delay = max(0.0, soonest - self.clock.now())
-        self._ttl_timer = self.clock.call_later(delay + 0.001, self._ttl_fire)
-
-    def _ttl_fire(self) -> None:
-        self._ttl_timer = None
-        if not self.deleted:
-            self.drop_expired()
-
-    def _deliver(self, c: Consumer, entry: Entry) -> None:
-        """Give a message to a consumer: the one place a delivery is counted in message_stats."""
-        if c.no_ack:
-            self.stat_deliver_no_ack += 1
-        else:
-            self.unacked += 1
-            self.stat_deliver += 1
-        if entry.redelivered:
-            self.stat_redeliver += 1
-        c.channel.deliver(c, self, entry)
+    # -- taking messages -----------------------------------------------------------------------
 
     def try_deliver(self) -> None:
         """Hand the ready messages to consumers with credit, in the order `selection` picks them."""
-        if self._delivering or not self.consumers or not self.count or self.deleted:
-            return
-        self._delivering = True
-        try:
-            if self.uses_ttl:
-                self.drop_expired()
-            pick = self.selection.next
-            while self.count:
-                c = pick()
-                if c is None:
-                    return
-                entry = self._pop_head()
-                if entry is None:
-                    return
-                if entry.expires and entry.expires <= self.clock.now():
-                    self.dead_letter([entry], "expired")
-                    continue
-                self._deliver(c, entry)
-        finally:
-            self._delivering = False
-
-    def _count_get(self, entry: Entry, no_ack: bool) -> None:
-        """basic.get's message_stats counters for a fetched message."""
-        if no_ack:
-            self.stat_get_no_ack += 1
-        else:
-            self.stat_get += 1
-        if entry.redelivered:
-            self.stat_redeliver += 1
+        if self.consumers and not self.deleted:
+            self.ready.dispatch(self.selection.next, self.deliver_to)
 
     def get(self, no_ack: bool) -> Entry | None:
         """basic.get. After taking the head, the expired messages it exposed are dropped before the
         caller reads `count` for get-ok, as rabbit_amqqueue_process:fetch does."""
-        if self.uses_ttl:
-            self.drop_expired()
+        ready = self.ready
+        ready.drop_expired()
         self.reset_expiry()
-        entry = self._pop_head()
+        entry = ready.pop()
         if entry is None:
             self.stat_empty_get = True
             return None
-        self._count_get(entry, no_ack)
-        if self.uses_ttl:
-            self.drop_expired()
+        self.count_get(entry, no_ack)
+        ready.drop_expired()
         return entry
-
-    @property
-    def stats(self) -> dict[str, int]:
-        """The queue's message_stats counters as RabbitMQ 3.10.8 reports them (observed live).
-
-        `publish` appears once a message entered the queue; the deliver-side keys once a basic.get
-        or a delivery happened, zeros included. `get_empty` stays 0: 3.10.8 counts empty gets per
-        channel, never per queue.
-        """
-        out: dict[str, int] = {}
-        if self.seq or self.stat_refused:
-            out["publish"] = self.seq + self.stat_refused
-        delivered = self.stat_deliver + self.stat_deliver_no_ack + self.stat_get + self.stat_get_no_ack
-        if delivered or self.stat_empty_get:
-            out["ack"] = self.stat_ack
-            out["deliver"] = self.stat_deliver
-            out["deliver_no_ack"] = self.stat_deliver_no_ack
-            out["get"] = self.stat_get
-            out["get_no_ack"] = self.stat_get_no_ack
-            out["get_empty"] = 0
-            out["deliver_get"] = delivered
-            out["redeliver"] = self.stat_redeliver
-        return out
 
     def requeue(self, entries: list[Entry]) -> None:
         """Put entries back at their original positions, marked redelivered."""
+        ready = self.ready
         for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
             entry.redelivered = True
-            level = self._level(entry.msg)
-            if not level or entry.seq < level[0].seq:
-                level.appendleft(entry)
-            else:
-                idx = bisect.bisect_left(level, entry)
-                level.insert(idx, entry)
-            self.count += 1
-            self.bytes += len(entry.msg.body)
-        if self.max_length is not None or self.max_length_bytes is not None:
-            self._enforce_limits()
-        if self.uses_ttl:
-            # a message whose TTL ran out while it was unacked expires as soon as it is back (RabbitMQ
-            # 3.10.8 dead-letters it, reason expired); the TTL timer may have fired meanwhile for a
-            # later message, so nothing else would look at the requeued head
-            self.drop_expired()
+            ready.put_back(entry)
+        if ready.limited and self._overflow == "drop-head":
+            ready.trim()
+        # a message whose TTL ran out while it was unacked expires as soon as it is back (RabbitMQ
+        # 3.10.8 dead-letters it, reason expired); the TTL timer may have fired meanwhile for a
+        # later message, so nothing else would look at the requeued head
+        ready.drop_expired()
         self.try_deliver()
 
-    def settled(self, n: int = 1) -> None:
-        self.unacked -= n
-
-    forget_unstored = forget_ready
-
-    def ack(self, entries: Sequence[Entry]) -> None:
-        self.unacked -= len(entries)
-        self.stat_ack += len(entries)
+    def forget_unstored(self, seq: int) -> bool:
+        """Take a ready message whose store write failed back out (a reject-publish queue may
+        reopen: the limits are judged again)."""
+        if not self.ready.forget(seq):
+            return False
+        if self._overflow == "drop-head":
+            self.ready.trim()
+        return True
 
     def purge(self) -> int:
-        n = self.count
-        persistence = self.vhost.persistence
-        pager = self.pager
-        if self.store is not None and n and persistence is not None:
-            # the unacked messages stay stored, so the paged ones must be named one by one
-            ready = [e for level in self.levels for e in level]
-            paged = pager.stored_seqs() if pager is not None and self.unacked else []
-            if paged:
-                persistence.queue_purged(self, ready, paged)
-            else:
-                persistence.queue_purged(self, ready)
-        if pager is not None:
-            pager.clear()
-        for level in self.levels:
-            level.clear()
-        self.count = 0
-        self.bytes = 0
-        return n
+        return self.ready.purge()
 
     def delete(self) -> int:
-        n = self.count
+        n = self.ready.count
         self.deleted = True
-        for consumer in list(self.consumers):
-            consumer.channel.consumer_cancelled_by_server(consumer)
-        self.selection.clear()
-        for timer in (self._ttl_timer, self._expiry_timer):
-            if timer is not None:
-                timer.cancel()
-        self._ttl_timer = self._expiry_timer = None
+        self.selection.cancel_all()
+        self.ready.cancel_timer()
+        self.idle.cancel()
         self.purge()
         return n
 
-    # -- consumers ----------------------------------------------------------------------------
+    # -- consumers -----------------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer) -> None:
-        self.had_consumers = True
         self.selection.add(consumer, self.name, self.vhost.active_consumer_selection)
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-            self._expiry_timer = None
+        self.idle.cancel()
         self.try_deliver()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if not self.selection.remove(consumer, self.name, self.vhost.active_consumer_selection):
             return
-        if not self.consumers:
-            if self.auto_delete and self.had_consumers:
-                self.vhost.delete_queue(self, reason="auto_delete")
-                return
-            self.reset_expiry()
-        else:
+        if self.consumers:
             self.try_deliver()
+        elif self.auto_delete and self.selection.ever_had:
+            self.vhost.delete_queue(self, reason="auto_delete")
+        else:
+            self.reset_expiry()
 
-    def select_active(self) -> None:
-        """Re-choose the single active consumer (after the vhost's selection mode changed)."""
-        self.selection.reselect(self.name, self.vhost.active_consumer_selection)
+    # -- policies ------------------------------------------------------------------------------
 
     def apply_policy(self, policy: Policy | None) -> None:
         """Apply an effective policy (or None) combined with the x-arguments (broker.entities.policy
         rules)."""
-        from broker.entities.policy import queue_settings
+        from broker.entities.policy import queue_settings  # loaded with the first policy applied
 
         self.policy = policy
-        args = {k: _plain(f) for k, f in self.arguments if k.startswith("x-")}
-        st = queue_settings(policy, args)
-        self.message_ttl = st.get("message-ttl")
-        old_expires = self.expires
-        self.expires = st.get("expires")
-        self.max_length = st.get("max-length")
-        self.max_length_bytes = st.get("max-length-bytes")
-        self.overflow = st.get("overflow") or "drop-head"
+        st = queue_settings(policy, A.plain_arguments(self.arguments))
+        self.ready.configure(
+            message_ttl=st.get("message-ttl"),
+            max_length=st.get("max-length"),
+            max_length_bytes=st.get("max-length-bytes"),
+        )
+        self._overflow = st.get("overflow") or "drop-head"
         self.dlx = st.get("dead-letter-exchange")
         self.dlrk = st.get("dead-letter-routing-key")
-        if self.message_ttl is not None:
-            self.uses_ttl = True
-        if self.expires != old_expires:
-            if self._expiry_timer is not None and self.expires is None:
-                self._expiry_timer.cancel()
-                self._expiry_timer = None
+        if self.idle.change(st.get("expires")):
             self.reset_expiry()
-        if self.max_length is not None or self.max_length_bytes is not None:
-            self._enforce_limits()
-
-    # -- dead lettering ------------------------------------------------------------------------
-
-    def dead_letter(self, entries: list[Entry], reason: str) -> None:
-        persistence = self.vhost.persistence
-        if self.store is not None and entries and persistence is not None:  # gone from the store too
-            persistence.messages_removed(self, entries)
-        if not entries or self.dlx is None:
-            return
-        self.vhost.dead_letter(self, [e.msg for e in entries], reason)
+        if self.ready.limited and self._overflow == "drop-head":
+            self.ready.trim()

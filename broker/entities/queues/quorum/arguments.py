@@ -6,25 +6,24 @@ the shared validators and message formatting are broker.entities.queues.argument
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from amqpwire.errors import precondition_failed
 from amqpwire.fields import Field, FieldTable
 from broker.entities.queues.arguments import (
     INTEGER_TYPES,
     QUORUM_UNSUPPORTED_ARGS,
-    Atom,
     Check,
-    _bool,
-    _choice,
-    _dlrk,
-    _dlx,
-    _expires,
-    _int,
-    _non_neg,
-    _raise_if,
-    _refuse_unsupported,
-    _ttl,
+    atom_choice,
+    boolean,
+    choice,
+    dlrk_arg,
+    dlx_arg,
+    expires_arg,
+    integer,
+    non_negative,
+    positive,
+    raise_if,
+    refuse_unsupported,
+    ttl_arg,
 )
 
 # rabbit_quorum_queue:capabilities() queue_arguments, in this order (it is the comparison order of
@@ -49,38 +48,22 @@ QUORUM_QUEUE_ARGS: tuple[str, ...] = (
 LEADER_LOCATORS = (b"client-local", b"balanced", b"random", b"least-leaders")
 
 
-def _positive(f: Field, a: FieldTable) -> object | None:
-    err = _non_neg(f, a)
-    if err is None and f.value == 0:
-        return (Atom("value_zero"), 0)
-    return err
-
-
-def _atom_choice(allowed: Sequence[bytes], error: str) -> Check:
-    def check(f: Field, _a: FieldTable) -> object | None:
-        if f.type != "longstr":
-            return (Atom("unacceptable_type"), Atom(f.type))
-        return None if f.value in allowed else Atom(error)
-
-    return check
-
-
 # rabbit_amqqueue:declare_args() validators, in that (fixed) order, of the keys a quorum queue takes;
 # x-delivery-limit has none in 3.10.8 (any value, even a string, is accepted).
 QUORUM_DECLARE_CHECKS: tuple[tuple[str, Check], ...] = (
-    ("x-expires", _expires),
-    ("x-message-ttl", _ttl),
-    ("x-dead-letter-exchange", _dlx),
-    ("x-dead-letter-routing-key", _dlrk),
-    ("x-dead-letter-strategy", _atom_choice((b"at-most-once", b"at-least-once"), "invalid_dlx_strategy")),
-    ("x-max-length", _non_neg),
-    ("x-max-length-bytes", _non_neg),
-    ("x-max-in-memory-length", _non_neg),
-    ("x-max-in-memory-bytes", _non_neg),
-    ("x-overflow", _choice((b"drop-head", b"reject-publish", b"reject-publish-dlx"), None)),
-    ("x-single-active-consumer", _bool),
-    ("x-quorum-initial-group-size", _positive),
-    ("x-queue-leader-locator", _atom_choice(LEADER_LOCATORS, "invalid_queue_locator_arg")),
+    ("x-expires", expires_arg),
+    ("x-message-ttl", ttl_arg),
+    ("x-dead-letter-exchange", dlx_arg),
+    ("x-dead-letter-routing-key", dlrk_arg),
+    ("x-dead-letter-strategy", atom_choice((b"at-most-once", b"at-least-once"), "invalid_dlx_strategy")),
+    ("x-max-length", non_negative),
+    ("x-max-length-bytes", non_negative),
+    ("x-max-in-memory-length", non_negative),
+    ("x-max-in-memory-bytes", non_negative),
+    ("x-overflow", choice((b"drop-head", b"reject-publish", b"reject-publish-dlx"), None)),
+    ("x-single-active-consumer", boolean),
+    ("x-quorum-initial-group-size", positive),
+    ("x-queue-leader-locator", atom_choice(LEADER_LOCATORS, "invalid_queue_locator_arg")),
 )
 
 
@@ -93,8 +76,8 @@ def check_quorum_arguments(
     for key, check in QUORUM_DECLARE_CHECKS:
         f = args.get(key)
         if f is not None:
-            _raise_if(f, check(f, args), key, rs)
-    _refuse_unsupported(args, rs, QUORUM_UNSUPPORTED_ARGS, "rabbit_quorum_queue")
+            raise_if(f, check(f, args), key, rs)
+    refuse_unsupported(args, rs, QUORUM_UNSUPPORTED_ARGS, "rabbit_quorum_queue")
     flags = ((auto_delete, "auto-delete"), (exclusive, "exclusive-owner"), (not durable, "non-durable"))
     for bad, prop in flags:
         if bad:
@@ -106,7 +89,7 @@ def check_quorum_consume_arguments(args: FieldTable, rs: str) -> None:
     x-cancel-on-ha-failover belong to other types (observed on 3.10.8)."""
     prio = args.get("x-priority")
     if prio is not None:
-        _raise_if(prio, _int(prio, args), "x-priority", rs)
+        raise_if(prio, integer(prio, args), "x-priority", rs)
     for key, _f in args:
         if key in ("x-stream-offset", "x-cancel-on-ha-failover"):
             raise precondition_failed(f"invalid arg '{key}' for {rs} of queue type rabbit_quorum_queue")

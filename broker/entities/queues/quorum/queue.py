@@ -1,8 +1,8 @@
 """The quorum queue type (x-queue-type: quorum) with RabbitMQ 3.10.8's observable behaviour.
 
 RabbitMQ keeps a quorum queue in a Raft state machine (rabbit_fifo); hashbroker keeps only what a
-client can observe of it, on top of the classic queue's machinery (ready list, TTL, x-expires,
-consumer selection, dead-lettering):
+client can observe of it, composing the parts a classic queue composes too (a ready list for
+messages, TTL and limits; consumer selection; the x-expires countdown):
 
 * every message carries a delivery count: a return (nack/reject with requeue, or a closed channel)
   adds one; consumer deliveries show it as `x-delivery-count` from the first return on, basic.get
@@ -31,20 +31,20 @@ from typing import TYPE_CHECKING
 
 from amqpwire.errors import not_implemented, resource_locked
 from amqpwire.fields import Field, FieldTable
-from broker.entities.message import EXPIRATION_FLAG, StoredMessage
+from broker.entities.message import StoredMessage
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Entry, register
-from broker.entities.queues.classic.queue import ClassicQueue
+from broker.entities.queues.base import Consumer, Entry, Queue, QueueHost, register, resource
+from broker.entities.queues.consumers import QueueConsumers
+from broker.entities.queues.expiry import IdleExpiry
 from broker.entities.queues.quorum import arguments as QA
 from broker.entities.queues.quorum.dlx import DeadLetterStore
 from broker.entities.queues.quorum.membership import place
-from broker.entities.queues.quorum.restart import BootRestore, back_order
+from broker.entities.queues.quorum.restart import MESSAGES, RETURNS, BootRestore, back_order
+from broker.entities.queues.ready import ReadyList
 from broker.protocol import properties as P
 
 if TYPE_CHECKING:
     from broker.entities.policy import Policy
-    from broker.entities.queues.consumers import Consumer
-    from broker.entities.vhost import VHost
 
 DELIVERY_COUNT = "x-delivery-count"
 #: rabbit_fifo unblocks a reject-publish queue at or below this share of its limits.
@@ -75,15 +75,20 @@ def with_delivery_count(msg: StoredMessage, count: int) -> StoredMessage:
     return msg.with_props(P.rewrite(msg.props, {"headers": FieldTable(entries)}))
 
 
+def _quorum_overflow(value: str | None) -> str:
+    """reject-publish-dlx is drop-head for a quorum queue (rabbit_fifo has no such mode)."""
+    return "drop-head" if value in (None, "reject-publish-dlx") else str(value)
+
+
 @register
-class QuorumQueue(ClassicQueue):
+class QuorumQueue(Queue):
     type_name = "quorum"
     replicated = True
     keeps_transient = True  # the Raft log keeps every message
 
     def __init__(
         self,
-        vhost: VHost,
+        vhost: QueueHost,
         name: str,
         *,
         durable: bool,
@@ -91,18 +96,23 @@ class QuorumQueue(ClassicQueue):
         auto_delete: bool,
         arguments: FieldTable,
     ) -> None:
-        super().__init__(
-            vhost,
-            name,
-            durable=durable,
-            exclusive_owner=exclusive_owner,
-            auto_delete=auto_delete,
-            arguments=arguments,
+        self._set_identity(vhost, name, durable, exclusive_owner, auto_delete, arguments)
+        # two lists served in order: returned messages waiting at the front, then the others
+        self.ready = ReadyList(self, levels=2, pages=False)
+        self.ready.configure(
+            message_ttl=A.int_value(arguments.get("x-message-ttl")),
+            max_length=A.int_value(arguments.get("x-max-length")),
+            max_length_bytes=A.int_value(arguments.get("x-max-length-bytes")),
         )
-        self.returns: deque[Entry] = deque()
-        self.messages: deque[Entry] = self.levels[0]
-        # _pop_head, drop_expired, purge and _arm_ttl of the classic type walk `levels` in order
-        self.levels = [self.returns, self.messages]
+        self._overflow = _quorum_overflow(A.str_value(arguments.get("x-overflow")))
+        self.dlx = A.str_value(arguments.get("x-dead-letter-exchange"))
+        self.dlrk = A.str_value(arguments.get("x-dead-letter-routing-key"))
+        sac = arguments.get("x-single-active-consumer")
+        self.single_active = bool(sac is not None and sac.type == "bool" and sac.value)
+        self.selection = QueueConsumers(self.single_active)
+        self.consumers = self.selection.members
+        self.idle = IdleExpiry(self.clock, self._expired_unused, A.int_value(arguments.get("x-expires")))
+        self.seq = 0
         self.delivery_limit = QA.delivery_limit(arguments.get("x-delivery-limit"))
         self.dlx_strategy = A.str_value(arguments.get("x-dead-letter-strategy")) or "at-most-once"
         size = arguments.get("x-quorum-initial-group-size")
@@ -113,12 +123,8 @@ class QuorumQueue(ClassicQueue):
         self.blocked = False  # reject-publish: over the limit, refusing until below the soft limit
         self.dlx_store = DeadLetterStore(self, self._update_blocked)
         self._rank = 0  # return order of the latest return (broker.entities.queues.quorum.restart)
-        self._boot: BootRestore | None = None
-        self._normalise_overflow()
-
-    def _normalise_overflow(self) -> None:
-        if self.overflow == "reject-publish-dlx":
-            self.overflow = "drop-head"
+        self._boot: BootRestore[QuorumEntry] | None = None
+        self.reset_expiry()
 
     # -- declaration -------------------------------------------------------------------------
 
@@ -126,29 +132,26 @@ class QuorumQueue(ClassicQueue):
     def validate_arguments(
         cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
     ) -> None:
-        rs = A.resource("queue", qname, vhost)
+        rs = resource("queue", qname, vhost)
         QA.check_quorum_arguments(args, rs, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
 
     def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
-        rs = A.resource("queue", self.name, self.vhost.name)
-        A.assert_field_equivalence(self.durable, durable, rs, "durable")
-        A.assert_field_equivalence(self.auto_delete, auto_delete, rs, "auto_delete")
-        A.assert_args_equivalence(self.arguments, arguments, rs, QA.QUORUM_QUEUE_ARGS)
+        A.check_redeclare(self, durable, auto_delete, arguments, QA.QUORUM_QUEUE_ARGS)
 
     def check_consume(self, arguments: FieldTable, *, exclusive: bool, no_ack: bool, prefetch: int) -> None:
         """Consume arguments only: an exclusive consumer does not lock a quorum queue (observed)."""
-        QA.check_quorum_consume_arguments(arguments, A.resource("queue", self.name, self.vhost.name))
+        QA.check_quorum_consume_arguments(arguments, self.rs)
 
     def check_global_qos(self, global_prefetch: int) -> None:
         """A channel-wide prefetch is not supported by quorum queues (540, a connection error)."""
         if global_prefetch:
-            raise not_implemented(f"{self.vhost.rs('queue', self.name)} does not support global qos")
+            raise not_implemented(f"{self.rs} does not support global qos")
 
     def check_delete(self, *, if_unused: bool, if_empty: bool) -> None:
         flag = "if-unused" if if_unused else "if-empty" if if_empty else None
         if flag is not None:
             raise not_implemented(
-                f"cannot delete {self.vhost.rs('queue', self.name)}. queue.delete operations with "
+                f"cannot delete {self.rs}. queue.delete operations with "
                 f"{flag} flag set are not supported by quorum queues"
             )
 
@@ -157,78 +160,130 @@ class QuorumQueue(ClassicQueue):
         return not any(k in QA.UNSUPPORTED_POLICY_KEYS for k in policy.definition)
 
     def apply_policy(self, policy: Policy | None) -> None:
-        """A policy holding a key the quorum type does not support is not applied at all."""
+        """The x-arguments with the policy on top (one holding a key the quorum type does not
+        support is not applied at all); new limits apply at once, as rabbit_fifo's config update
+        evaluates them."""
         if policy is not None and not self.is_policy_applicable(policy):
             policy = None
-        old_expires = self.expires
-        super().apply_policy(policy)
-        if self.expires != old_expires and self.expires is not None:
+        from broker.entities.policy import queue_settings  # loaded with the first policy applied
+
+        self.policy = policy
+        st = queue_settings(policy, A.plain_arguments(self.arguments))
+        self.ready.configure(
+            message_ttl=st.get("message-ttl"),
+            max_length=st.get("max-length"),
+            max_length_bytes=st.get("max-length-bytes"),
+        )
+        self._overflow = _quorum_overflow(st.get("overflow"))
+        self.dlx = st.get("dead-letter-exchange")
+        self.dlrk = st.get("dead-letter-routing-key")
+        if self.idle.change(st.get("expires")):
             self._restart_expiry()
-        self._normalise_overflow()
         dl = policy.definition.get("delivery-limit") if policy is not None else None
         limit = QA.delivery_limit(self.arguments.get("x-delivery-limit"))
         if isinstance(dl, int) and not isinstance(dl, bool):
             limit = float(dl) if limit is None else min(limit, float(dl))
         self.delivery_limit = limit
+        self._enforce_limits()
         self._update_blocked()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def count(self) -> int:
+        return self.ready.count
+
+    @property
+    def bytes(self) -> int:
+        return self.ready.bytes
+
+    @property
+    def overflow(self) -> str:
+        return self._overflow
+
+    @property
+    def message_count(self) -> int:
+        self.ready.drop_expired()
+        return self.ready.count
+
+    @property
+    def levels(self) -> list[deque[Entry]]:
+        """The ready messages: `returns`, then `messages`."""
+        return self.ready.levels
+
+    @property
+    def returns(self) -> deque[Entry]:
+        """Returned messages waiting at the front (served before `messages`)."""
+        return self.ready.levels[RETURNS]
+
+    @property
+    def messages(self) -> deque[Entry]:
+        """The other ready messages, in the order rabbit_fifo keeps them."""
+        return self.ready.levels[MESSAGES]
+
+    @property
+    def max_length(self) -> int | None:
+        """The effective x-max-length (the argument or the policy's, the smaller)."""
+        return self.ready.max_length
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        return self.selection.chosen
+
+    # -- x-expires -----------------------------------------------------------------------------
+
+    def reset_expiry(self) -> None:
+        """Declaring (even passively) does not count as a use of a quorum queue: only consumers and
+        basic.get restart its x-expires countdown (rabbit_fifo's last-active time)."""
+        if not self.idle.running:
+            self._restart_expiry()
+
+    def _restart_expiry(self) -> None:
+        if self.deleted:
+            return
+        if self.consumers:
+            self.idle.cancel()
+        else:
+            self.idle.restart()
+
+    def _expired_unused(self) -> None:
+        if not self.deleted and not self.consumers:
+            self.vhost.delete_queue(self, reason="expired")
 
     # -- limits --------------------------------------------------------------------------------
 
-    def _held(self) -> int:
-        return len(self.dlx_store)
-
-    def _held_bytes(self) -> int:
-        return self.dlx_store.bytes
-
-    def _over(self) -> bool:
-        n, b = self.count + self._held(), self.bytes + self._held_bytes()
-        return (self.max_length is not None and n > self.max_length) or (
-            self.max_length_bytes is not None and b > self.max_length_bytes
-        )
-
-    def _below_soft(self) -> bool:
-        n, b = self.count + self._held(), self.bytes + self._held_bytes()
-        return (self.max_length is None or n <= int(self.max_length * SOFT_LIMIT)) and (
-            self.max_length_bytes is None or b <= int(self.max_length_bytes * SOFT_LIMIT)
-        )
-
     def _update_blocked(self) -> None:
-        if self.overflow != "reject-publish":
+        """reject-publish: blocked once over a limit (counting the held dead letters), open again
+        at or below SOFT_LIMIT of it."""
+        if self._overflow != "reject-publish":
             self.blocked = False
         elif self.blocked:
-            self.blocked = not self._below_soft()
+            self.blocked = not self.ready.within(SOFT_LIMIT, len(self.dlx_store), self.dlx_store.bytes)
         else:
-            self.blocked = self._over()
+            self.blocked = self.ready.over(len(self.dlx_store), self.dlx_store.bytes)
 
     def would_overflow(self, size: int) -> bool:
-        if self.overflow != "reject-publish":
+        if self._overflow != "reject-publish":
             return False
-        self.drop_expired()
+        self.ready.drop_expired()
+        if self.blocked:
+            self._update_blocked()
         return self.blocked
 
     def _enforce_limits(self) -> None:
-        if self.overflow != "drop-head":
+        if self._overflow != "drop-head":
             self._update_blocked()
-            return
-        dropped: list[Entry] = []
-        while self.count and self._over():
-            entry = self._pop_head()
-            if entry is None:
-                break
-            dropped.append(entry)
-        if dropped:
-            self.dead_letter(dropped, "maxlen")
+        elif self.ready.limited:
+            self.ready.trim(len(self.dlx_store), self.dlx_store.bytes)
 
     # -- messages in ---------------------------------------------------------------------------
 
     def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
         if not seq:
             seq = self.seq = self.seq + 1
-        expires = 0.0
-        if self.uses_ttl or msg.flags & EXPIRATION_FLAG:
-            expires = self._expiry_for(msg, self.clock.now())
-        entry = QuorumEntry(seq, msg, expires)
-        if not self.count and self.consumers and not self._delivering and not self.deleted:
+        ready = self.ready
+        entry = QuorumEntry(seq, msg, ready.expiry(msg))
+        if not ready.count and self.consumers and not ready.delivering and not self.deleted:
             # a waiting consumer takes it in the same command, before it can expire (TTL 0 too)
             c = self.selection.next()
             if c is not None:
@@ -236,14 +291,12 @@ class QuorumQueue(ClassicQueue):
                 return
         # a message that expires on arrival still waits for its turn at the head (rabbit_fifo
         # expires from the head only): basic.get's count includes it until then
-        self.messages.append(entry)
-        self.count += 1
-        self.bytes += len(msg.body)
+        ready.add(entry, MESSAGES)
         self._enforce_limits()
         if self.consumers:
             self.try_deliver()
-        if self.count and expires:
-            self._arm_ttl()
+        if entry.expires and ready.count:
+            ready.arm_ttl()
 
     def restore_state(self, state: dict[int, tuple[int, int, int]]) -> None:
         self._boot = BootRestore(state)
@@ -269,17 +322,14 @@ class QuorumQueue(ClassicQueue):
         if held is not None:  # in the dead-letter store, not in the queue
             self.dlx_store.restore(seq, msg, *held)
             return
-        expires = 0.0
-        if self.uses_ttl or msg.flags & EXPIRATION_FLAG:
-            expires = self._expiry_for(msg, self.clock.now())
+        expires = self.ready.expiry(msg)
         count, order = boot.counts(seq)
         self._rank = boot.rank
         entry = QuorumEntry(seq, msg, expires, count + 1 if redelivered else count)
-        boot.place(entry, order, redelivered, self.returns, self.messages)  # type: ignore[arg-type]
-        self.count += 1
-        self.bytes += len(msg.body)
+        level, index = boot.place(entry, order, redelivered)
+        self.ready.place(entry, level, index)
         if expires:
-            self._arm_ttl()
+            self.ready.arm_ttl()
 
     def _after_boot(self) -> None:
         """Once the store is attached and policies apply: the dead-letter worker starts (it
@@ -291,16 +341,14 @@ class QuorumQueue(ClassicQueue):
         if boot.returned:
             self._settle_returned(boot)
 
-    def _settle_returned(self, boot: BootRestore) -> None:
+    def _settle_returned(self, boot: BootRestore[QuorumEntry]) -> None:
         """Dead-letter the restart's returns that went over the delivery limit (rabbit_fifo's
         return_one), and write the others' counts and places (a second restart must not count
         them again)."""
         limit = self.delivery_limit
         over = [e for e in boot.returned if limit is not None and e.count > limit]
         for e in over:
-            self.returns.remove(e)
-            self.count -= 1
-            self.bytes -= len(e.orig.body)
+            self.ready.remove(e, RETURNS)
         persistence = self.vhost.persistence
         if self.store is not None and persistence is not None:
             states = []
@@ -316,16 +364,11 @@ class QuorumQueue(ClassicQueue):
 
     # -- messages out --------------------------------------------------------------------------
 
-    def _pop_head(self) -> Entry | None:
-        entry = super()._pop_head()
-        if entry is not None and self.blocked:
-            self._update_blocked()
-        return entry
-
-    def drop_expired(self) -> None:
-        super().drop_expired()
-        if self.blocked:
-            self._update_blocked()
+    def try_deliver(self) -> None:
+        if self.consumers and not self.deleted:
+            self.ready.dispatch(self.selection.next, self._deliver)
+            if self.blocked:
+                self._update_blocked()
 
     def _deliver(self, c: Consumer, entry: Entry) -> None:
         """Consumer deliveries show x-delivery-count once the message was returned."""
@@ -333,7 +376,7 @@ class QuorumQueue(ClassicQueue):
             entry.msg = with_delivery_count(entry.orig, entry.count) if entry.count else entry.orig
             if not c.no_ack:
                 self._checked_out(entry)
-        super()._deliver(c, entry)
+        self.deliver_to(c, entry)
 
     def _checked_out(self, entry: QuorumEntry) -> None:
         """Mark a returned message checked out again in the store (a first delivery the channel
@@ -348,31 +391,23 @@ class QuorumQueue(ClassicQueue):
         includes an expired message the fetch exposed (rabbit_fifo expires at the next command)."""
         if self.single_active:
             raise resource_locked(
-                f"cannot obtain access to locked {self.vhost.rs('queue', self.name)}. basic.get "
+                f"cannot obtain access to locked {self.rs}. basic.get "
                 "operations are not supported by quorum queues with single active consumer"
             )
         self._restart_expiry()
-        if self.uses_ttl:
-            self.drop_expired()
-        entry = self._pop_head()
+        self.ready.drop_expired()
+        entry = self.ready.pop()
+        if entry is not None and self.blocked:
+            self._update_blocked()
         if entry is None:
             self.stat_empty_get = True
             return None
-        self._count_get(entry, no_ack)
+        self.count_get(entry, no_ack)
         if isinstance(entry, QuorumEntry):
             entry.msg = with_delivery_count(entry.orig, entry.count)
             if not no_ack:
                 self._checked_out(entry)
         return entry
-
-    def reset_expiry(self) -> None:
-        """Declaring (even passively) does not count as a use of a quorum queue: only consumers and
-        basic.get restart its x-expires countdown (rabbit_fifo's last-active time)."""
-        if self._expiry_timer is None:
-            super().reset_expiry()
-
-    def _restart_expiry(self) -> None:
-        super().reset_expiry()
 
     def requeue(self, entries: list[Entry]) -> None:
         """nack/reject with requeue (and basic.recover): each return counts; without a delivery limit
@@ -388,7 +423,8 @@ class QuorumQueue(ClassicQueue):
         over: list[Entry] = []
         expired: list[Entry] = []
         kept: list[tuple[int, bool, int, int]] = []
-        now = self.clock.now() if self.uses_ttl else 0.0
+        ready = self.ready
+        now = self.clock.now() if ready.uses_ttl else 0.0
         for entry in entries:
             if not isinstance(entry, QuorumEntry):
                 continue
@@ -401,9 +437,7 @@ class QuorumQueue(ClassicQueue):
             if entry.expires and entry.expires <= now:
                 expired.append(entry)
                 continue
-            (self.returns if front else self.messages).append(entry)
-            self.count += 1
-            self.bytes += len(entry.orig.body)
+            ready.add(entry, RETURNS if front else MESSAGES)
             self._rank += 1
             kept.append(
                 (entry.seq, False, entry.count, -self._rank if front else back_order(self.seq, self._rank))
@@ -416,12 +450,18 @@ class QuorumQueue(ClassicQueue):
         if expired:
             self.dead_letter(expired, "expired")
         self._enforce_limits()
-        if self.uses_ttl:
-            self.drop_expired()
+        ready.drop_expired()
         self.try_deliver()
 
+    def forget_unstored(self, seq: int) -> bool:
+        """Take a ready message whose store write failed back out; the limits are judged again."""
+        if not self.ready.forget(seq):
+            return False
+        self._enforce_limits()
+        return True
+
     def purge(self) -> int:
-        n = super().purge()
+        n = self.ready.purge()
         self._update_blocked()
         return n
 
@@ -430,14 +470,37 @@ class QuorumQueue(ClassicQueue):
 
     def delete(self) -> int:
         self.dlx_store.clear()
-        return super().delete()
+        n = self.ready.count
+        self.deleted = True
+        self.selection.cancel_all()
+        self.ready.cancel_timer()
+        self.idle.cancel()
+        self.purge()
+        return n
+
+    # -- consumers -----------------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.selection.add(consumer, self.name, self.vhost.active_consumer_selection)
+        self.idle.cancel()
+        self.try_deliver()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if not self.selection.remove(consumer, self.name, self.vhost.active_consumer_selection):
+            return
+        if self.consumers:
+            self.try_deliver()
+        elif self.auto_delete and self.selection.ever_had:
+            self.vhost.delete_queue(self, reason="auto_delete")
+        else:
+            self.reset_expiry()
 
     # -- dead lettering ------------------------------------------------------------------------
 
     def _at_least_once(self) -> bool:
         """at-least-once is in effect only with reject-publish (rabbit_fifo:dlh/5)."""
         strategy = self.dlx_strategy == "at-least-once"
-        return strategy and self.overflow == "reject-publish" and self.dlx is not None
+        return strategy and self._overflow == "reject-publish" and self.dlx is not None
 
     def dead_letter(self, entries: list[Entry], reason: str) -> None:
         """Dead letters are the messages as published (no x-delivery-count); at-least-once hands
@@ -445,13 +508,15 @@ class QuorumQueue(ClassicQueue):
         for e in entries:
             if isinstance(e, QuorumEntry):
                 e.msg = e.orig
-        if not self._at_least_once() or not entries:
-            super().dead_letter(entries, reason)
+        if self._at_least_once() and entries:
+            self.dlx_store.dead_letter(entries, reason)
+            self._update_blocked()
             return
-        self.dlx_store.dead_letter(entries, reason)
-        self._update_blocked()
+        super().dead_letter(entries, reason)
+        if self.blocked:  # messages left the queue: a blocked one may open again
+            self._update_blocked()
 
-    # -- reading -------------------------------------------------------------------------------
+    # -- placement -----------------------------------------------------------------------------
 
     def place(
         self, nodes: Sequence[str], declaring: str, replicas: Mapping[str, int], leaders: Mapping[str, int]
@@ -481,8 +546,8 @@ class QuorumQueue(ClassicQueue):
         return {
             "leader": self.leader,
             "members": list(self.members),
-            "messages_dlx": self._held(),
-            "message_bytes_dlx": self._held_bytes(),
+            "messages_dlx": len(self.dlx_store),
+            "message_bytes_dlx": self.dlx_store.bytes,
             "initial_group_size": self.initial_group_size,
             "leader_locator": self.leader_locator,
             "delivery_limit": self.delivery_limit,

@@ -16,15 +16,19 @@ there, not into the queue.
 from __future__ import annotations
 
 import bisect
-from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
-if TYPE_CHECKING:
-    from broker.entities.queues.quorum.queue import QuorumEntry
+from broker.entities.queues.base import Entry
 
 #: A message re-enqueued at the back sorts after every message published before its return.
 ORDER_SPAN = 1 << 20
+#: The quorum queue's ready levels, served in this order: returned messages waiting at the front,
+#: then the others.
+RETURNS = 0
+MESSAGES = 1
+
+E = TypeVar("E", bound=Entry)
 
 
 def back_order(last_seq: int, rank: int) -> int:
@@ -36,15 +40,15 @@ def rank_of(order: int) -> int:
     return -order if order < 0 else order % ORDER_SPAN
 
 
-class BootRestore:
+class BootRestore(Generic[E]):
     """The queue's lists as messages come back from the store (in seq order, any interleaving of
-    returns and ready messages): each lands at its sorted place."""
+    returns and ready messages): each lands at its sorted place, which `place` computes."""
 
     def __init__(self, state: dict[int, tuple[int, int, int]]) -> None:
         self.state = state
         self.return_keys: list[tuple[int, ...]] = []
         self.message_keys: list[tuple[int, ...]] = []
-        self.returned: list[QuorumEntry] = []  # returned by the restart, in their `returns` order
+        self.returned: list[E] = []  # returned by the restart, in their `returns` order
         self.rank = 0  # the highest return rank stored
         self.scheduled = False  # the queue's after-boot step is due
         #: seq -> (reason, order) of the messages held in the dead-letter store
@@ -57,32 +61,20 @@ class BootRestore:
         self.rank = max(self.rank, rank_of(order))
         return count, order
 
-    def place(
-        self,
-        entry: QuorumEntry,
-        order: int,
-        checked_out: bool,
-        returns: deque[QuorumEntry],
-        messages: deque[QuorumEntry],
-    ) -> None:
-        """Put a restored entry where rabbit_fifo has it after its recovery: waiting returns by
-        rank, then the restart's returns (by position), then the ready messages."""
+    def place(self, entry: E, order: int, checked_out: bool) -> tuple[int, int]:
+        """Where a restored entry goes, as (level, index) in the queue's ready levels: where
+        rabbit_fifo has it after its recovery: waiting returns by rank, then the restart's returns
+        (by position), then the ready messages."""
         if checked_out:
             self.returned.append(entry)  # restores come in seq order: so is their place
-            self._insert(returns, self.return_keys, (1, 0, entry.seq), entry)
-        elif order < 0:
-            self._insert(returns, self.return_keys, (0, -order, entry.seq), entry)
-        else:
-            key = order if order > 0 else entry.seq * ORDER_SPAN
-            self._insert(messages, self.message_keys, (key, entry.seq), entry)
+            return RETURNS, self._insert(self.return_keys, (1, 0, entry.seq))
+        if order < 0:
+            return RETURNS, self._insert(self.return_keys, (0, -order, entry.seq))
+        key = order if order > 0 else entry.seq * ORDER_SPAN
+        return MESSAGES, self._insert(self.message_keys, (key, entry.seq))
 
     @staticmethod
-    def _insert(
-        dq: deque[QuorumEntry], keys: list[tuple[int, ...]], key: tuple[int, ...], entry: QuorumEntry
-    ) -> None:
+    def _insert(keys: list[tuple[int, ...]], key: tuple[int, ...]) -> int:
         i = bisect.bisect(keys, key)
         keys.insert(i, key)
-        if i == len(dq):
-            dq.append(entry)
-        else:
-            dq.insert(i, entry)
+        return i

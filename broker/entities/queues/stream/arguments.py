@@ -77,33 +77,19 @@ def _max_age(f: Field, _a: FieldTable) -> object | None:
     return None
 
 
-def _initial_size(f: Field, a: FieldTable) -> object | None:
-    err = A._non_neg(f, a)
-    if err is None and f.value == 0:
-        return (A.Atom("value_zero"), 0)
-    return err
-
-
-def _choice(allowed: tuple[bytes, ...], bad: str) -> A.Check:
-    def check(f: Field, _a: FieldTable) -> object | None:
-        if f.type != "longstr":
-            return (A.Atom("unacceptable_type"), A.Atom(f.type))
-        return None if f.value in allowed else A.Atom(bad)
-
-    return check
-
-
 #: The value checks of the arguments a stream takes, in rabbit_amqqueue:declare_args() order
 #: (x-queue-type is checked before the type is chosen). Keys a stream does not take are refused
 #: as such, their values never checked (observed: x-max-priority 300 is "of queue type ...").
 DECLARE_CHECKS: tuple[tuple[str, A.Check], ...] = (
-    ("x-max-length-bytes", A._non_neg),
+    ("x-max-length-bytes", A.non_negative),
     ("x-max-age", _max_age),
-    ("x-stream-max-segment-size-bytes", A._non_neg),
-    ("x-initial-cluster-size", _initial_size),
+    ("x-stream-max-segment-size-bytes", A.non_negative),
+    ("x-initial-cluster-size", A.positive),
     (
         "x-queue-leader-locator",
-        _choice((b"client-local", b"balanced", b"random", b"least-leaders"), "invalid_queue_locator_arg"),
+        A.atom_choice(
+            (b"client-local", b"balanced", b"random", b"least-leaders"), "invalid_queue_locator_arg"
+        ),
     ),
 )
 

@@ -22,14 +22,13 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections import deque
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError, internal_error, not_implemented
 from amqpwire.fields import Field, FieldTable
 from broker.entities.message import HEADERS_FLAG, StoredMessage
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Entry, Queue, register
+from broker.entities.queues.base import Entry, Queue, QueueHost, register, resource
 from broker.entities.queues.consumers import Consumer
 from broker.entities.queues.stream import arguments as SA
 from broker.entities.queues.stream.log import StreamLog, resident_cost
@@ -37,7 +36,6 @@ from broker.protocol import properties as P
 
 if TYPE_CHECKING:
     from broker.entities.policy import Policy
-    from broker.entities.vhost import VHost
 
 #: Header values RabbitMQ 3.10.8 drops on the way into a stream (its AMQP 1.0 conversion has no
 #: place for them); a decimal crashes the conversion.
@@ -122,10 +120,14 @@ def _age_setting(args: FieldTable) -> int | None:
 class StreamQueue(Queue):
     type_name = "stream"
     keeps_transient = True  # osiris writes every message to disk
+    # the log's records and their body bytes (a stream never drops a record but by retention)
+    count: int = 0
+    bytes: int = 0
+    overflow: str = "drop-head"  # no length limit refuses a publish
 
     def __init__(
         self,
-        vhost: VHost,
+        vhost: QueueHost,
         name: str,
         *,
         durable: bool,
@@ -136,17 +138,9 @@ class StreamQueue(Queue):
         self._set_identity(vhost, name, durable, exclusive_owner, auto_delete, arguments)
         self.consumers: deque[Consumer] = deque()
         self.positions: dict[Consumer, int] = {}  # next offset each consumer reads
-        self.count = 0
-        self.bytes = 0
-        self.unacked = 0
         self.seq = 0
-        self.deleted = False
-        self.store = None
-        self.policy = None
         self.single_active = False
-        self.overflow = "drop-head"
         self.dlx = self.dlrk = None
-        self.stat_ack = self.stat_deliver = 0
         self.published = 0  # message_stats publish (`seq` follows the log's offsets)
         self.log = StreamLog(SA.DEFAULT_SEGMENT_BYTES)
         self._delivering = False
@@ -160,24 +154,17 @@ class StreamQueue(Queue):
         self._in_pass = False  # a publish in this pass of the event loop made a chunk already
         self.apply_policy(None)
 
-    @property
-    def rs(self) -> str:
-        return A.resource("queue", self.name, self.vhost.name)
-
     # -- declaration --------------------------------------------------------------------------
 
     @classmethod
     def validate_arguments(
         cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
     ) -> None:
-        rs = A.resource("queue", qname, vhost)
+        rs = resource("queue", qname, vhost)
         SA.check_declare(args, rs, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
 
     def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
-        rs = self.rs
-        A.assert_field_equivalence(self.durable, durable, rs, "durable")
-        A.assert_field_equivalence(self.auto_delete, auto_delete, rs, "auto_delete")
-        A.assert_args_equivalence(self.arguments, arguments, rs, SA.STREAM_QUEUE_ARGS)
+        A.check_redeclare(self, durable, auto_delete, arguments, SA.STREAM_QUEUE_ARGS)
 
     def check_consume(self, arguments: FieldTable, *, exclusive: bool, no_ack: bool, prefetch: int) -> None:
         """`prefetch`: the consumer's (0: none, refused). Exclusive consumers do not lock a stream."""
@@ -390,23 +377,13 @@ class StreamQueue(Queue):
                     offset = log.offsets[i]
                     pos = offset + 1
                     self.positions[c] = pos
-                    self.unacked += 1
-                    self.stat_deliver += 1
-                    msg = delivered_message(self._message(i), offset)
-                    channel.deliver(c, self, Entry(0, msg, 0.0))
+                    self.deliver_to(c, Entry(0, delivered_message(self._message(i), offset), 0.0))
                 self.positions[c] = pos
         finally:
             self._delivering = False
 
     def get(self, no_ack: bool) -> Entry | None:
         raise not_implemented(f"basic.get not supported by stream queues {self.rs}")
-
-    def settled(self, n: int = 1) -> None:
-        self.unacked -= n
-
-    def ack(self, entries: Sequence[Entry]) -> None:
-        self.unacked -= len(entries)
-        self.stat_ack += len(entries)
 
     def requeue(self, entries: list[Entry]) -> None:
         """A closed channel's or recovered deliveries are not read again: the log stays as it is."""
