@@ -45,7 +45,7 @@ def test_reading_info_never_expires_messages() -> None:
     v = vhost(clock)
     q = declare(v, "lazy", x_message_ttl=10)
     q.enqueue(message(b"m"))
-    q._ttl_timer.cancel()  # type: ignore[attr-defined,union-attr]  # no timer: only a read could expire it
+    q.ready.cancel_timer()  # type: ignore[attr-defined]  # no timer: only a read could expire it
     clock.advance(1)
     assert q.info().messages_ready == 1
     assert q.message_count == 0  # queue.declare-ok's count does expire it

@@ -11,9 +11,9 @@ from typing import Any
 from amqpwire.fields import FieldTable
 from broker.entities.clock import ManualClock
 from broker.entities.message import StoredMessage
+from broker.entities.queues import ready as page_window
 from broker.entities.queues.catalog import ClassicQueue, Entry, Queue
 from broker.entities.queues.classic import paging
-from broker.entities.queues.classic import window as page_window
 from broker.entities.vhost import VHost
 from broker.protocol import properties as P
 from exchanges.base import Binding, Destination
@@ -231,7 +231,7 @@ def test_without_paging_persistence_the_queue_keeps_everything_in_memory() -> No
     for i in range(N):
         q.enqueue(message(body(i)))
     assert isinstance(q, ClassicQueue) and q.pager is None and in_memory(q) == N
-    assert q.page_window == paging.NEVER
+    assert q.page_window == page_window.NEVER
 
 
 class ListBacklog:

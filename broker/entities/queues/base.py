@@ -28,7 +28,6 @@ from broker.entities.queues.consumer_ring import CONSUMER_NAME_ARGUMENT
 
 if TYPE_CHECKING:
     from broker.entities.clock import Clock
-    from broker.entities.exchange import Exchange
     from broker.entities.message import StoredMessage
     from broker.entities.policy import Policy
 
@@ -229,15 +228,9 @@ class QueueHost(Protocol):
         """How long a quorum queue's dead-letter worker waits before forwarding again."""
         ...
 
-    @property
-    def exchanges(self) -> Mapping[str, Exchange]: ...
-
-    def route(self, x: Exchange, msg: StoredMessage) -> list[Queue]:
-        """The queues a message published to `x` reaches."""
-        ...
-
-    def dead_letter(self, q: Queue, msgs: list[StoredMessage], reason: str) -> None:
-        """Publish dead-lettered copies of `msgs` to `q`'s dead-letter exchange."""
+    def dead_letter(self, q: Queue, msgs: list[StoredMessage], reason: str) -> int:
+        """Publish dead-lettered copies of `msgs` to `q`'s dead-letter exchange; how many queues
+        took them (0: none, so a quorum queue's at-least-once worker keeps them)."""
         ...
 
     def delete_queue(self, q: Queue, reason: str = "deleted") -> int:
