@@ -12,7 +12,6 @@ RabbitMQ process reports).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -34,7 +33,7 @@ from broker.session.link import CLOSE_OK_TIMEOUT, SILENT_CLOSE_DELAY, Link, Tran
 
 if TYPE_CHECKING:
     from broker.session.channel import Channel
-    from broker.session.ports import Server
+    from broker.session.ports import Scheduler, Server
 
 log = logging.getLogger("hashbroker.connection")
 
@@ -59,7 +58,7 @@ class Connection(Link):
         self,
         broker: Server,
         transport: Transport,
-        loop: asyncio.AbstractEventLoop,
+        loop: Scheduler,
         handshake_timeout: float = H.HANDSHAKE_TIMEOUT,
     ) -> None:
         s = broker.settings

@@ -8,7 +8,6 @@ class/method 0/0, as a crashed RabbitMQ process reports.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import logging
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
     from broker.entities.queues.catalog import Queue
     from broker.entities.vhost import VHost
     from broker.session.channel import Channel
-    from broker.session.ports import ChannelHandle, Server
+    from broker.session.ports import ChannelHandle, Scheduler, Server, Timer
 
 __all__ = ["CLOSE_OK_TIMEOUT", "SILENT_CLOSE_DELAY", "Link", "Transport"]
 
@@ -45,9 +44,7 @@ _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 class Link(ConnectionIdentity):
     """One client connection's state, output and closing; `Connection` adds the input side."""
 
-    def __init__(
-        self, broker: Server, transport: Transport, loop: asyncio.AbstractEventLoop, handshake: Handshake
-    ) -> None:
+    def __init__(self, broker: Server, transport: Transport, loop: Scheduler, handshake: Handshake) -> None:
         super().__init__(handshake, transport.get_extra_info("peername"), f"{broker.host}:{broker.port}")
         self.broker = broker
         self.transport = transport
@@ -67,9 +64,9 @@ class Link(ConnectionIdentity):
         self._flush_scheduled = False
         self._confirm_channels: set[ChannelHandle] = set()
         self._heartbeat: HeartbeatPolicy | None = None
-        self._hb_timer: asyncio.TimerHandle | None = None
-        self._close_timer: asyncio.TimerHandle | None = None
-        self._hs_timer: asyncio.TimerHandle | None = None
+        self._hb_timer: Timer | None = None
+        self._close_timer: Timer | None = None
+        self._hs_timer: Timer | None = None
         log.info("accepting AMQP connection %s (%s)", self.id, self.name)
 
     @property

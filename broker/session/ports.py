@@ -13,7 +13,7 @@ uses comes through these ports, which the objects above satisfy structurally:
   sends, the acting user's permission check, the vhost, and closing. `broker.session.connection`
   implements it over a socket; management's in-process session implements it in memory.
 - `ChannelHandle`: what a connection needs from its channels (closing them, flushing confirms).
-- `Transport`: the byte stream under a connection.
+- `Transport` and `Scheduler`: the byte stream under a connection and the loop that runs its timers.
 
 Nothing here names the broker, the store or the runtime: the session imports this module, the
 entities and the protocol, and nothing above itself.
@@ -21,7 +21,7 @@ entities and the protocol, and nothing above itself.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Container, Mapping, Sequence, Set
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -194,6 +194,19 @@ class Transport(Protocol):
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         """ "peername" (a (host, port) tuple for TCP) and "socket" are read."""
         ...
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Scheduler(Protocol):
+    """The event loop as a connection uses it (asyncio's; a test's manual clock): flushes run soon,
+    handshake, heartbeat and close timers later."""
+
+    def call_soon(self, callback: Callable[..., object], *args: Any) -> object: ...
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer: ...
 
 
 # -- a connection, as its channels see it ------------------------------------------------------------

@@ -26,7 +26,7 @@ from broker.entities.queues.catalog import Entry, Queue
 from broker.entities.vhost import VHost
 from broker.session.connection import Connection
 from broker.session.limiter import Limiter
-from broker.session.ports import ReplyTarget, Server
+from broker.session.ports import ReplyTarget, Server, Timer
 from broker.session.unacked import UnackedTracker
 from exchanges.compat import Compat
 
@@ -126,17 +126,20 @@ class FakeServer:
 
 
 class FakeLoop:
-    """The two scheduling calls a connection makes, on the manual clock (call_soon runs on `run`)."""
+    """broker.session.ports.Scheduler on the manual clock (what is called soon runs on `run`)."""
 
     def __init__(self, clock: ManualClock) -> None:
         self.clock = clock
-        self.soon: list[Callable[[], None]] = []
+        self.soon: list[Callable[[], object]] = []
 
-    def call_soon(self, fn: Callable[..., None], *args: Any) -> None:
+    def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
         self.soon.append(lambda: fn(*args))
 
-    def call_later(self, delay: float, fn: Callable[..., None], *args: Any) -> Any:
-        return self.clock.call_later(delay, lambda: fn(*args))
+    def call_later(self, delay: float, fn: Callable[..., object], *args: Any) -> Timer:
+        def run() -> None:
+            fn(*args)
+
+        return self.clock.call_later(delay, run)
 
     def run(self) -> None:
         while self.soon:
@@ -176,7 +179,7 @@ class Client:
         self.clock = ManualClock()
         self.loop = FakeLoop(self.clock)
         self.transport = MemoryTransport(peer)
-        self.conn = Connection(server, self.transport, self.loop)  # type: ignore[arg-type]
+        self.conn = Connection(server, self.transport, self.loop)
         self._read = 0
 
     def send(self, data: bytes) -> list[tuple[int, Any]]:
