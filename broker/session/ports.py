@@ -3,20 +3,20 @@
 The session (a connection, its channels) is driven by bytes and writes bytes; everything else it
 uses comes through these ports, which the objects above satisfy structurally:
 
-- `Server`: what one connection reads of the broker it belongs to. `broker.server.Broker`
-  implements it; a unit test passes a small fake. It is made of `ServerSettings` (the settings the
-  session reads), `AccessControl` (logins and permissions), `AlarmView` (publishers blocked or in
-  flow), `NodeName` (the node clients are told they reached), the direct reply-to registry, the
-  registry of open connections, the vhosts by name and the `MessageLedger` (what the store keeps of
-  deliveries).
+- `Server`: what one connection reads of the broker it belongs to. The application shell's
+  broker object implements it; the session's unit tests pass a small fake. It is made of
+  `ServerSettings` (the settings the session reads), `AccessControl` (logins and permissions),
+  `AlarmView` (publishers blocked or in flow), `NodeName` (the node clients are told they
+  reached), the direct reply-to registry, the registry of open connections, the vhosts by name and
+  the `MessageLedger` (what the store keeps of deliveries).
 - `ChannelOwner`: what a channel needs from the connection that owns it: an `Outbox` for what it
   sends, the acting user's permission check, the vhost, and closing. `broker.session.connection`
   implements it over a socket; management's in-process session implements it in memory.
 - `ChannelHandle`: what a connection needs from its channels (closing them, flushing confirms).
 - `Transport` and `Scheduler`: the byte stream under a connection and the loop that runs its timers.
 
-Nothing here names the broker, the store or the runtime: the session imports this module, the
-entities and the protocol, and nothing above itself.
+The session imports this module, the entities and the protocol, and nothing above itself: no
+broker object, no store, no runtime module.
 """
 
 from __future__ import annotations
