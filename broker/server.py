@@ -11,7 +11,7 @@ import base64
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -21,10 +21,11 @@ from broker.runtime.settings import Settings
 if TYPE_CHECKING:
     from broker.entities.cluster import Cluster
     from broker.entities.message import StoredMessage
+    from broker.entities.queues.catalog import Entry, Queue
     from broker.entities.vhost import VHost
     from broker.runtime.policies import BrokerPolicies
-    from broker.session.channel import Channel
     from broker.session.connection import Connection
+    from broker.session.ports import ReplyTarget
     from broker.store import Snapshot, Store
     from exchanges.compat import Compat
 
@@ -52,8 +53,41 @@ class LoopClock:
         return time.time()
 
 
+class StoreLedger:
+    """What the store keeps of deliveries (broker.session.ports.MessageLedger), for a broker whose
+    store is persistent: a message of a kept queue taken with no-ack is forgotten, one delivered for
+    an ack is marked redelivered (a restart redelivers it flagged), an acked one is forgotten."""
+
+    __slots__ = ("_is_stored", "_stored_seqs")
+
+    def __init__(self) -> None:
+        # loaded here, not at module level: only a broker with a persistent store needs durability
+        from broker.runtime.durability import is_stored, stored_seqs
+
+        self._is_stored = is_stored
+        self._stored_seqs = stored_seqs
+
+    def delivered(self, queue: Queue, entry: Entry, no_ack: bool) -> None:
+        store = queue.store
+        if store is None or not self._is_stored(entry):
+            return
+        if no_ack:
+            store.remove_messages(queue.vhost.name, queue.name, (entry.seq,))
+        elif not entry.redelivered:
+            store.mark_redelivered(queue.vhost.name, queue.name, (entry.seq,))
+
+    def settled(self, queue: Queue, entries: Sequence[Entry]) -> None:
+        store = queue.store
+        if store is not None:
+            store.remove_messages(queue.vhost.name, queue.name, self._stored_seqs(entries))
+
+
 class Broker:
-    """A running (or startable) hashbroker instance."""
+    """A running (or startable) hashbroker instance.
+
+    It is the `broker.session.ports.Server` of every connection it accepts (settings, users, alarms,
+    vhosts, the direct reply-to registry, the message ledger) and the host of the alarms
+    (`broker.runtime.alarms.AlarmHost`)."""
 
     def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
         if settings is None:
@@ -67,9 +101,10 @@ class Broker:
         self.vhosts: dict[str, VHost] = {}
         self.connections: set[Connection] = set()
         self._server: asyncio.Server | None = None
-        self._reply_channels: dict[str, Channel] = {}
+        self._reply_channels: dict[str, ReplyTarget] = {}
         self.management: Any = None
         self.store: Store | None = None  # opened by start(), closed by stop()
+        self.ledger: StoreLedger | None = None  # while the store is persistent
         self._policies: BrokerPolicies | None = None
         self._clock: LoopClock | None = None
         from broker.entities.users import Registry
@@ -161,13 +196,14 @@ class Broker:
             durability.record_new_vhosts(self, store, snapshot)
             self._restore_auth(snapshot)
             self.auth.store = durability.StoredUsers(store)
+            self.ledger = StoreLedger()
             log.info("durable state in %s (sync=%s)", store.location, self.settings.store_sync)
         else:
             store.start(loop)
             self._restore_auth(snapshot)
         for vhost in self.vhosts.values():
             self.policies.attach(vhost)
-        self.alarms.start(loop)
+        self.alarms.start(loop, store)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         log.info(
@@ -206,6 +242,7 @@ class Broker:
             conn.connection_lost()
         await self._server.wait_closed()
         self._server = None
+        self.ledger = None
         if self.store is not None:  # commit what is pending, release the data dir
             await self.store.close()
         log.info("hashbroker stopped")
@@ -250,8 +287,8 @@ class Broker:
     def connection_made(self, conn: Connection) -> None:
         self.connections.add(conn)
 
-    def connection_lost(self, conn: Connection) -> None:
-        self.connections.discard(conn)
+    def connection_lost(self, conn: object) -> None:
+        self.connections.difference_update((conn,))
 
     @property
     def assembling_bytes(self) -> int:
@@ -333,7 +370,7 @@ class Broker:
 
     # -- direct reply-to ------------------------------------------------------------------------------
 
-    def register_reply_channel(self, channel: Channel) -> str:
+    def register_reply_channel(self, channel: ReplyTarget) -> str:
         suffix = base64.urlsafe_b64encode(os.urandom(18)).decode().rstrip("=")
         self._reply_channels[suffix] = channel
         return suffix

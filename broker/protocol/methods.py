@@ -1,7 +1,11 @@
-"""Encoding of server-sent methods (client methods decode in `broker.protocol.commands`).
+"""The outbound encoder: every frame the server sends is built here (client methods decode in
+`broker.protocol.commands`).
 
-Rare server methods are encoded with pamqp (see `encode_method`); per-message ones (deliver,
-get-ok, return, confirm ack/nack) are packed by hand because they run once per message.
+A method goes out as one frame around its payload (`method_frame`), a message as a method frame,
+a content header and body frames split to the negotiated frame size (`content_frames`). Payloads
+of the per-message methods (deliver, get-ok, return, confirm ack/nack) are packed here by hand
+because they run once per message; the synchronous replies are in `broker.protocol.replies`; the
+rare handshake methods are encoded with pamqp (`encode_method`).
 """
 
 from __future__ import annotations
@@ -9,8 +13,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from broker.protocol.framing import FRAME_END_BYTE, FRAME_METHOD
+from broker.protocol.framing import FRAME_END_BYTE, FRAME_HEADER, FRAME_METHOD, build_body_frames
 
+_HDR = struct.Struct(">BHI")
+_CONTENT_HEAD = struct.Struct(">HHQ")
 _S16 = struct.Struct(">H")
 _S32 = struct.Struct(">I")
 _S64 = struct.Struct(">Q")
@@ -26,7 +32,23 @@ def shortstr(value: str | bytes) -> bytes:
 
 def method_frame(channel: int, payload: bytes) -> bytes:
     """A complete method frame around an already encoded (class, method, fields) payload."""
-    return struct.pack(">BHI", FRAME_METHOD, channel, len(payload)) + payload + FRAME_END_BYTE
+    return _HDR.pack(FRAME_METHOD, channel, len(payload)) + payload + FRAME_END_BYTE
+
+
+def content_frames(
+    channel: int, method_payload: bytes, props: bytes, body: bytes, frame_max: int, out: list[bytes]
+) -> None:
+    """Append a message's frames to `out` as (header, payload, end marker) triples: the method
+    (basic.deliver, get-ok or return), the content header with the property bytes as received, and
+    the body split so that no frame exceeds `frame_max` (0: unlimited)."""
+    out.append(_HDR.pack(FRAME_METHOD, channel, len(method_payload)))
+    out.append(method_payload)
+    out.append(FRAME_END_BYTE)
+    header = _CONTENT_HEAD.pack(60, 0, len(body)) + props
+    out.append(_HDR.pack(FRAME_HEADER, channel, len(header)))
+    out.append(header)
+    out.append(FRAME_END_BYTE)
+    build_body_frames(channel, body, frame_max, out)
 
 
 def encode_method(channel: int, method: Any) -> bytes:
@@ -34,9 +56,6 @@ def encode_method(channel: int, method: Any) -> bytes:
     from pamqp import frame as pamqp_frame
 
     return pamqp_frame.marshal(method, channel)
-
-
-_DELIVER_HEAD = struct.Struct(">HH")
 
 
 def deliver_payload(

@@ -1,4 +1,5 @@
-"""Encoders for the server's synchronous replies (declare-ok, consume-ok...).
+"""Payloads of the server's synchronous replies (declare-ok, consume-ok...) and of the connection's
+own notices (blocked, unblocked); `broker.protocol.methods` frames them.
 
 Hand-packed rather than built with pamqp command objects because pamqp validates names against
 the spec's strict pattern, while RabbitMQ (and so hashbroker) accepts any UTF-8 name.
@@ -11,6 +12,22 @@ import struct
 from broker.protocol.methods import shortstr, simple_payload
 
 _U32 = struct.Struct(">I")
+
+
+def connection_close_ok() -> bytes:
+    return simple_payload(10, 51)
+
+
+def connection_blocked(reason: str) -> bytes:
+    return simple_payload(10, 60, shortstr(reason))
+
+
+def connection_unblocked() -> bytes:
+    return simple_payload(10, 61)
+
+
+def connection_update_secret_ok() -> bytes:
+    return simple_payload(10, 71)
 
 
 def channel_open_ok() -> bytes:

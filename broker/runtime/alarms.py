@@ -22,12 +22,13 @@ import asyncio
 import contextlib
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.runtime.settings import resolve_limit
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from broker.runtime.settings import Settings
 
 log = logging.getLogger("hashbroker.alarms")
 MEMORY_INTERVAL = 0.5
@@ -95,10 +96,38 @@ def blocked_reason(resources: frozenset[str]) -> str:
     return "low on " + " & ".join(names)
 
 
+class Throttled(Protocol):
+    """A connection as the alarms see it: blocked under an alarm, paused in flow."""
+
+    @property
+    def alarm_blocked(self) -> bool: ...
+
+    @property
+    def flow_paused(self) -> bool: ...
+
+    def send_blocked(self, reason: str) -> None:
+        """connection.blocked with `reason` (when the client asked to be told)."""
+        ...
+
+    def alarm_unblock(self) -> None: ...
+
+    def flow_resume(self) -> None: ...
+
+
+class AlarmHost(Protocol):
+    """What the alarms read of the broker: its limits and data dir, and its open connections."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def connections(self) -> Collection[Throttled]: ...
+
+
 class Alarms:
     """The broker's resource alarms and the monitor that sets the memory and disk ones."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: AlarmHost) -> None:
         self.broker = broker
         self.blocked_by: frozenset[str] = frozenset()
         """Resources with an alarm set; empty (falsy) while publishers may go on."""
@@ -201,14 +230,14 @@ class Alarms:
 
     # -- the monitor ---------------------------------------------------------------------------------
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop, store: object = None) -> None:
         """Take both readings now (a limit already passed is an alarm before any client is served)
-        and poll them from then on."""
+        and poll them from then on; `store`'s writer, when it has one, sets and clears flow."""
         self._loop = loop
-        if self.broker.store is not None:
+        if store is not None:
             from broker.store import health
 
-            health.watch_flow(self.broker.store, self.set_flow)
+            health.watch_flow(store, self.set_flow)
         self.check_memory()
         self.check_disk()
 

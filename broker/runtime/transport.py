@@ -8,12 +8,10 @@ import contextlib
 import errno
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from broker.session.connection import Connection
-
-if TYPE_CHECKING:
-    from broker.server import Broker
+from broker.session.ports import Server, ServerSettings
 
 log = logging.getLogger("hashbroker.server")
 ACCEPT_LOG_INTERVAL = 10.0
@@ -96,10 +94,27 @@ class AcceptFailureLog:
         return note
 
 
+class ListenerSettings(ServerSettings, Protocol):
+    @property
+    def handshake_timeout(self) -> float:
+        """Seconds a connection may take to reach connection.open."""
+        ...
+
+
+class Listener(Server, Protocol):
+    """The broker as its listening socket sees it: the server of every connection, which it
+    registers as they are accepted."""
+
+    @property
+    def settings(self) -> ListenerSettings: ...
+
+    def connection_made(self, conn: Connection) -> None: ...
+
+
 class AmqpProtocol(asyncio.Protocol):
     __slots__ = ("broker", "conn")
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Listener) -> None:
         self.broker = broker
         self.conn: Connection | None = None
 

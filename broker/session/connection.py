@@ -1,8 +1,8 @@
 """The connection adapter: runs the sans-I/O protocol core with the event loop and the transport.
 
 Bytes from the socket go into `CommandAssembler`; each command it yields is dispatched through one
-table (`_EVENTS` for channel 0, channel.open and the assembler's verdicts, `channel.DISPATCH` for
-channel methods); the handshake's actions are performed by `_ACTIONS`. Error handling follows
+table (`_events` for channel 0, channel.open and the assembler's verdicts, `channel.DISPATCH` for
+channel methods); the handshake's actions are performed by `_actions`. Error handling follows
 rabbit_reader: handshake errors close the socket silently after a delay (a refused login and a
 refused connection.open excepted), hard errors send connection.close and wait briefly for
 close-ok, soft errors close only the channel (`broker.session.link`), and anything unexpected
@@ -12,13 +12,14 @@ RabbitMQ process reports).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from amqpwire.errors import AmqpError, ReplyCode, channel_error, command_invalid, internal_error, not_allowed
 from broker.protocol import commands as C
 from broker.protocol import handshake as H
+from broker.protocol import replies
 from broker.protocol.assembler import (
     PUBLISH,
     PUBLISH_IDS,
@@ -27,19 +28,18 @@ from broker.protocol.assembler import (
     ProtocolHeader,
 )
 from broker.protocol.heartbeat import HeartbeatPolicy
-from broker.protocol.methods import shortstr, simple_payload
 from broker.session.identity import server_properties
 from broker.session.link import CLOSE_OK_TIMEOUT, SILENT_CLOSE_DELAY, Link, Transport
 
 if TYPE_CHECKING:
-    from broker.server import Broker
     from broker.session.channel import Channel
+    from broker.session.ports import Scheduler, Server
 
 log = logging.getLogger("hashbroker.connection")
 
 
-#: `broker.session.channel.DISPATCH` once the first channel opens: the channel stack (nine modules)
-#: loads then, so an idle broker and connections that never open a channel do not carry it.
+#: `broker.session.channel.DISPATCH` once the first channel opens: the channel and its parts
+#: load then, so an idle broker and connections that never open a channel do not carry it.
 _dispatch: dict[type, Any] = {}
 
 
@@ -56,9 +56,9 @@ class Connection(Link):
 
     def __init__(
         self,
-        broker: Broker,
+        broker: Server,
         transport: Transport,
-        loop: asyncio.AbstractEventLoop,
+        loop: Scheduler,
         handshake_timeout: float = H.HANDSHAKE_TIMEOUT,
     ) -> None:
         s = broker.settings
@@ -117,7 +117,11 @@ class Connection(Link):
                         self._failed(err, command, ch)
                 else:
                     try:
-                        _EVENTS.get(type(command), Connection._handshake_method)(self, number, command)
+                        event = self._events.get(type(command))
+                        if event is None:
+                            self._handshake_method(number, command)
+                        else:
+                            event(self, number, command)
                     except AmqpError as err:
                         self._failed(err, command, None)
                 if self._halted:
@@ -144,7 +148,7 @@ class Connection(Link):
 
     def send_blocked(self, reason: str) -> None:
         if self.handshake.capability("connection.blocked"):
-            self.send_method(0, simple_payload(10, 60, shortstr(reason)))
+            self.send_method(0, replies.connection_blocked(reason))
 
     def alarm_unblock(self) -> None:
         """Every alarm cleared: connection.unblocked and read again (unless the socket's own
@@ -153,7 +157,7 @@ class Connection(Link):
             return
         self.alarm_blocked = False
         if self.handshake.capability("connection.blocked"):
-            self.send_method(0, simple_payload(10, 61))
+            self.send_method(0, replies.connection_unblocked())
         if not self.paused and not self.flow_paused and not self.closed:
             self.transport.resume_reading()
 
@@ -203,10 +207,10 @@ class Connection(Link):
             self._handshake_method(number, command)
             return
         self.channels[number] = _channel_class()(self, number)
-        self.send_method(number, simple_payload(20, 11, b"\x00\x00\x00\x00"))
+        self.send_method(number, replies.channel_open_ok())
 
     def _on_close(self, number: int, command: C.ConnectionClose) -> None:
-        self.send_method(0, simple_payload(10, 51))
+        self.send_method(0, replies.connection_close_ok())
         if self.core.closing:  # crossing closes: answer, keep waiting for our close-ok
             return
         log.info(
@@ -224,7 +228,7 @@ class Connection(Link):
         if not self.handshake.done:
             self._handshake_method(number, command)
             return
-        self.send_method(0, simple_payload(10, 71))
+        self.send_method(0, replies.connection_update_secret_ok())
 
     def _handshake_method(self, number: int, command: Any) -> None:
         if self.handshake.done or number:
@@ -233,7 +237,7 @@ class Connection(Link):
 
     def _run(self, actions: list[H.Action]) -> None:
         for action in actions:
-            _ACTIONS[type(action)](self, action)
+            self._actions[type(action)](self, action)
 
     def _send(self, action: H.Send) -> None:
         self._out.append(action.data)
@@ -242,7 +246,7 @@ class Connection(Link):
     def _authenticate(self, action: H.Authenticate) -> None:
         user = action.username
         refusal = None
-        if not self.broker.check_credentials(user, action.password):
+        if not self.broker.auth.check_credentials(user, action.password):
             refusal = f"user '{user}' - invalid credentials"
         elif user in self.broker.settings.loopback_users and not self._is_loopback():
             refusal = f"user '{user}' can only connect via localhost"
@@ -307,25 +311,28 @@ class Connection(Link):
         (configure, write or read) in this vhost matches `name`."""
         self.broker.auth.check(self.user, self.vhost_name, kind, resource, name)
 
+    #: Channel-0 methods, channel.open and the assembler's verdicts, by type (any other channel-0
+    #: command goes to the handshake).
+    _events: ClassVar[dict[type[Any], Callable[[Connection, int, Any], None]]] = {
+        ProtocolHeader: _on_header,
+        FrameFailure: _on_frame_failure,
+        Crash: _on_crash,
+        C.ChannelOpen: _on_channel_open,
+        C.ConnectionClose: _on_close,
+        C.ConnectionCloseOk: _on_close_ok,
+        C.ConnectionUpdateSecret: _on_update_secret,
+    }
 
-_EVENTS: dict[type[Any], Any] = {
-    ProtocolHeader: Connection._on_header,
-    FrameFailure: Connection._on_frame_failure,
-    Crash: Connection._on_crash,
-    C.ChannelOpen: Connection._on_channel_open,
-    C.ConnectionClose: Connection._on_close,
-    C.ConnectionCloseOk: Connection._on_close_ok,
-    C.ConnectionUpdateSecret: Connection._on_update_secret,
-}
+    #: How each of the handshake's actions is performed.
+    _actions: ClassVar[dict[type[Any], Callable[[Connection, Any], None]]] = {
+        H.Send: _send,
+        H.Authenticate: _authenticate,
+        H.Tuned: _tuned,
+        H.OpenVhost: _open_vhost,
+        H.ArmTimer: _arm_timer,
+        H.CancelTimer: _cancel_timer,
+        H.CloseSocket: _close_socket,
+    }
 
-_ACTIONS: dict[type[Any], Any] = {
-    H.Send: Connection._send,
-    H.Authenticate: Connection._authenticate,
-    H.Tuned: Connection._tuned,
-    H.OpenVhost: Connection._open_vhost,
-    H.ArmTimer: Connection._arm_timer,
-    H.CancelTimer: Connection._cancel_timer,
-    H.CloseSocket: Connection._close_socket,
-}
 
 __all__ = ["CLOSE_OK_TIMEOUT", "SILENT_CLOSE_DELAY", "Connection", "Transport"]

@@ -1,73 +1,98 @@
-"""Consumers and basic.get: consume (plain, direct reply-to, sharded pseudo-queues), cancel, get."""
+"""A channel's consumers (rabbit_channel's consumer_mapping): by tag, the direct reply-to consumer,
+and the members of a sharded pseudo-queue's consumer.
+
+The registry checks and records consumers; the channel answers the methods and starts a new
+consumer on its queues only after consume-ok is out, so a client never sees a delivery before it.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
-from broker.entities.queues.catalog import Consumer, Queue
-from broker.protocol import commands as C
-from broker.protocol import methods as M
-from broker.protocol import replies
-from broker.session import declarations as D
-from broker.session.channel_base import REPLY_TO, Unacked, members
-from broker.session.declare import DeclareMixin
-from broker.session.trace import trace_deliver
+from broker.entities.queues.catalog import Consumer, ConsumerChannel, Queue
+from broker.session.declarations import gen_name
 
 if TYPE_CHECKING:
-    from broker.session.channel import Channel
+    from broker.entities.vhost import VHost
+    from broker.protocol import commands as C
+    from broker.session.limiter import Limiter
+    from broker.session.ports import ReplyRegistry, ReplyTarget
 
-    pass
+
+def members(consumer: Consumer) -> list[Consumer]:
+    """The queue-level consumers behind one channel consumer (several for a pseudo-queue consumer)."""
+    return list(consumer.group) if consumer.group is not None else [consumer]
 
 
-class ConsumeMixin(DeclareMixin):
-    """The channel's consume part (see the module docstring and `channel_base`)."""
+class ConsumerRegistry:
+    """The consumers of one channel, by tag."""
 
-    def on_basic_consume(self, a: C.BasicConsume) -> None:
-        tag = a.consumer_tag
-        if tag in self.consumers or (self.reply_consumer is not None and self.reply_consumer[0] == tag):
+    __slots__ = ("by_tag", "limiter", "replies", "reply_consumer")
+
+    def __init__(self, limiter: Limiter, replies: ReplyRegistry) -> None:
+        self.limiter = limiter
+        self.replies = replies
+        self.by_tag: dict[str, Consumer] = {}
+        self.reply_consumer: tuple[str, str] | None = None  # (tag, suffix) of the direct reply-to one
+
+    def __len__(self) -> int:
+        return len(self.by_tag)
+
+    def __iter__(self) -> Iterator[Consumer]:
+        return iter(self.by_tag.values())
+
+    def check_tag(self, tag: str) -> None:
+        if tag in self.by_tag or (self.reply_consumer is not None and self.reply_consumer[0] == tag):
             raise AmqpError(530, f"attempt to reuse consumer tag '{tag}'", hard=True)
-        qname = a.queue
-        if qname == REPLY_TO:
-            if not a.no_ack:
-                raise AmqpError(406, "reply consumer cannot acknowledge")
-            if self.reply_consumer is not None:
-                raise AmqpError(406, "reply consumer already set")
-            tag = tag or D.gen_name("amq.ctag")
-            suffix = self.conn.broker.register_reply_channel(cast("Channel", self))
-            self.reply_consumer = (tag, suffix)
-            if not a.nowait:
-                self.reply(replies.basic_consume_ok(tag))
-            return
-        qname = self._queue_name(qname)
-        shards = self._ring_shards(qname)
-        if shards:
-            self.conn.check_access("read", "queue", qname)
-            self._consume_shards(tag or D.gen_name("amq.ctag"), shards, a)
-            return
-        qname = self._sharded("basic.consume", qname)
-        self.conn.check_access("read", "queue", qname)
-        q = self.vhost.queue_or_404(qname)
-        tag = tag or D.gen_name("amq.ctag")
-        D.check_exclusive(self.conn, q)
+
+    def add_reply(self, channel: ReplyTarget, tag: str, no_ack: bool) -> str:
+        """basic.consume of amq.rabbitmq.reply-to: the channel's one reply consumer; its tag."""
+        if not no_ack:
+            raise AmqpError(406, "reply consumer cannot acknowledge")
+        if self.reply_consumer is not None:
+            raise AmqpError(406, "reply consumer already set")
+        tag = tag or gen_name("amq.ctag")
+        self.reply_consumer = (tag, self.replies.register_reply_channel(channel))
+        return tag
+
+    def add(self, channel: ConsumerChannel, tag: str, q: Queue, a: C.BasicConsume) -> Consumer:
+        """A consumer of `q`, recorded (the caller adds it to the queue once consume-ok is out)."""
         self._check_consumable(q, a)
-        consumer = self._new_consumer(tag, q, a)
-        self.consumers[tag] = consumer
-        if not a.nowait:
-            self.reply(replies.basic_consume_ok(tag))
-        q.add_consumer(consumer)
+        consumer = self._new(channel, tag, q, a)
+        self.by_tag[tag] = consumer
+        return consumer
+
+    def add_group(
+        self, channel: ConsumerChannel, tag: str, shards: list[Queue], a: C.BasicConsume
+    ) -> list[Consumer]:
+        """One consumer of a sharded pseudo-queue under consistent-hash selection: a member on every
+        local shard; each shard delivers only to the member its consumer ring picks (PIP-392 over
+        the consumers' names, keyed by the shard's name), so each consumer receives from the shards
+        it owns. Members share the tag and the prefetch; a demoted member keeps its unacked
+        messages. Returns the members (the caller adds them to their queues)."""
+        for q in shards:
+            self._check_consumable(q, a)
+        group: list[Consumer] = []
+        for q in shards:
+            member = self._new(channel, tag, q, a)
+            member.group = group
+            group.append(member)
+        self.by_tag[tag] = group[0]
+        return list(group)
 
     def _check_consumable(self, q: Queue, a: C.BasicConsume) -> None:
         """basic.consume's checks of the consume arguments and exclusive use, as RabbitMQ orders them."""
         q.check_consume(a.arguments, exclusive=a.exclusive, no_ack=a.no_ack, prefetch=self.limiter.prefetch)
         q.check_global_qos(self.limiter.global_prefetch)
 
-    def _new_consumer(self, tag: str, q: Queue, a: C.BasicConsume) -> Consumer:
+    def _new(self, channel: ConsumerChannel, tag: str, q: Queue, a: C.BasicConsume) -> Consumer:
         args: FieldTable = a.arguments
         prio = args.get("x-priority")
         return Consumer(
-            self,
+            channel,
             tag,
             q,
             a.no_ack,
@@ -77,11 +102,11 @@ class ConsumeMixin(DeclareMixin):
             int(prio.value) if prio is not None else 0,
         )
 
-    def _ring_shards(self, name: str) -> list[Queue]:
+    @staticmethod
+    def ring_shards(vhost: VHost, name: str) -> list[Queue]:
         """The local shards a consumer of pseudo-queue `name` joins under consistent-hash
         selection (empty: not a pseudo-queue, "first" selection, or no shard, which the
         interceptor then refuses)."""
-        vhost = self.vhost
         if (
             vhost.hooks is None
             or vhost.active_consumer_selection != "consistent-hash"
@@ -90,80 +115,45 @@ class ConsumeMixin(DeclareMixin):
             return []
         return list(vhost.hooks.local_shards(vhost, name))
 
-    def _consume_shards(self, tag: str, shards: list[Queue], a: C.BasicConsume) -> None:
-        """One consumer of a sharded pseudo-queue under consistent-hash selection: a member on every
-        local shard; each shard delivers only to the member its consumer ring picks (PIP-392 over the
-        consumers' names, keyed by the shard's name), so each consumer receives from the shards it
-        owns. Members share the tag and the prefetch; a demoted member keeps its unacked messages."""
-        for q in shards:
-            self._check_consumable(q, a)
-        group: list[Consumer] = []
-        for q in shards:
-            member = self._new_consumer(tag, q, a)
-            member.group = group
-            group.append(member)
-        self.consumers[tag] = group[0]
-        if not a.nowait:
-            self.reply(replies.basic_consume_ok(tag))
-        for member in list(group):
-            member.queue.add_consumer(member)
-
-    def on_basic_cancel(self, a: C.BasicCancel) -> None:
-        tag = a.consumer_tag
+    def cancel(self, tag: str) -> list[Consumer]:
+        """basic.cancel: forget the consumer; its members, to take off their queues once cancel-ok
+        is out (none for the reply consumer or an unknown tag, which RabbitMQ answers all the same)."""
         if self.reply_consumer is not None and self.reply_consumer[0] == tag:
-            self.conn.broker.unregister_reply_channel(self.reply_consumer[1])
-            self.reply_consumer = None
-        else:
-            consumer = self.consumers.pop(tag, None)
-            if consumer is not None:
-                if not a.nowait:
-                    self.reply(replies.basic_cancel_ok(tag))
-                for member in list(members(consumer)):
-                    member.queue.remove_consumer(member)
-                return
-        if not a.nowait:
-            self.reply(replies.basic_cancel_ok(tag))
+            self._drop_reply()
+            return []
+        consumer = self.by_tag.pop(tag, None)
+        return members(consumer) if consumer is not None else []
 
-    def on_basic_get(self, a: C.BasicGet) -> None:
-        qname = self._sharded("basic.get", self._queue_name(a.queue))
-        self.conn.check_access("read", "queue", qname)
-        q = self.vhost.queue_or_404(qname)
-        D.check_exclusive(self.conn, q)
-        entry = q.get(a.no_ack)
-        if entry is None:
-            self.reply(replies.basic_get_empty())
-            return
-        tag = self.next_tag
-        self.next_tag = tag + 1
-        if not a.no_ack:
-            q.unacked += 1
-            self.unacked[tag] = Unacked(q, entry, None)
-            self.unacked_order.append(tag)
-            self.limiter.delivered(None)
-        if q.store is not None:
-            self._store_delivered(q, entry, a.no_ack)
-        msg = entry.msg
-        payload = M.get_ok_payload(
-            tag, entry.redelivered, M.shortstr(msg.exchange), M.shortstr(msg.routing_key), q.count
-        )
-        out: list[bytes] = []
-        self._content_frames(payload, msg, out)
-        self.conn.send_frames(out)
-        if self.vhost.tracing:  # after the send, as for a consumer's delivery
-            trace_deliver(self, q.name, entry.redelivered, msg)
-        if a.no_ack and q.auto_delete:
-            pass
-
-    def consumer_cancelled_by_server(self, consumer: Consumer) -> None:
-        """The queue went away: drop the consumer and tell the client (consumer_cancel_notify)."""
+    def server_cancelled(self, consumer: Consumer) -> bool:
+        """The queue of `consumer` went away: forget it. True when the client must be told (the
+        channel's consumer is gone, not just one shard of a pseudo-queue consumer)."""
         group = consumer.group
         if group is not None and consumer in group:
             group.remove(consumer)  # one shard of a pseudo-queue consumer went: the others stay
-            if group and self.consumers.get(consumer.tag) is consumer:
-                self.consumers[consumer.tag] = group[0]
+            if group and self.by_tag.get(consumer.tag) is consumer:
+                self.by_tag[consumer.tag] = group[0]
             if group:
-                return
-        if self.consumers.pop(consumer.tag, None) is None:
-            return
-        if self.conn.cancel_notify:
-            self.reply(replies.basic_cancel(consumer.tag))
+                return False
+        return self.by_tag.pop(consumer.tag, None) is not None
+
+    def queues(self) -> list[Queue]:
+        """Every queue the channel's consumers take from, once each."""
+        return list(dict.fromkeys(m.queue for c in self.by_tag.values() for m in members(c)))
+
+    def kick(self) -> None:
+        """Credit was granted or the peer reads again: let every queue of ours try to deliver."""
+        for q in self.queues():
+            q.try_deliver()
+
+    def close(self) -> None:
+        """The channel closed: no reply consumer, and every consumer leaves its queue."""
+        self._drop_reply()
+        for consumer in list(self.by_tag.values()):
+            for member in members(consumer):
+                member.queue.remove_consumer(member)
+        self.by_tag.clear()
+
+    def _drop_reply(self) -> None:
+        if self.reply_consumer is not None:
+            self.replies.unregister_reply_channel(self.reply_consumer[1])
+            self.reply_consumer = None

@@ -23,12 +23,16 @@ from broker.entities.queues.arguments import (
 )
 from broker.entities.queues.catalog import Queue
 from broker.protocol import commands as C
-from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX
 from exchanges.base import Binding, Destination
 
 if TYPE_CHECKING:
     from broker.entities.exchange import Exchange
     from broker.entities.vhost import VHost
+
+REPLY_TO = "amq.rabbitmq.reply-to"
+"""Direct reply-to's pseudo-queue: consumed with no-ack, named as a publish's reply_to."""
+REPLY_TO_PREFIX = "amq.rabbitmq.reply-to."
+"""What the reply_to of a publish becomes: this prefix and the reply consumer's suffix."""
 
 
 class Principal(Protocol):

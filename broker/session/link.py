@@ -8,13 +8,12 @@ class/method 0/0, as a crashed RabbitMQ process reports.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import logging
 import socket
 import struct
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError, ReplyCode
 from broker.protocol.assembler import CommandAssembler
@@ -22,15 +21,16 @@ from broker.protocol.framing import HEARTBEAT_FRAME
 from broker.protocol.handshake import Handshake
 from broker.protocol.heartbeat import Beat, HeartbeatPolicy
 from broker.protocol.methods import close_payload, method_frame
-from broker.session.channel_base import ChannelBase
 from broker.session.identity import ConnectionIdentity
+from broker.session.ports import Transport
 
 if TYPE_CHECKING:
     from broker.entities.queues.catalog import Queue
     from broker.entities.vhost import VHost
-    from broker.server import Broker
     from broker.session.channel import Channel
-    from broker.session.connection import Connection
+    from broker.session.ports import ChannelHandle, Scheduler, Server, Timer
+
+__all__ = ["CLOSE_OK_TIMEOUT", "SILENT_CLOSE_DELAY", "Link", "Transport"]
 
 log = logging.getLogger("hashbroker.connection")
 _ids = itertools.count(1)
@@ -41,20 +41,10 @@ SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds)
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 
 
-class Transport(Protocol):
-    def write(self, data: bytes) -> None: ...
-    def close(self) -> None: ...
-    def pause_reading(self) -> None: ...
-    def resume_reading(self) -> None: ...
-    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
-
-
 class Link(ConnectionIdentity):
     """One client connection's state, output and closing; `Connection` adds the input side."""
 
-    def __init__(
-        self, broker: Broker, transport: Transport, loop: asyncio.AbstractEventLoop, handshake: Handshake
-    ) -> None:
+    def __init__(self, broker: Server, transport: Transport, loop: Scheduler, handshake: Handshake) -> None:
         super().__init__(handshake, transport.get_extra_info("peername"), f"{broker.host}:{broker.port}")
         self.broker = broker
         self.transport = transport
@@ -72,11 +62,11 @@ class Link(ConnectionIdentity):
         self.silent = False
         self._halted = False  # closed or silent: the rest of a read is ignored
         self._flush_scheduled = False
-        self._confirm_channels: set[ChannelBase] = set()
+        self._confirm_channels: set[ChannelHandle] = set()
         self._heartbeat: HeartbeatPolicy | None = None
-        self._hb_timer: asyncio.TimerHandle | None = None
-        self._close_timer: asyncio.TimerHandle | None = None
-        self._hs_timer: asyncio.TimerHandle | None = None
+        self._hb_timer: Timer | None = None
+        self._close_timer: Timer | None = None
+        self._hs_timer: Timer | None = None
         log.info("accepting AMQP connection %s (%s)", self.id, self.name)
 
     @property
@@ -100,7 +90,7 @@ class Link(ConnectionIdentity):
             self._flush_scheduled = True
             self.loop.call_soon(self.flush)
 
-    def want_flush_confirms(self, channel: ChannelBase) -> None:
+    def want_flush_confirms(self, channel: ChannelHandle) -> None:
         self._confirm_channels.add(channel)
         self._schedule_flush()
 
@@ -184,7 +174,7 @@ class Link(ConnectionIdentity):
             SILENT_CLOSE_DELAY, self._shutdown, f"handshake error: {reason}", True
         )
 
-    def close_channel(self, ch: ChannelBase, err: AmqpError, culprit: tuple[int, int] = (0, 0)) -> None:
+    def close_channel(self, ch: ChannelHandle, err: AmqpError, culprit: tuple[int, int] = (0, 0)) -> None:
         """A soft error: channel.close with the error; the channel is gone once close-ok arrives."""
         log.warning(
             "channel error on connection %s (%s), channel %d: %d %s",
@@ -197,7 +187,7 @@ class Link(ConnectionIdentity):
         self.channels.pop(ch.number, None)
         self.core.channel_closing(ch.number)
 
-    def channel_closed(self, ch: Channel) -> None:
+    def channel_closed(self, ch: ChannelHandle) -> None:
         """Called by the channel after close (client-initiated) or close-ok (server-initiated)."""
         if self.channels.get(ch.number) is ch:
             del self.channels[ch.number]
@@ -234,7 +224,7 @@ class Link(ConnectionIdentity):
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
         self.transport.close()
-        self.broker.connection_lost(cast("Connection", self))
+        self.broker.connection_lost(self)
         log.info("connection %s closed: %s", self.id, reason)
 
     def connection_lost(self) -> None:
@@ -246,7 +236,7 @@ class Link(ConnectionIdentity):
             self.closed = self._halted = True
             self._cancel_timers()
             self._teardown_channels()
-            self.broker.connection_lost(cast("Connection", self))
+            self.broker.connection_lost(self)
 
     def pause_writing(self) -> None:
         self.paused = True

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from broker.entities.users import Registry
+    from broker.session.ports import AccessControl
 
 CACHE_LIMIT = 256
 
@@ -22,7 +22,7 @@ class WriteCache:
 
     __slots__ = ("_check", "allowed", "auth", "version")
 
-    def __init__(self, auth: Registry, check: Callable[[str, str, str], None]) -> None:
+    def __init__(self, auth: AccessControl, check: Callable[[str, str, str], None]) -> None:
         self.auth = auth
         self._check = check  # check(kind, resource, name) raises AmqpError 403
         self.version = -1

@@ -1,0 +1,179 @@
+"""A channel's deliveries awaiting an ack (rabbit_channel's unacked_message_q) and how they settle.
+
+The tracker hands out the channel's delivery tags and keeps every delivery that needs an ack, in
+tag order, until basic.ack, basic.reject, basic.nack, basic.recover or the channel's close settles
+it. Settling frees the delivery's prefetch credit (`Limiter`), tells the store (`MessageLedger`)
+when the message is kept, and wakes the queues whose consumers may now receive.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from amqpwire.errors import AmqpError
+
+if TYPE_CHECKING:
+    from broker.entities.queues.catalog import Consumer, Entry, Queue
+    from broker.session.limiter import Limiter
+    from broker.session.ports import MessageLedger
+
+
+class Unacked:
+    """One delivery awaiting an ack: where it came from and who holds its credit (None: basic.get)."""
+
+    __slots__ = ("consumer", "entry", "queue")
+
+    def __init__(self, queue: Queue, entry: Entry, consumer: Consumer | None) -> None:
+        self.queue = queue
+        self.entry = entry
+        self.consumer = consumer
+
+
+Settled = list[tuple[int, Unacked]]
+"""Deliveries taken out of the tracker, with their tags, in tag order."""
+
+
+class UnackedTracker:
+    """Delivery tags and the deliveries awaiting an ack of one channel."""
+
+    __slots__ = ("_channel_queues", "ledger", "limiter", "next_tag", "order", "unacked")
+
+    def __init__(
+        self, limiter: Limiter, ledger: MessageLedger | None, channel_queues: Callable[[], Iterable[Queue]]
+    ) -> None:
+        self.limiter = limiter
+        self.ledger = ledger
+        self._channel_queues = channel_queues  # every queue the channel's consumers take from
+        self.next_tag = 1
+        self.unacked: dict[int, Unacked] = {}
+        self.order: deque[int] = deque()  # tags in delivery order (settled ones are skipped)
+
+    def __len__(self) -> int:
+        return len(self.unacked)
+
+    def tag(self) -> int:
+        """The tag of a delivery that needs no ack."""
+        tag = self.next_tag
+        self.next_tag = tag + 1
+        return tag
+
+    def delivered(self, queue: Queue, entry: Entry, consumer: Consumer | None) -> int:
+        """A delivery needing an ack goes out (consumer None: basic.get): its tag; it holds credit."""
+        tag = self.next_tag
+        self.next_tag = tag + 1
+        self.unacked[tag] = Unacked(queue, entry, consumer)
+        self.order.append(tag)
+        self.limiter.delivered(consumer)
+        return tag
+
+    def collect(self, tag: int, multiple: bool) -> Settled:
+        """rabbit_channel:collect_acks: tag 0 + multiple means everything; an unknown tag is a 406."""
+        unacked = self.unacked
+        if multiple and tag == 0:
+            return self.take_all()
+        if tag not in unacked:
+            raise AmqpError(406, f"unknown delivery tag {tag}")
+        if not multiple:
+            return [(tag, unacked.pop(tag))]
+        out = []
+        order = self.order
+        while order and order[0] <= tag:
+            t = order.popleft()
+            u = unacked.pop(t, None)
+            if u is not None:
+                out.append((t, u))
+        return out
+
+    def take_all(self) -> Settled:
+        """Every delivery still awaiting an ack, in tag order, taken out."""
+        unacked = self.unacked
+        out = [(t, unacked.pop(t)) for t in self.order if t in unacked]
+        self.order.clear()
+        return out
+
+    def release(self, items: Settled) -> list[Queue]:
+        """Free the credit `items` held; the queues that may deliver again, in order."""
+        touched: dict[Queue, None] = {}
+        limiter = self.limiter
+        for _t, u in items:
+            limiter.settled(u.consumer)
+            if u.consumer is not None and u.consumer.group is not None:
+                # the shared prefetch freed: any member's shard may go
+                touched.update(dict.fromkeys(m.queue for m in u.consumer.group))
+            u.queue.unacked -= 1
+            touched[u.queue] = None
+        if limiter.channel_wide and items:
+            # basic.qos global=true is one limit for the whole channel (RabbitMQ 3.10.8's limiter
+            # wakes every queue it blocked): credit freed by an ack on one queue lets the channel's
+            # consumers of other queues receive too, after the acked queue's own consumers.
+            touched.update(dict.fromkeys(self._channel_queues()))
+        return list(touched)
+
+    def ack(self, items: Settled) -> None:
+        """basic.ack (or a committed one): the store forgets them, the queues count them, credit frees."""
+        if self.ledger is not None:
+            self.forget_stored(items)
+        self.count_acks(items)
+        for q in self.release(items):
+            q.try_deliver()
+
+    def forget_stored(self, items: Settled) -> None:
+        """Acknowledged deliveries: the store forgets the ones it keeps."""
+        ledger = self.ledger
+        if ledger is not None:
+            for q, entries in _by_queue(items).items():
+                ledger.settled(q, entries)
+
+    @staticmethod
+    def count_acks(items: Settled) -> None:
+        """The queues' `ack` message_stats (rejects and nacks are not acks)."""
+        for _t, u in items:
+            u.queue.stat_ack += 1
+
+    @staticmethod
+    def check_rejectable(items: Settled) -> None:
+        """A type may refuse basic.reject and basic.nack of its deliveries (streams: 540)."""
+        for _t, u in items:
+            u.queue.check_reject()
+
+    def reject(self, items: Settled, requeue: bool) -> None:
+        """basic.reject / basic.nack: back to their queues, or dead-lettered ("rejected")."""
+        touched = self.release(items)
+        for q, entries in _by_queue(items).items():
+            if q.deleted:
+                continue
+            if requeue:
+                q.requeue(entries)
+            else:
+                q.dead_letter(entries, "rejected")
+        for q in touched:
+            q.try_deliver()
+
+    def recover(self) -> None:
+        """basic.recover(requeue=true): every unacked delivery goes back to its queue."""
+        items = self.take_all()
+        if items:
+            self.reject(items, True)
+
+    def close(self, held: Settled) -> None:
+        """The channel closed: its unacked deliveries (and `held`, settled in a transaction never
+        committed) go back to their queues, each as its type returns a closed channel's messages."""
+        items = self.take_all()
+        items.extend(held)
+        if not items:
+            return
+        self.release(items)
+        for q, entries in _by_queue(items).items():
+            if not q.deleted:
+                # a type may return a closed channel's messages differently from a nack
+                # (quorum queues: to the front, counted as a delivery)
+                q.requeue_on_close(entries)
+
+
+def _by_queue(items: Settled) -> dict[Queue, list[Entry]]:
+    by_queue: dict[Queue, list[Entry]] = {}
+    for _t, u in items:
+        by_queue.setdefault(u.queue, []).append(u.entry)
+    return by_queue
