@@ -165,11 +165,6 @@ def test_layer_contract_holds() -> None:
     assert "0 broken" in result.stdout
 
 
-#: Session modules of the publish side that still write through the store themselves: they go as
-#: the publish pipeline in the entities takes over their persistence.
-STORE_READERS_LEFT = frozenset({"publish.py", "tx.py", "confirms.py"})
-
-
 def test_the_session_reaches_the_server_only_through_its_ports() -> None:
     """Nothing in broker/session names the Broker or reads a `.store` attribute: what the session
     needs from above is in broker/session/ports.py, what the store keeps through the entities'
@@ -182,14 +177,6 @@ def test_the_session_reaches_the_server_only_through_its_ports() -> None:
                 offenders.append(f"{path.name}:{node.lineno} names Broker")
             elif isinstance(node, ast.ImportFrom) and node.module == "broker.server":
                 offenders.append(f"{path.name}:{node.lineno} imports broker.server")
-            elif (
-                isinstance(node, ast.Attribute)
-                and node.attr == "store"
-                and path.name not in STORE_READERS_LEFT
-            ):
+            elif isinstance(node, ast.Attribute) and node.attr == "store":
                 offenders.append(f"{path.name}:{node.lineno} reads .store")
     assert not offenders, offenders
-    still = {p for p in STORE_READERS_LEFT if ".store" in (REPO / "broker" / "session" / p).read_text()}
-    assert still == STORE_READERS_LEFT, (
-        f"no longer read .store: drop from STORE_READERS_LEFT: {STORE_READERS_LEFT - still}"
-    )
