@@ -85,7 +85,7 @@ def connection_named(api: str, name: str, wait: float) -> dict[str, Any]:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         for c in http(api, "GET", "/api/connections")[1]:
-            if c.get("user_provided_name") == name and "recv_oct" in c:
+            if c.get("user_provided_name") == name and "recv_oct" in c and "recv_cnt" in c:
                 return dict(c)
         time.sleep(0.2)
     pytest.fail(f"{api} never listed the connection {name!r}")
