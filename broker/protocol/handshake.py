@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from amqpwire.errors import channel_error, command_invalid, not_allowed, syntax_error
 from amqpwire.fields import FieldDecodeError, FieldTable
@@ -91,6 +91,8 @@ class CloseSocket(NamedTuple):
 
 
 Action = Send | Authenticate | OpenVhost | Tuned | ArmTimer | CancelTimer | CloseSocket
+Step = Callable[["Handshake", Any], list[Action]]
+"""A transition: the handler of one method in one state."""
 
 
 class Handshake:
@@ -158,7 +160,7 @@ class Handshake:
 
     def receive(self, command: Any) -> list[Action]:
         """A channel-0 method during the handshake."""
-        step = _TRANSITIONS.get((self.state, type(command)))
+        step = self._TRANSITIONS.get((self.state, type(command)))
         if step is None:
             raise channel_error(f"unexpected method in connection state {self.state}")
         return step(self, command)
@@ -239,6 +241,12 @@ class Handshake:
         self.vhost = command.virtual_host
         return [OpenVhost(command.virtual_host)]
 
+    _TRANSITIONS: ClassVar[dict[tuple[HandshakeState, type[Any]], Step]] = {
+        (HandshakeState.STARTING, ConnectionStartOk): _start_ok,
+        (HandshakeState.TUNING, ConnectionTuneOk): _tune_ok,
+        (HandshakeState.OPENING, ConnectionOpen): _open,
+    }
+
 
 def _negotiate(field: str, minimum: int, server: int, client: int) -> None:
     detail = " (no limit)" if client == 0 and field == "channel_max" else ""
@@ -250,10 +258,3 @@ def _negotiate(field: str, minimum: int, server: int, client: int) -> None:
         raise not_allowed(
             f"negotiated {field} = {client}{detail} is higher than the maximum allowed value ({server})"
         )
-
-
-_TRANSITIONS: dict[tuple[HandshakeState, type[Any]], Callable[[Handshake, Any], list[Action]]] = {
-    (HandshakeState.STARTING, ConnectionStartOk): Handshake._start_ok,
-    (HandshakeState.TUNING, ConnectionTuneOk): Handshake._tune_ok,
-    (HandshakeState.OPENING, ConnectionOpen): Handshake._open,
-}
