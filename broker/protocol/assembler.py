@@ -120,8 +120,13 @@ class _Content:
         self.parts: list[bytes] = []
         self.got = 0
 
-    def complete(self, props: bytes, body: bytes) -> Publish:
-        return (self.exchange, self.routing_key, self.mandatory, self.immediate, props, body)
+    def complete(self, channel: int, body: bytes) -> tuple[int, Any]:
+        """The assembled publish on `channel`, or the crash of a content header without room for
+        property flags (see `CommandAssembler._content_header`)."""
+        props = self.props
+        if props is None:
+            return _fail(internal_error(), channel)
+        return channel, (self.exchange, self.routing_key, self.mandatory, self.immediate, props, body)
 
 
 class CommandAssembler:
@@ -359,8 +364,8 @@ class CommandAssembler:
             parts = pending.parts
             if parts:
                 parts.append(payload)
-                return _completed(channel, pending, b"".join(parts))
-            return _completed(channel, pending, payload)
+                return pending.complete(channel, b"".join(parts))
+            return pending.complete(channel, payload)
         if pending.got < pending.size:
             pending.parts.append(payload)
         else:
@@ -397,7 +402,7 @@ class CommandAssembler:
             pending.props = payload[12:]
         if size == 0:
             del self._content[channel]
-            return _completed(channel, pending, b"")
+            return pending.complete(channel, b"")
         pending.size = size
         return None
 
@@ -489,12 +494,6 @@ class CommandAssembler:
         self.closing = True
         self.channels.clear()
         self._content.clear()
-
-
-def _completed(channel: int, pending: _Content, body: bytes) -> tuple[int, Any]:
-    if pending.props is None:
-        return _fail(internal_error(), channel)
-    return channel, pending.complete(pending.props, body)
 
 
 def _fail(err: AmqpError, channel: int, culprit: tuple[int, int] = _NO_METHOD) -> tuple[int, FrameFailure]:
