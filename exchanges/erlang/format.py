@@ -6,8 +6,8 @@ quoted string of those very bytes (so UTF-8 text passes through byte for byte), 
 list of byte values; it wraps a list, tuple or non-printable binary that does not fit in the line
 (80 columns, or N for `~Np`), indenting continuation lines to the column the term started at, so the
 text before a term decides how it breaks; `~w` never quotes a binary as text nor wraps. This is OTP
-25's io_lib_format / io_lib_pretty (print/pp/cind) for the terms RabbitMQ's texts contain. Vectors
-from `erl` are in tests/data/erlang_vectors.json ("erlang_format").
+25's io_lib_format / io_lib_pretty (print/pp/cind) for the terms RabbitMQ's texts contain, checked
+against `erl` (tests/unit/test_erlang_format.py, tests/data/erlang_vectors.json "erlang_format").
 
 Python values stand for Erlang terms as follows:
 
@@ -94,6 +94,8 @@ def erl_format(fmt: str, args: Sequence[object]) -> str:
         out.append(_latin1_of(fmt[pos : match.start()]))
         pos = match.end()
         width, kind = match.group(1), match.group(2)
+        if kind not in "pws~":
+            raise ValueError(f"unsupported directive ~{width}{kind} in {fmt!r}")
         if kind == "~":
             out.append("~")
             continue
@@ -113,7 +115,7 @@ def erl_format(fmt: str, args: Sequence[object]) -> str:
     return _wire("".join(out))
 
 
-_DIRECTIVE = re.compile(r"~([0-9]*)([pws~])")
+_DIRECTIVE = re.compile(r"~([0-9]*)(.)", re.DOTALL)
 
 
 def _wire(chars: str) -> str:
@@ -174,8 +176,10 @@ def _latin1_char(char: str) -> str:
     escaped = ESCAPES.get(code)
     if escaped is not None and code != 0x22:  # a double quote needs no escape inside single quotes
         return escaped.decode()
-    if code < 0x20 or code == 0x7F:
-        return f"\\{code:03o}" if code != 0x7F else "\\d"
+    if code == 0x7F:
+        return "\\d"
+    if code < 0x20 or 0x80 <= code < 0xA0:
+        return f"\\{code:03o}"
     return char
 
 

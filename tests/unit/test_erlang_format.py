@@ -112,6 +112,9 @@ def test_w_never_prints_text_nor_wraps() -> None:
         ("end", "'end'"),
         ("it's", "'it\\'s'"),
         ("tab\there", "'tab\\there'"),
+        ("\x01a", "'\\001a'"),
+        ("\x7f", "'\\d'"),
+        ("\x85", "'\\205'"),
         ("", "''"),
     ],
 )
@@ -131,6 +134,8 @@ def test_directives_and_arguments_must_match() -> None:
     with pytest.raises(ValueError):
         erl_format("~p", [1, 2])
     assert erl_format("100~~ ~p", [1]) == "100~ 1"
+    with pytest.raises(ValueError):
+        erl_format("~ts", ["a"])  # ~ts, ~tp: not needed by any text, so not emulated
 
 
 # -- against erl ---------------------------------------------------------------------------------------
