@@ -116,8 +116,8 @@ def channel_error(explanation: str) -> AmqpError:
     return AmqpError(ReplyCode.CHANNEL_ERROR, explanation)
 
 
-def frame_error(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.FRAME_ERROR, explanation)
+def frame_error(explanation: str, *, in_method: bool = True) -> AmqpError:
+    return AmqpError(ReplyCode.FRAME_ERROR, explanation, in_method=in_method)
 
 
 def syntax_error(explanation: str) -> AmqpError:

@@ -94,10 +94,11 @@ the field kinds and the tuple class; `decode_method` is the only decoder of meth
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from amqpwire.errors import command_invalid
+from amqpwire.errors import command_invalid, frame_error
 from amqpwire.fields import FieldDecodeError, FieldTable
 from broker.protocol.framing import FRAME_METHOD, ReaderCrash, cannot_decode, frame_refused
 from exchanges.erlang.atom import Atom
@@ -108,12 +109,18 @@ else:
     from broker.protocol.command_type import Command
 '''
 
-DECODER = '''
+DECODER = r'''
 _S16 = struct.Struct(">H")
 _S32 = struct.Struct(">I")
 _S64 = struct.Struct(">Q")
 _CM = struct.Struct(">HH")
 _UNKNOWN_FRAME = Atom("unknown_frame")
+_ERLANG_UTF8 = re.compile(
+    rb"(?:[\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xef][\x80-\xbf]{2}"
+    rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf7][\x80-\xbf]{3})*"
+)
+"""What RabbitMQ's shortstr check (xmerl_ucs:from_utf8) takes for UTF-8: no overlong forms, but
+surrogates and code points up to 0x1FFFFF pass."""
 
 
 def method_ids(payload: bytes) -> tuple[int, int]:
@@ -129,7 +136,9 @@ def decode_method(payload: bytes) -> Any:
 
     Fewer than 4 octets is analyze_frame's `error` (501 unknown_frame); ids that RabbitMQ's framing
     module does not know crash its reader (`ReaderCrash`); a server-only method decodes there but no
-    handler accepts it (503); fields that do not parse are a 501 "cannot decode".
+    handler accepts it (503); fields that do not fill the payload exactly are a 501 "cannot decode";
+    then, field by field, a shortstr that is not UTF-8 is 501 "Malformed UTF-8 in shortstr" (naming
+    no method) and a table whose contents do not parse crashes the reader.
     """
     if len(payload) < 4:
         raise frame_refused(FRAME_METHOD, payload, _UNKNOWN_FRAME)
@@ -141,13 +150,18 @@ def decode_method(payload: bytes) -> Any:
         raise ReaderCrash(f"unknown method id {{{class_id},{method_id}}}")
     try:
         values = _decode_fields(payload, 4, spec.kinds)
-    except (IndexError, struct.error, FieldDecodeError, UnicodeDecodeError) as exc:
+    except (IndexError, struct.error) as exc:
         raise cannot_decode(payload[4:]) from exc
     return tuple.__new__(spec.cls, values)
 
 
 def _decode_fields(data: bytes, pos: int, kinds: str) -> list[Any]:
+    """The fields as RabbitMQ's generated decoder takes them: one binary pattern for the lengths
+    (IndexError when it does not match), then the checks of the values (see `decode_method`); in
+    every method the shortstrs come before the table."""
     out: list[Any] = []
+    tables: list[int] = []
+    malformed = False
     bit = 8
     bits = 0
     for kind in kinds:
@@ -165,7 +179,12 @@ def _decode_fields(data: bytes, pos: int, kinds: str) -> list[Any]:
             end = pos + 1 + n
             if end > len(data):
                 raise IndexError
-            out.append(data[pos + 1 : end].decode("utf-8", errors="surrogateescape"))
+            raw = data[pos + 1 : end]
+            try:
+                out.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                malformed = malformed or _ERLANG_UTF8.fullmatch(raw) is None
+                out.append(raw.decode("utf-8", errors="surrogateescape"))
             pos = end
         elif kind == "S":
             (n,) = _S32.unpack_from(data, pos)
@@ -191,8 +210,18 @@ def _decode_fields(data: bytes, pos: int, kinds: str) -> list[Any]:
             end = pos + 4 + n
             if end > len(data):
                 raise IndexError
-            out.append(FieldTable.decode(data[pos + 4 : end]))
+            tables.append(len(out))
+            out.append(data[pos + 4 : end])
             pos = end
+    if pos != len(data):
+        raise IndexError
+    if malformed:
+        raise frame_error("Malformed UTF-8 in shortstr", in_method=False)
+    for index in tables:
+        try:
+            out[index] = FieldTable.decode(out[index])
+        except FieldDecodeError as exc:
+            raise ReaderCrash(f"undecodable field table: {exc}") from None
     return out
 '''
 

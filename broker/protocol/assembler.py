@@ -251,7 +251,7 @@ class CommandAssembler:
                     p = pos + 13  # frame header, class, method, ticket
                     ex_end = p + 1 + data[p] if p < stop else stop
                     rk_end = ex_end + 1 + data[ex_end] if ex_end < stop else stop
-                    if rk_end < stop:
+                    if rk_end + 1 == stop:  # the bits octet ends the payload
                         exchange = (
                             data[p + 1 : ex_end].decode("utf-8", "surrogateescape") if ex_end > p + 1 else ""
                         )
@@ -428,7 +428,11 @@ class CommandAssembler:
             if channel == 0:
                 if ftype != FRAME_METHOD:
                     return _fail(frame_unexpected(ftype, payload), 0)
-                return 0, decode_method(payload)
+                try:
+                    return 0, decode_method(payload)
+                except AmqpError as err:
+                    # rabbit_reader:handle_method0 names the method in an error that names none
+                    return 0, FrameFailure(err, 0, culprit, False)
             if not self.running:
                 # RabbitMQ 3.10.8's reader rejects a channel frame before connection.open as a bare
                 # frame: 505 with class/method 0/0 even when it is a method frame (e.g. channel.open)

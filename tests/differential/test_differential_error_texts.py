@@ -28,7 +28,8 @@ def _frame(ftype: int, channel: int, payload: bytes, end: bytes = b"\xce") -> by
 
 
 def _close(raw: RawAmqp, data: bytes) -> dict[str, Any]:
-    """Send `data` on an open channel 1 and return the first close frame the server sends."""
+    """Send `data` on an open channel 1 and return the first close frame the server sends, or
+    whether it closed the socket without one (a crash) or said nothing."""
     raw.open_channel(1)
     raw.send_bytes(data)
     buf = raw.buf
@@ -52,12 +53,14 @@ def _close(raw: RawAmqp, data: bytes) -> dict[str, Any]:
         raw.sock.settimeout(max(0.1, deadline - time.monotonic()))
         try:
             chunk = raw.sock.recv(65536)
-        except (TimeoutError, ConnectionError):
-            break
+        except TimeoutError:
+            return {"close": None, "socket_closed": False}
+        except ConnectionError:  # RabbitMQ's crashing reader resets the socket
+            chunk = b""
         if not chunk:
-            break
+            return {"close": None, "socket_closed": True}
         buf += chunk
-    return {"close": None}
+    return {"close": None, "socket_closed": False}
 
 
 def _each(ctx: Ctx, cases: dict[str, bytes]) -> dict[str, Any]:
@@ -122,6 +125,62 @@ def scenario_content_header_without_property_flags(ctx: Ctx) -> Any:
             content = _frame(2, 1, struct.pack(">HHQ", 60, 0, len(body)) + flags)
             content += _frame(3, 1, body) if body else b""
             cases[f"flags{len(flags)}_body{len(body)}"] = publish + content
+    return _each(ctx, cases)
+
+
+def _shortstr(value: bytes) -> bytes:
+    return bytes((len(value),)) + value
+
+
+def _declare(name: bytes, table: bytes = b"", tail: bytes = b"") -> bytes:
+    """A passive queue.declare (a name that passes every check ends in 404, creating nothing)."""
+    fields = b"\x00\x00" + _shortstr(name) + b"\x01" + struct.pack(">I", len(table)) + table + tail
+    return _frame(1, 1, struct.pack(">HH", 50, 10) + fields)
+
+
+@scenario
+def scenario_shortstr_not_utf8(ctx: Ctx) -> Any:
+    """Every method's shortstrs but basic.publish's must be UTF-8 as Erlang's xmerl takes it:
+    501 "Malformed UTF-8 in shortstr", naming no method on a channel, the method on channel 0."""
+    consume = struct.pack(">HHH", 60, 20, 0) + _shortstr(b"probe-none") + _shortstr(b"t\xe9") + b"\x00"
+    close = struct.pack(">HHH", 10, 50, 200) + _shortstr(b"bye\xe9") + struct.pack(">HH", 0, 0)
+    publish = struct.pack(">HHH", 60, 40, 0) + _shortstr(b"probe-none") + _shortstr(b"k\xe9") + b"\x00"
+    cases = {
+        "latin1": _declare(b"x\xe9"),
+        "overlong": _declare(b"\xc0\x80"),
+        "truncated": _declare(b"\xe2\x82"),
+        "five_octets": _declare(b"\xf8\x88\x80\x80\x80"),
+        "surrogate_taken": _declare(b"\xed\xa0\x80"),
+        "above_10ffff_taken": _declare(b"\xf4\x90\x80\x80"),
+        "consumer_tag": _frame(1, 1, consume + struct.pack(">I", 0)),
+        "channel_0": _frame(1, 0, close),
+        "publish_routing_key_taken": _frame(1, 1, publish) + _frame(2, 1, struct.pack(">HHQH", 60, 0, 0, 0)),
+        "before_a_bad_table": _declare(b"x\xe9", b"\x01kZ\x00"),
+    }
+    return _each(ctx, cases)
+
+
+@scenario
+def scenario_table_that_does_not_parse(ctx: Ctx) -> Any:
+    """Method-field tables RabbitMQ cannot parse crash its reader: no close frame, the socket closes."""
+    tables = {
+        "unknown_type": b"\x01kZ\x00",
+        "string_past_end": b"\x01kS\x00\x00\x00\x09ab",
+        "nan": b"\x01kd" + struct.pack(">d", float("nan")),
+        "nested": b"\x01kF\x00\x00\x00\x04\x01jZ\x00",
+    }
+    return _each(ctx, {name: _declare(b"probe-tables", table) for name, table in tables.items()})
+
+
+@scenario
+def scenario_fields_must_fill_the_payload(ctx: Ctx) -> Any:
+    """Octets after a method's last field: 501 "cannot decode" (`~w` of the fields)."""
+    cases = {
+        "queue_declare": _declare(b"probe-trailing", tail=b"zz"),
+        "tx_select": _frame(1, 1, struct.pack(">HH", 90, 10) + b"\x01"),
+        "basic_ack": _frame(1, 1, struct.pack(">HHQB", 60, 80, 1, 0) + b"\x00"),
+        "basic_publish": _frame(1, 1, struct.pack(">HHH", 60, 40, 0) + b"\x00\x07nowhere\x00z"),
+    }
     return _each(ctx, cases)
 
 

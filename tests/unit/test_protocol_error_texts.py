@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from broker.protocol.assembler import CommandAssembler, FrameFailure
+from broker.protocol.assembler import CommandAssembler, Crash, FrameFailure
 from broker.protocol.framing import PROTOCOL_HEADER
 
 
@@ -143,3 +143,79 @@ def test_short_content_header_with_immediate_is_refused_for_immediate() -> None:
     core.receive_data(immediate + _frame(2, 1, struct.pack(">HHQ", 60, 0, 0)))
     [(channel, publish)] = list(core.events())
     assert channel == 1 and publish[3] is True  # the session refuses immediate=true (540) first
+
+
+def _shortstr(value: bytes) -> bytes:
+    return bytes((len(value),)) + value
+
+
+def _declare(name: bytes, table: bytes = b"", tail: bytes = b"") -> bytes:
+    fields = b"\x00\x00" + _shortstr(name) + b"\x00" + struct.pack(">I", len(table)) + table + tail
+    return _frame(1, 1, struct.pack(">HH", 50, 10) + fields)
+
+
+MALFORMED = b"FRAME_ERROR - Malformed UTF-8 in shortstr"
+
+
+@pytest.mark.parametrize(
+    "name", [b"x\xe9", b"\xc0\x80", b"\xe2\x82", b"\xf8\x88\x80\x80\x80", b"\xe0\x9f\xbf"]
+)
+def test_shortstr_that_is_not_utf8_names_no_method(name: bytes) -> None:
+    failure = _failure(_declare(name))
+    assert (_text(failure), failure.error.hard, failure.culprit) == (MALFORMED, True, (0, 0))
+
+
+@pytest.mark.parametrize(
+    "name", [b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xf7\xbf\xbf\xbf", b"a\x00b", "é".encode()]
+)
+def test_shortstr_erlang_takes_for_utf8_is_decoded(name: bytes) -> None:
+    core = _running()
+    core.receive_data(_declare(name))
+    [(channel, declare)] = list(core.events())
+    assert channel == 1 and declare.queue.encode("utf-8", "surrogateescape") == name
+
+
+def test_malformed_shortstr_on_channel_0_names_the_method() -> None:
+    close = struct.pack(">HHH", 10, 50, 200) + _shortstr(b"bye\xe9") + struct.pack(">HH", 0, 0)
+    failure = _failure(_frame(1, 0, close))
+    assert (_text(failure), failure.culprit) == (MALFORMED, (10, 50))
+
+
+def test_lengths_are_checked_before_utf8_and_utf8_before_tables() -> None:
+    truncated = _frame(
+        1, 1, struct.pack(">HHH", 50, 10, 0) + _shortstr(b"x\xe9") + b"\x00" + struct.pack(">I", 10)
+    )
+    assert _text(_failure(truncated)) == b"FRAME_ERROR - cannot decode <<0,0,2,120,233,0,0,0,0,10>>"
+    assert _text(_failure(_declare(b"x\xe9", b"\x01kZ\x00"))) == MALFORMED
+
+
+@pytest.mark.parametrize(
+    "table",
+    [b"\x01kZ\x00", b"\x01kS\x00\x00\x00\x09ab", b"\x01kd" + struct.pack(">d", float("nan")), b"\x09k"],
+)
+def test_table_that_does_not_parse_crashes_the_reader(table: bytes) -> None:
+    core = _running()
+    core.receive_data(_declare(b"q", table))
+    [(channel, crash)] = list(core.events())
+    assert channel == 0 and isinstance(crash, Crash)
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (_declare(b"q", tail=b"zz"), b"FRAME_ERROR - cannot decode <<0,0,1,113,0,0,0,0,0,122,122>>"),
+        (_frame(1, 1, b"\x00\x5a\x00\x0a\x01"), b"FRAME_ERROR - cannot decode <<1>>"),
+        (
+            _frame(1, 1, b"\x00\x3c\x00\x50" + struct.pack(">QB", 1, 0) + b"\x00"),
+            b"FRAME_ERROR - cannot decode <<0,0,0,0,0,0,0,1,0,0>>",
+        ),
+        (
+            _frame(1, 1, struct.pack(">HHH", 60, 40, 0) + b"\x00\x07nowhere\x00z"),
+            b"FRAME_ERROR - cannot decode <<0,0,0,7,110,111,119,104,101,114,101,0,122>>",
+        ),
+    ],
+)
+def test_fields_must_fill_the_payload(frame: bytes, expected: bytes) -> None:
+    failure = _failure(frame)
+    assert _text(failure) == expected
+    assert failure.culprit == struct.unpack_from(">HH", frame, 7)
