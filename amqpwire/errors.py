@@ -68,9 +68,20 @@ def truncate_reply_text(text: str) -> str:
     return (raw[:252] + b"...").decode("utf-8", "surrogateescape")
 
 
-def internal_error() -> AmqpError:
-    """What a crashing RabbitMQ process produces: connection close 541 "INTERNAL_ERROR", 0/0."""
-    return AmqpError(ReplyCode.INTERNAL_ERROR, "", hard=True, in_method=False)
+def resource_name(kind: str, name: str, vhost: str) -> str:
+    """rabbit_misc:rs/1, how every reply names a queue or an exchange: "queue 'q' in vhost '/'"."""
+    return f"{kind} '{name}' in vhost '{vhost}'"
+
+
+def resource_not_found(kind: str, name: str, vhost: str) -> AmqpError:
+    """rabbit_misc:not_found/1: 404 "no queue 'q' in vhost '/'"."""
+    return not_found(f"no {resource_name(kind, name, vhost)}")
+
+
+def internal_error(explanation: str = "", *, hard: bool = True) -> AmqpError:
+    """What a crashing RabbitMQ process produces: 541 naming no method (0/0), bare "INTERNAL_ERROR"
+    when the connection's reader or channel crashed; `hard=False` closes only the channel."""
+    return AmqpError(ReplyCode.INTERNAL_ERROR, explanation, hard=hard, in_method=False)
 
 
 def precondition_failed(explanation: str) -> AmqpError:
@@ -105,8 +116,8 @@ def channel_error(explanation: str) -> AmqpError:
     return AmqpError(ReplyCode.CHANNEL_ERROR, explanation)
 
 
-def frame_error(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.FRAME_ERROR, explanation)
+def frame_error(explanation: str, *, in_method: bool = True) -> AmqpError:
+    return AmqpError(ReplyCode.FRAME_ERROR, explanation, in_method=in_method)
 
 
 def syntax_error(explanation: str) -> AmqpError:

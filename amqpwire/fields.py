@@ -253,7 +253,7 @@ def _encode_container(root: FieldTable, out: bytearray) -> None:
     has been written.
     """
     u32 = _U32.pack
-    stack: list[tuple[Iterator[Any], bool, int]] = [(iter(root._entries), True, -1)]
+    stack: list[tuple[Iterator[Any], bool, int]] = [(iter(root), True, -1)]
     while stack:
         items, table, length_at = stack[-1]
         for item in items:
@@ -275,8 +275,7 @@ def _encode_container(root: FieldTable, out: bytearray) -> None:
                 out += inner
             elif atom == "table" or atom == "array":
                 out.append(_TAG_F if atom == "table" else _TAG_A)
-                children = inner._entries if atom == "table" else inner
-                stack.append((iter(children), atom == "table", len(out)))
+                stack.append((iter(inner), atom == "table", len(out)))
                 out += b"\0\0\0\0"
                 break
             else:
@@ -323,17 +322,16 @@ def _encode_scalar(atom: str, raw: Any, out: bytearray) -> None:
 def _flatten(root: FieldTable) -> tuple[Any, ...]:
     """The table as one flat token sequence (container sizes mark nesting): equal tables, and only
     they, give equal sequences, so equality and hashing need no recursion."""
-    tokens: list[Any] = [len(root._entries)]
-    stack: list[tuple[Iterator[Any], bool]] = [(iter(root._entries), True)]
+    tokens: list[Any] = [len(root)]
+    stack: list[tuple[Iterator[Any], bool]] = [(iter(root), True)]
     while stack:
         items, table = stack[-1]
         for item in items:
             name, value = item if table else (None, item)
             atom, inner = value
             if atom == "table" or atom == "array":
-                children = inner._entries if atom == "table" else inner
-                tokens.append((name, atom, len(children)))
-                stack.append((iter(children), atom == "table"))
+                tokens.append((name, atom, len(inner)))
+                stack.append((iter(inner), atom == "table"))
                 break
             tokens.append((name, atom, inner))
         else:
@@ -383,14 +381,14 @@ def field_to_python(value: Field) -> Any:
     if atom != "table" and atom != "array":
         return _scalar_to_python(atom, raw)
     root: Any = {} if atom == "table" else []
-    stack: list[tuple[Iterator[Any], Any]] = [(iter(raw._entries if atom == "table" else raw), root)]
+    stack: list[tuple[Iterator[Any], Any]] = [(iter(raw), root)]
     while stack:
         items, target = stack[-1]
         for item in items:
             name, (inner_atom, inner) = item if isinstance(target, dict) else (None, item)
             if inner_atom == "table" or inner_atom == "array":
                 child: Any = {} if inner_atom == "table" else []
-                stack.append((iter(inner._entries if inner_atom == "table" else inner), child))
+                stack.append((iter(inner), child))
             else:
                 child = _scalar_to_python(inner_atom, inner)
             if isinstance(target, dict):

@@ -25,8 +25,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from amqpwire.errors import AmqpError, ReplyCode, not_allowed, unexpected_frame
-from amqpwire.errors import frame_error as frame_error_text
+from amqpwire.errors import AmqpError, channel_error, internal_error, not_allowed, unexpected_frame
 from broker.protocol.commands import (
     ChannelClose,
     ChannelOpen,
@@ -49,13 +48,14 @@ from broker.protocol.framing import (
     PROTOCOL_HEADER,
     FrameReader,
     ReaderCrash,
-    erl_binary,
-    frame_error,
+    cannot_decode,
+    frame_refused,
+    frame_unexpected,
     immediate_refused,
     message_too_large,
-    unexpected_frame_error,
 )
 from broker.protocol.methods import method_frame, simple_payload
+from exchanges.erlang.atom import Atom
 
 _HDR = struct.Struct(">BHI")
 _HEADER_FRAME = struct.Struct(">BHIHHQ")  # frame header + content header's class, weight, body size
@@ -65,6 +65,9 @@ _PUBLISH_HEAD = b"\x00\x3c\x00\x28"
 _CHANNEL_CLOSE = (20, 40)
 _CHANNEL_CLOSES = frozenset({_CHANNEL_CLOSE, (20, 41)})
 _NO_METHOD = (0, 0)
+_UNKNOWN_FRAME = Atom("unknown_frame")
+_INVALID_END_MARKER = Atom("invalid_frame_end_marker")
+_FRAME_TOO_LARGE = Atom("frame_too_large")
 
 
 Publish = tuple[str, str, bool, bool, bytes, bytes]
@@ -112,13 +115,18 @@ class _Content:
         self.routing_key = routing_key
         self.mandatory = bits & 1 == 1
         self.immediate = bits & 2 == 2
-        self.props = b""
+        self.props: bytes | None = b""
         self.size = -1
         self.parts: list[bytes] = []
         self.got = 0
 
-    def complete(self, body: bytes) -> Publish:
-        return (self.exchange, self.routing_key, self.mandatory, self.immediate, self.props, body)
+    def complete(self, channel: int, body: bytes) -> tuple[int, Any]:
+        """The assembled publish on `channel`, or the crash of a content header without room for
+        property flags (see `CommandAssembler._content_header`)."""
+        props = self.props
+        if props is None:
+            return _fail(internal_error(), channel)
+        return channel, (self.exchange, self.routing_key, self.mandatory, self.immediate, props, body)
 
 
 class CommandAssembler:
@@ -219,7 +227,8 @@ class CommandAssembler:
             while end - pos >= 7:
                 ftype, channel, size = unpack(data, pos)
                 if limit and size > limit:
-                    err = frame_error(ftype, b"", f"{{frame_too_large,{size},{limit - EMPTY_FRAME_SIZE}}}")
+                    reason = (_FRAME_TOO_LARGE, size, limit - EMPTY_FRAME_SIZE)
+                    err = frame_refused(ftype, b"", reason)
                     pos = end
                     yield 0, FrameFailure(err, 0, _NO_METHOD, True)
                     return
@@ -227,8 +236,7 @@ class CommandAssembler:
                 if stop >= end:
                     break
                 if data[stop] != FRAME_END:
-                    marker = f"{{invalid_frame_end_marker,{data[stop]}}}"
-                    err = frame_error(ftype, data[pos + 7 : stop], marker)
+                    err = frame_refused(ftype, data[pos + 7 : stop], (_INVALID_END_MARKER, data[stop]))
                     pos = end
                     yield 0, FrameFailure(err, 0, _NO_METHOD, True)
                     return
@@ -243,7 +251,7 @@ class CommandAssembler:
                     p = pos + 13  # frame header, class, method, ticket
                     ex_end = p + 1 + data[p] if p < stop else stop
                     rk_end = ex_end + 1 + data[ex_end] if ex_end < stop else stop
-                    if rk_end < stop:
+                    if rk_end + 1 == stop:  # the bits octet ends the payload
                         exchange = (
                             data[p + 1 : ex_end].decode("utf-8", "surrogateescape") if ex_end > p + 1 else ""
                         )
@@ -332,8 +340,7 @@ class CommandAssembler:
             if ftype != FRAME_METHOD:
                 return _fail(unexpected_frame("expected method frame, got non method frame instead"), channel)
             if payload.startswith(_PUBLISH_HEAD):  # `_publish` could not parse its fields
-                err = AmqpError(ReplyCode.FRAME_ERROR, f"cannot decode {erl_binary(payload[4:])}")
-                return _fail(err, channel, PUBLISH_IDS)
+                return _fail(cannot_decode(payload[4:]), channel, PUBLISH_IDS)
             try:
                 command = decode_method(payload)
             except AmqpError as err:
@@ -357,8 +364,8 @@ class CommandAssembler:
             parts = pending.parts
             if parts:
                 parts.append(payload)
-                return channel, pending.complete(b"".join(parts))
-            return channel, pending.complete(payload)
+                return pending.complete(channel, b"".join(parts))
+            return pending.complete(channel, payload)
         if pending.got < pending.size:
             pending.parts.append(payload)
         else:
@@ -375,9 +382,7 @@ class CommandAssembler:
         if ftype != FRAME_HEADER:
             return _fail(unexpected_frame(wrong), channel, PUBLISH_IDS)
         if len(payload) < 12:  # too short for analyze_frame's header pattern
-            return _fail(frame_error(ftype, payload, "unknown_frame"), channel, PUBLISH_IDS)
-        if len(payload) < 14:
-            return _fail(frame_error_text(f"cannot decode {payload!r}"), channel, PUBLISH_IDS)
+            return _fail(frame_refused(ftype, payload, _UNKNOWN_FRAME), channel, PUBLISH_IDS)
         class_id, weight, size = _CONTENT_HEAD.unpack_from(payload, 0)
         if weight != 0:
             return _fail(unexpected_frame(wrong), channel, PUBLISH_IDS)
@@ -388,10 +393,16 @@ class CommandAssembler:
             del self._content[channel]
             err = immediate_refused() if pending.immediate else message_too_large(size, self.max_message_size)
             return _fail(err, channel, PUBLISH_IDS)
-        pending.props = payload[12:]
+        if len(payload) < 14 and not pending.immediate:
+            # No room for the property flags: analyze_frame takes the header, but the channel
+            # crashes decoding the properties once the message is complete (a publish with
+            # immediate=true is refused before that).
+            pending.props = None
+        else:
+            pending.props = payload[12:]
         if size == 0:
             del self._content[channel]
-            return channel, pending.complete(b"")
+            return pending.complete(channel, b"")
         pending.size = size
         return None
 
@@ -399,10 +410,10 @@ class CommandAssembler:
         """Frames on channel 0, on channels that are not open, and heartbeats."""
         if ftype == FRAME_HEARTBEAT:
             if channel != 0:
-                return _fail(unexpected_frame_error(ftype, payload), channel)
+                return _fail(frame_unexpected(ftype, payload), channel)
             return None
         if ftype not in (FRAME_METHOD, FRAME_HEADER, FRAME_BODY):
-            return _fail(frame_error(ftype, payload, "unknown_frame"), channel)
+            return _fail(frame_refused(ftype, payload, _UNKNOWN_FRAME), channel)
         culprit = method_ids(payload) if ftype == FRAME_METHOD else _NO_METHOD
         if self.closing:
             if channel == 0 and ftype == FRAME_METHOD:
@@ -416,12 +427,16 @@ class CommandAssembler:
         try:
             if channel == 0:
                 if ftype != FRAME_METHOD:
-                    return _fail(unexpected_frame_error(ftype, payload), 0)
-                return 0, decode_method(payload)
+                    return _fail(frame_unexpected(ftype, payload), 0)
+                try:
+                    return 0, decode_method(payload)
+                except AmqpError as err:
+                    # rabbit_reader:handle_method0 names the method in an error that names none
+                    return 0, FrameFailure(err, 0, culprit, False)
             if not self.running:
                 # RabbitMQ 3.10.8's reader rejects a channel frame before connection.open as a bare
                 # frame: 505 with class/method 0/0 even when it is a method frame (e.g. channel.open)
-                return _fail(unexpected_frame_error(ftype, payload), channel)
+                return _fail(frame_unexpected(ftype, payload), channel)
             if channel in self.closing_channels:
                 # we sent channel.close: only close-ok (or a crossing close, answered) matters now
                 if culprit in _CHANNEL_CLOSES:
@@ -432,7 +447,7 @@ class CommandAssembler:
             # undecodable methods report 501 (or crash) before the channel is found closed
             command = decode_method(payload) if ftype == FRAME_METHOD else None
             if type(command) is not ChannelOpen:
-                return _fail(AmqpError(ReplyCode.CHANNEL_ERROR, "expected 'channel.open'"), channel, culprit)
+                return _fail(channel_error("expected 'channel.open'"), channel, culprit)
             if self.channel_max and len(self.channels) >= self.channel_max:
                 text = (
                     f"number of channels opened ({len(self.channels)}) has reached the "

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import struct
 
-from amqpwire.errors import AmqpError, ReplyCode, precondition_failed
+from amqpwire.errors import (
+    AmqpError,
+    frame_error,
+    not_implemented,
+    precondition_failed,
+    unexpected_frame,
+)
+from exchanges.erlang.format import erl_format
 
 FRAME_METHOD = 1
 FRAME_HEADER = 2
@@ -34,28 +41,28 @@ MAX_MSG_SIZE = 536870912
 refusal drops the word "configured"."""
 
 
-def erl_binary(data: bytes) -> str:
-    """Format bytes as Erlang's ~p prints a binary (used inside frame-error texts)."""
-    if data and all(32 <= b < 127 for b in data):
-        escaped = data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"')
-        return f'<<"{escaped}">>'
-    return "<<" + ",".join(str(b) for b in data) + ">>"
+def frame_refused(frame_type: int, payload: bytes, reason: object) -> AmqpError:
+    """rabbit_reader:frame_error/5: 501 naming the frame type, (the start of) its payload and the
+    reason, an Erlang term (e.g. `(Atom("invalid_frame_end_marker"), 0)`)."""
+    kind, snippet = _payload_snippet(payload)
+    return frame_error(erl_format("type ~p, ~s octets = ~p: ~p", [frame_type, kind, snippet, reason]))
 
 
-def payload_snippet(payload: bytes) -> tuple[str, str]:
+def frame_unexpected(frame_type: int, payload: bytes) -> AmqpError:
+    """rabbit_reader:unexpected_frame/4: 505 naming the frame type and (the start of) its payload."""
+    kind, snippet = _payload_snippet(payload)
+    return unexpected_frame(erl_format("type ~p, ~s octets = ~p", [frame_type, kind, snippet]))
+
+
+def cannot_decode(fields: bytes) -> AmqpError:
+    """rabbit_misc:frame_error/2: method fields that do not parse, printed with ~w (byte values)."""
+    return frame_error(erl_format("cannot decode ~w", [fields]))
+
+
+def _payload_snippet(payload: bytes) -> tuple[str, bytes]:
     if len(payload) <= 16:
-        return "all", erl_binary(payload)
-    return "first 16", erl_binary(payload[:16])
-
-
-def frame_error(frame_type: int, payload: bytes, error: str) -> AmqpError:
-    kind, snippet = payload_snippet(payload)
-    return AmqpError(501, f"type {frame_type}, {kind} octets = {snippet}: {error}")
-
-
-def unexpected_frame_error(frame_type: int, payload: bytes) -> AmqpError:
-    kind, snippet = payload_snippet(payload)
-    return AmqpError(505, f"type {frame_type}, {kind} octets = {snippet}")
+        return "all", payload
+    return "first 16", payload[:16]
 
 
 class ReaderCrash(Exception):
@@ -111,10 +118,6 @@ class FrameReader:
         self._buf += memoryview(data)[pos:]
         self._need = 7 if rest < 7 else _HDR.unpack_from(data, pos)[2] + EMPTY_FRAME_SIZE
 
-    @property
-    def buffered(self) -> int:
-        return len(self._buf)
-
     def peek(self) -> bytes:
         """The buffered bytes that would start the protocol header (at most 8)."""
         return bytes(self._buf[:8])
@@ -140,11 +143,7 @@ def message_too_large(size: int, max_size: int) -> AmqpError:
 
 def immediate_refused() -> AmqpError:
     """basic.publish with immediate=true: rabbit_channel's first publish clause, 540 (hard)."""
-    return AmqpError(ReplyCode.NOT_IMPLEMENTED, "immediate=true", hard=True)
-
-
-def build_frame(frame_type: int, channel: int, payload: bytes) -> bytes:
-    return _HDR.pack(frame_type, channel, len(payload)) + payload + FRAME_END_BYTE
+    return not_implemented("immediate=true")
 
 
 def build_body_frames(channel: int, body: bytes, frame_max: int, out: list[bytes]) -> None:

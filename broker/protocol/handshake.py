@@ -1,8 +1,10 @@
 """The AMQP 0-9-1 connection handshake as a pure state machine (rabbit_reader's handshake half).
 
-States: ``awaiting_header`` -> ``starting`` (we sent connection.start) -> ``tuning`` (start-ok
-authenticated, we sent connection.tune) -> ``opening`` (tune-ok negotiated) -> ``running``
-(connection.open accepted). Each input returns a list of actions for the adapter to perform:
+States (`HandshakeState`): awaiting_header -> starting (we sent connection.start) -> tuning
+(start-ok authenticated, we sent connection.tune) -> opening (tune-ok negotiated) -> running
+(connection.open accepted). RabbitMQ's `securing` state (a SASL challenge round) never occurs:
+PLAIN and AMQPLAIN answer in start-ok, so a secure-ok is unexpected in every state. Each input
+returns a list of actions for the adapter to perform:
 `Send` bytes, `Authenticate` the credentials (auth stays in the broker), `OpenVhost`, `Tuned`
 (apply the limits, start heartbeats), `ArmTimer` / `CancelTimer` for the handshake timeout, and
 `CloseSocket`. The transitions are the `_TRANSITIONS` table; a method without a row is 504
@@ -13,14 +15,14 @@ does with them depends on `state` (RabbitMQ closes silently before tune-ok, see 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from enum import StrEnum
+from typing import Any, ClassVar, NamedTuple
 
-from amqpwire.errors import AmqpError, ReplyCode, command_invalid, not_allowed, syntax_error
+from amqpwire.errors import channel_error, command_invalid, not_allowed, syntax_error
 from amqpwire.fields import FieldDecodeError, FieldTable
 from broker.protocol.assembler import ProtocolHeader
 from broker.protocol.commands import (
     ConnectionOpen,
-    ConnectionSecureOk,
     ConnectionStartOk,
     ConnectionTuneOk,
 )
@@ -28,6 +30,21 @@ from broker.protocol.framing import FRAME_MIN_SIZE, PROTOCOL_HEADER
 from broker.protocol.methods import close_payload, encode_method, method_frame, simple_payload
 
 HANDSHAKE_TIMEOUT = 10.0  # seconds; RabbitMQ's handshake_timeout default (10000 ms)
+
+
+class HandshakeState(StrEnum):
+    """rabbit_reader's connection_state during the handshake; the value is the atom RabbitMQ
+    prints in "unexpected method in connection state ..."."""
+
+    AWAITING_HEADER = "awaiting_header"
+    STARTING = "starting"
+    TUNING = "tuning"
+    OPENING = "opening"
+    RUNNING = "running"
+
+
+SILENT_STATES = frozenset({HandshakeState.STARTING, HandshakeState.TUNING})
+"""Where rabbit_reader closes without a word on an error (see `Handshake.silent_errors`)."""
 
 
 class Send(NamedTuple):
@@ -74,6 +91,8 @@ class CloseSocket(NamedTuple):
 
 
 Action = Send | Authenticate | OpenVhost | Tuned | ArmTimer | CancelTimer | CloseSocket
+Step = Callable[["Handshake", Any], list[Action]]
+"""A transition: the handler of one method in one state."""
 
 
 class Handshake:
@@ -91,7 +110,7 @@ class Handshake:
         self.server_properties = server_properties
         self.server_limits = (channel_max, frame_max, heartbeat)
         self.timeout = timeout
-        self.state = "awaiting_header"
+        self.state = HandshakeState.AWAITING_HEADER
         self.client_properties = FieldTable()
         self.capabilities = FieldTable()
         self.mechanism = ""
@@ -103,14 +122,14 @@ class Handshake:
 
     @property
     def done(self) -> bool:
-        return self.state == "running"
+        return self.state is HandshakeState.RUNNING
 
     @property
     def silent_errors(self) -> bool:
         """rabbit_reader closes silently (after a delay) on errors before connection.open: every
         handshake error but a refused login and a refused connection.open. A failed tune
         negotiation is raised with the method already set, so it misses the tuning clause too."""
-        return self.state in ("starting", "securing", "tuning")
+        return self.state in SILENT_STATES
 
     def capability(self, name: str) -> bool:
         value = self.capabilities.get(name)
@@ -136,14 +155,14 @@ class Handshake:
             mechanisms="PLAIN AMQPLAIN",
             locales="en_US",
         )
-        self.state = "starting"
+        self.state = HandshakeState.STARTING
         return [Send(encode_method(0, start))]
 
     def receive(self, command: Any) -> list[Action]:
         """A channel-0 method during the handshake."""
-        step = _TRANSITIONS.get((self.state, type(command)))
+        step = self._TRANSITIONS.get((self.state, type(command)))
         if step is None:
-            raise AmqpError(ReplyCode.CHANNEL_ERROR, f"unexpected method in connection state {self.state}")
+            raise channel_error(f"unexpected method in connection state {self.state}")
         return step(self, command)
 
     def authenticated(self, refusal: str | None) -> list[Action]:
@@ -161,13 +180,13 @@ class Handshake:
         from pamqp import commands
 
         channel_max, frame_max, heartbeat = self.server_limits
-        self.state = "tuning"
+        self.state = HandshakeState.TUNING
         tune = commands.Connection.Tune(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat)
         return [Send(encode_method(0, tune))]
 
     def opened(self) -> list[Action]:
         """The broker granted the vhost: connection.open-ok, the handshake is over."""
-        self.state = "running"
+        self.state = HandshakeState.RUNNING
         return [Send(method_frame(0, simple_payload(10, 41, b"\x00"))), CancelTimer()]
 
     def timed_out(self) -> list[Action]:
@@ -208,9 +227,6 @@ class Handshake:
         self.username = user.decode("utf-8", errors="replace")
         return [Authenticate(mech, self.username, password.decode("utf-8", errors="replace"))]
 
-    def _secure_ok(self, command: ConnectionSecureOk) -> list[Action]:
-        raise command_invalid("unexpected connection.secure_ok")
-
     def _tune_ok(self, command: ConnectionTuneOk) -> list[Action]:
         channel_max, frame_max, _heartbeat = self.server_limits
         _negotiate("frame_max", FRAME_MIN_SIZE, frame_max, command.frame_max)
@@ -218,12 +234,18 @@ class Handshake:
         self.frame_max = command.frame_max or frame_max
         self.channel_max = command.channel_max or channel_max
         self.heartbeat = command.heartbeat
-        self.state = "opening"
+        self.state = HandshakeState.OPENING
         return [Tuned(self.frame_max, self.channel_max, self.heartbeat)]
 
     def _open(self, command: ConnectionOpen) -> list[Action]:
         self.vhost = command.virtual_host
         return [OpenVhost(command.virtual_host)]
+
+    _TRANSITIONS: ClassVar[dict[tuple[HandshakeState, type[Any]], Step]] = {
+        (HandshakeState.STARTING, ConnectionStartOk): _start_ok,
+        (HandshakeState.TUNING, ConnectionTuneOk): _tune_ok,
+        (HandshakeState.OPENING, ConnectionOpen): _open,
+    }
 
 
 def _negotiate(field: str, minimum: int, server: int, client: int) -> None:
@@ -236,11 +258,3 @@ def _negotiate(field: str, minimum: int, server: int, client: int) -> None:
         raise not_allowed(
             f"negotiated {field} = {client}{detail} is higher than the maximum allowed value ({server})"
         )
-
-
-_TRANSITIONS: dict[tuple[str, type[Any]], Callable[[Handshake, Any], list[Action]]] = {
-    ("starting", ConnectionStartOk): Handshake._start_ok,
-    ("securing", ConnectionSecureOk): Handshake._secure_ok,
-    ("tuning", ConnectionTuneOk): Handshake._tune_ok,
-    ("opening", ConnectionOpen): Handshake._open,
-}

@@ -1,1 +1,1 @@
-"""Erlang term emulation: term order and hashing inputs, and the `~p` printer RabbitMQ's texts use."""
+"""Erlang term emulation: the atom, term order and phash2, and io_lib:format as RabbitMQ uses it."""

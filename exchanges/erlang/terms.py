@@ -20,6 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from exchanges.erlang.atom import FALSE as FALSE  # re-exported
+from exchanges.erlang.atom import TRUE as TRUE  # re-exported
+from exchanges.erlang.atom import UNDEFINED as UNDEFINED  # re-exported
+from exchanges.erlang.atom import Atom
 from exchanges.hashing.hashcore import HCONST, HCONST_2, HCONST_13, M32, NIL_DEF
 from exchanges.hashing.native import block_hash, uint32_hash_2
 from exchanges.hashing.native import make_hash2_binary as make_hash2_binary  # re-exported
@@ -39,23 +43,11 @@ PHASH2_MAX = 1 << 27
 
 
 @dataclass(frozen=True, slots=True)
-class Atom:
-    """An Erlang atom (`undefined`, `true`, `longstr`...)."""
-
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
 class ImproperList:
     """`[items... | tail]` with a non-list tail; only needed to test phash2 exhaustively."""
 
     items: tuple[Any, ...]
     tail: Any
-
-
-UNDEFINED = Atom("undefined")
-TRUE = Atom("true")
-FALSE = Atom("false")
 
 
 def atom_hash(name: str) -> int:
