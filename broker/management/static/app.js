@@ -39,27 +39,27 @@ function allowed(user, need) {
     administrator: user.admin }[need];
 }
 
-// path pattern (":x" = one segment), the page, the tag it needs, the tab it belongs to
+// path pattern (":x" = one segment), the page, the tag it needs, the tab it belongs to, its name
 const ROUTES = [
-  [[], overviewPage, "management", "overview"],
-  [["connections"], connectionsPage, "management", "connections"],
-  [["connections", ":name"], connectionPage, "management", "connections"],
-  [["channels"], channelsPage, "management", "channels"],
-  [["channels", ":name"], channelPage, "management", "channels"],
-  [["exchanges"], exchangesPage, "management", "exchanges"],
-  [["exchanges", ":vhost", ":name"], exchangePage, "management", "exchanges"],
-  [["queues"], queuesPage, "management", "queues"],
-  [["queues", ":vhost", ":name"], queuePage, "management", "queues"],
-  [["hash"], hashListPage, "management", "hash"],
-  [["hash", ":vhost", ":name"], hashExchangePage, "management", "hash"],
-  [["users"], usersPage, "administrator", "users"],
-  [["users", ":name"], userPage, "administrator", "users"],
-  [["vhosts"], vhostsPage, "administrator", "vhosts"],
-  [["vhosts", ":name"], vhostPage, "administrator", "vhosts"],
-  [["policies"], policiesPage, "management", "policies"],
-  [["policies", ":vhost", ":name"], policyPage, "management", "policies"],
-  [["limits"], limitsPage, "management", "limits"],
-  [["definitions"], definitionsPage, "administrator", "definitions"],
+  [[], overviewPage, "management", "overview", "overview"],
+  [["connections"], connectionsPage, "management", "connections", "connections"],
+  [["connections", ":name"], connectionPage, "management", "connections", "connection"],
+  [["channels"], channelsPage, "management", "channels", "channels"],
+  [["channels", ":name"], channelPage, "management", "channels", "channel"],
+  [["exchanges"], exchangesPage, "management", "exchanges", "exchanges"],
+  [["exchanges", ":vhost", ":name"], exchangePage, "management", "exchanges", "exchange"],
+  [["queues"], queuesPage, "management", "queues", "queues"],
+  [["queues", ":vhost", ":name"], queuePage, "management", "queues", "queue"],
+  [["hash"], hashListPage, "management", "hash", "hash"],
+  [["hash", ":vhost", ":name"], hashExchangePage, "management", "hash", "hash-exchange"],
+  [["users"], usersPage, "administrator", "users", "users"],
+  [["users", ":name"], userPage, "administrator", "users", "user"],
+  [["vhosts"], vhostsPage, "administrator", "vhosts", "vhosts"],
+  [["vhosts", ":name"], vhostPage, "administrator", "vhosts", "vhost"],
+  [["policies"], policiesPage, "management", "policies", "policies"],
+  [["policies", ":vhost", ":name"], policyPage, "management", "policies", "policy"],
+  [["limits"], limitsPage, "management", "limits", "limits"],
+  [["definitions"], definitionsPage, "administrator", "definitions", "definitions"],
 ];
 
 const TABS = [
@@ -91,10 +91,10 @@ function parseHash(hash) {
 }
 
 function findRoute(segments) {
-  for (const [pattern, page, need, tab] of ROUTES) {
+  for (const [pattern, page, need, tab, name] of ROUTES) {
     if (pattern.length !== segments.length) continue;
     if (pattern.every((p, i) => p.startsWith(":") || p === segments[i])) {
-      return { page, need, tab, params: segments.filter((_, i) => pattern[i].startsWith(":")), name: pattern[0] || "overview", depth: pattern.length };
+      return { page, need, tab, name, params: segments.filter((_, i) => pattern[i].startsWith(":")) };
     }
   }
   return null;
@@ -229,9 +229,8 @@ function route() {
     document.body.dataset.ready = "1";
     return;
   }
-  const pageName = found.depth > 1 ? found.name.replace(/s$/, "") : found.name;
-  document.body.dataset.page = pageName;
-  document.title = `hashbroker: ${pageName}`;
+  document.body.dataset.page = found.name;
+  document.title = `hashbroker: ${found.name}`;
   if (!allowed(state.user, found.need)) {
     // hidden, as RabbitMQ's UI hides it; nothing is asked of the API
     main.append(panel("Not allowed", { dataset: { denied: found.need } },
