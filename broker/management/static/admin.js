@@ -112,7 +112,7 @@ export function userPage(ctx, name) {
   const perms = el("div");
   let current = null;
   const update = tagButtons(form(ctx, {
-    id: "update-user", title: "Update this user", submit: "Update user", keep: true,
+    id: "update-user", submit: "Update user", keep: true,
     note: el("p", { class: "help" }, "Leave the password empty to keep the current one."),
     fields: [
       { name: "password", label: "Password", type: "password" },
@@ -405,6 +405,7 @@ export function definitionsPage(ctx) {
       return "Your definitions were imported successfully.";
     },
   });
+  upload.field("vhost").dataset.vhostsAll = ""; // kept in step with the vhost list, as the export's is
   ctx.main.append(
     el("h1", {}, "Definitions"),
     panel("Export definitions", {}, el("p", { class: "help" }, "Exchanges, queues, bindings, users, virtual hosts, " +

@@ -95,17 +95,9 @@ export async function fetchRaw(path) {
 }
 
 /**
- * What this broker's API offers beyond the endpoints every page uses. A false entry makes the UI
- * say so where the feature would be, naming the endpoint, instead of calling it and failing.
+ * Endpoints a page can use once this broker's API offers them. While an entry is false the page says
+ * the feature is not available, naming the endpoint, instead of calling it and failing.
  */
 export const FEATURES = {
-  connectionDetail: false, // GET /api/connections/{name}
-  closeConnection: false, // DELETE /api/connections/{name}
-  channelDetail: false, // GET /api/channels/{name} (the page is built from /api/channels)
-  vhostLimits: false, // /api/vhost-limits
-  userLimits: false, // /api/user-limits
-  moveMessages: false, // the shovel plugin's PUT /api/parameters/shovel/{vhost}/{name}
-  operatorPolicies: false, // /api/operator-policies
-  topicPermissions: false, // /api/topic-permissions
-  featureFlags: false, // /api/feature-flags
+  closeConnection: false, // DELETE /api/connections/{name} (with an X-Reason header)
 };

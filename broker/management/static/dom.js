@@ -161,5 +161,5 @@ export function link(text, ...segments) {
 /** A short text that says a feature is not offered by this broker's API, naming the endpoint. */
 export function unavailable(what, endpoint) {
   return el("p", { class: "unavailable", dataset: { unavailable: endpoint } },
-    `${what} is not available: hashbroker's management API does not offer ${endpoint}.`);
+    `${what}: not available, as hashbroker's management API does not offer ${endpoint}.`);
 }

@@ -101,8 +101,8 @@ export function queuePage(ctx, vhost, name) {
     panel("Bindings", {}, bindings, bindForm(ctx, { vhost, destination: name, destinationType: "queue" })),
     panel("Publish message", {}, publishForm(ctx, { vhost, exchange: "", routingKey: name })),
     panel("Get messages", {}, getMessagesForm(ctx, { vhost, queue: name })),
-    panel("Move messages", {}, api.FEATURES.moveMessages ? null
-      : unavailable("Moving messages to another queue", "the shovel plugin's PUT /api/parameters/shovel/{vhost}/{name}")),
+    panel("Move messages", {}, unavailable("Moving messages to another queue",
+      "the shovel plugin's PUT /api/parameters/shovel/{vhost}/{name}")),
     panel("Delete", {}, actionButton(ctx, {
       label: "Delete Queue", id: "delete-queue", danger: true,
       confirmText: `Delete queue ${name}?`,
