@@ -27,6 +27,14 @@ INSTALL = (
 )
 SYSTEM_CHROMIUM = ("/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/chromium-browser")
 TIMEOUT_MS = 15_000
+JUNK_TEXT = """() => {
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const found = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (/^(null|undefined|NaN)+$|\\[object Object\\]/.test(n.data.trim())) found.push(n.data);
+  }
+  return found;
+}"""
 
 
 def system_chromium() -> str | None:
@@ -98,13 +106,22 @@ class UI:
     # -- navigation ------------------------------------------------------------------------------
 
     def wait_ready(self, page: str | None = None) -> None:
+        """Wait until the page has rendered; text a slip would show ("null", "undefined",
+        "[object Object]", "NaN") counts as an error."""
         selector = "body[data-ready='1']" + (f"[data-page='{page}']" if page else "")
         self.page.wait_for_selector(selector, state="attached")
+        self.check_text()
+
+    def check_text(self) -> None:
+        junk = self.page.evaluate(JUNK_TEXT)
+        if junk:
+            self.errors.append(f"junk text on {self.page.evaluate('location.hash') or '#/'}: {junk}")
 
     def open(self) -> None:
         """Load the UI afresh (auto-login as guest happens on a first visit from localhost)."""
         self.page.goto(self.base + "/")
         self.page.wait_for_selector("body[data-ready='1'][data-page]", state="attached")
+        self.check_text()
 
     def login(self, user: str, password: str) -> None:
         self.open()
@@ -117,6 +134,7 @@ class UI:
         self.page.fill("#login-password", password)
         self.page.click("#login-button")
         self.page.wait_for_selector(f"body[data-ready='1'][data-user='{user}']", state="attached")
+        self.check_text()
 
     def logout(self) -> None:
         self.page.click("#logout")

@@ -3,7 +3,7 @@
 // for every management user and changed by policymakers, as in RabbitMQ's UI.
 
 import * as api from "./api.js";
-import { clear, el, kvTable, link, listTable, num, panel, rate, show, unavailable } from "./dom.js";
+import { append, clear, el, kvTable, link, listTable, num, panel, rate, show, unavailable } from "./dom.js";
 import { actionButton, describe, form, report } from "./widgets.js";
 
 const TAG_CHOICES = ["administrator", "monitoring", "policymaker", "management", "impersonator"];
@@ -49,7 +49,7 @@ export function usersPage(ctx) {
     },
   }));
   const sortState = { column: 0, descending: false };
-  ctx.main.append(el("h1", {}, "Users"), panel("All users", {}, box), panel("Add a user", {}, add));
+  append(ctx.main,el("h1", {}, "Users"), panel("All users", {}, box), panel("Add a user", {}, add));
   return {
     async refresh() {
       const [users, perms] = await Promise.all([api.get("/users"), api.get("/permissions")]);
@@ -137,7 +137,7 @@ export function userPage(ctx, name) {
     },
   }));
   const permForm = permissionForm(ctx, { user: name });
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "User ", el("span", { class: "name", id: "user-name" }, name)),
     panel("Overview", {}, facts),
     panel("Permissions", {}, perms, permForm),
@@ -174,7 +174,7 @@ export function userPage(ctx, name) {
 
 export function vhostsPage(ctx) {
   const box = el("div");
-  ctx.main.append(el("h1", {}, "Virtual Hosts"), panel("All virtual hosts", {}, box), panel("Add a new virtual host", {}, form(ctx, {
+  append(ctx.main,el("h1", {}, "Virtual Hosts"), panel("All virtual hosts", {}, box), panel("Add a new virtual host", {}, form(ctx, {
     id: "add-vhost", submit: "Add virtual host",
     fields: [
       { name: "name", label: "Name", required: true },
@@ -214,7 +214,7 @@ export function vhostPage(ctx, name) {
   const facts = el("div");
   const perms = el("div");
   const permForm = permissionForm(ctx, { vhost: name });
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Virtual Host ", el("span", { class: "name", id: "vhost-name" }, name)),
     panel("Overview", {}, facts),
     panel("Permissions", {}, perms, permForm),
@@ -266,7 +266,7 @@ const APPLY_TO = [["all", "Exchanges and queues"], ["exchanges", "Exchanges"], [
 export function policiesPage(ctx) {
   const box = el("div");
   const maker = ctx.user.policymaker;
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Policies"),
     panel("User policies", {}, box),
     maker ? panel("Add / update a policy", {}, form(ctx, {
@@ -322,7 +322,7 @@ function deletePolicyButton(ctx, vhost, name, after) {
 
 export function policyPage(ctx, vhost, name) {
   const facts = el("div");
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Policy ", el("span", { class: "name" }, name), " ", el("span", { class: "muted" }, `in virtual host ${vhost}`)),
     panel("Overview", {}, facts),
     ctx.user.policymaker ? panel("Delete this policy", {}, deletePolicyButton(ctx, vhost, name, () => ctx.navigate("#/policies"))) : null,
@@ -342,7 +342,7 @@ export function policyPage(ctx, vhost, name) {
 // -- limits --------------------------------------------------------------------------------------
 
 export function limitsPage(ctx) {
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Limits"),
     panel("Virtual host limits", {}, unavailable("Setting virtual host limits (max-connections, max-queues)", "/api/vhost-limits")),
     panel("User limits", {}, unavailable("Setting user limits (max-connections, max-channels)", "/api/user-limits")),
@@ -406,7 +406,7 @@ export function definitionsPage(ctx) {
     },
   });
   upload.field("vhost").dataset.vhostsAll = ""; // kept in step with the vhost list, as the export's is
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Definitions"),
     panel("Export definitions", {}, el("p", { class: "help" }, "Exchanges, queues, bindings, users, virtual hosts, " +
       "permissions and policies as one JSON file (for one virtual host: its objects only)."), download),

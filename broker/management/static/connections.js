@@ -2,7 +2,7 @@
 // monitoring user or administrator all of them; the pages show what the API returns.
 
 import * as api from "./api.js";
-import { clear, el, kvTable, link, listTable, num, panel, rate, unavailable, when } from "./dom.js";
+import { append, clear, el, kvTable, link, listTable, num, panel, rate, unavailable, when } from "./dom.js";
 import { filterBox, form } from "./widgets.js";
 
 function connectionLabel(c) {
@@ -33,7 +33,7 @@ export function connectionsPage(ctx) {
       ].filter(Boolean),
     }));
   };
-  ctx.main.append(el("h1", {}, "Connections"), panel("All connections", {}, filter.node, listBox));
+  append(ctx.main,el("h1", {}, "Connections"), panel("All connections", {}, filter.node, listBox));
   return {
     async refresh() {
       const vh = ctx.vhost();
@@ -69,7 +69,7 @@ export function connectionPage(ctx, name) {
   const facts = el("div");
   const client = el("div");
   const channels = el("div");
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Connection ", el("span", { class: "name", id: "connection-name" }, name)),
     panel("Details", {}, facts),
     panel("Client properties", {}, client),
@@ -113,7 +113,7 @@ export function connectionPage(ctx, name) {
 export function channelsPage(ctx) {
   const box = el("div");
   const sortState = { column: -1, descending: false };
-  ctx.main.append(el("h1", {}, "Channels"), panel("All channels", {}, box));
+  append(ctx.main,el("h1", {}, "Channels"), panel("All channels", {}, box));
   return {
     async refresh() {
       const vh = ctx.vhost();
@@ -127,7 +127,7 @@ export function channelsPage(ctx) {
 export function channelPage(ctx, name) {
   const facts = el("div");
   const consumers = el("div");
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Channel ", el("span", { class: "name", id: "channel-name" }, name)),
     panel("Details", {}, facts),
     panel("Consumers", {}, consumers),

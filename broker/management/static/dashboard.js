@@ -5,7 +5,7 @@
 
 import * as api from "./api.js";
 import { History, lineChart } from "./charts.js";
-import { bytes, clear, duration, el, link, listTable, num, panel, rate } from "./dom.js";
+import { append, bytes, clear, duration, el, link, listTable, num, panel, rate } from "./dom.js";
 import { HASH_TYPES, hashCard, loadHashView } from "./hash.js";
 import { LiveTrace } from "./hash_live.js";
 
@@ -143,7 +143,7 @@ export function overviewPage(ctx) {
   });
   live.node.id = "hash-live";
   const monitor = ctx.user.monitor;
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Overview"), head,
     panel("Totals", {}, totalsBox),
     panel("Queued messages", { dataset: { chart: "queued" } }, el("p", { class: "help" },

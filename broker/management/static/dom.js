@@ -19,15 +19,15 @@ function build(node, attrs, children) {
       node.setAttribute(key, String(value));
     }
   }
-  append(node, children);
+  append(node, ...children);
   return node;
 }
 
 /** Appends text (as text nodes), nodes and nested arrays; skips null, undefined and false. */
-export function append(node, children) {
+export function append(node, ...children) {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
-    if (Array.isArray(child)) append(node, child);
+    if (Array.isArray(child)) append(node, ...child);
     else if (child instanceof Node) node.append(child);
     else node.append(document.createTextNode(String(child)));
   }
@@ -46,7 +46,7 @@ export function svg(tag, attrs, ...children) {
 
 export function clear(node, ...children) {
   node.replaceChildren();
-  return append(node, children);
+  return append(node, ...children);
 }
 
 // -- formatting ----------------------------------------------------------------------------------

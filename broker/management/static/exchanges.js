@@ -3,7 +3,7 @@
 
 import * as api from "./api.js";
 import { History, lineChart } from "./charts.js";
-import { clear, el, kvTable, link, listTable, panel, rate, rateOf, routeHref } from "./dom.js";
+import { append, clear, el, kvTable, link, listTable, panel, rate, rateOf, routeHref } from "./dom.js";
 import { HASH_TYPES, hashCard, loadHashView } from "./hash.js";
 import { actionButton, bindForm, features, filterBox, form, publishForm, unbindButton } from "./widgets.js";
 
@@ -41,7 +41,7 @@ export function exchangesPage(ctx) {
       ].filter(Boolean),
     }));
   };
-  ctx.main.append(el("h1", {}, "Exchanges"), panel("All exchanges", {}, filter.node, listBox), addExchangeForm(ctx));
+  append(ctx.main,el("h1", {}, "Exchanges"), panel("All exchanges", {}, filter.node, listBox), addExchangeForm(ctx));
   return {
     async refresh() {
       const vh = ctx.vhost();
@@ -110,7 +110,7 @@ export function exchangePage(ctx, vhost, segment) {
   const into = el("div");
   const hashBox = el("div");
   const history = new History();
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Exchange ", el("span", { class: "name", id: "exchange-name" }, displayName(name)), " ",
       el("span", { class: "muted" }, `in virtual host ${vhost}`)),
     panel("Details", {}, facts),

@@ -6,7 +6,7 @@
 
 import * as api from "./api.js";
 import { COLOURS } from "./charts.js";
-import { clear, el, link, num, panel, routeHref, show, svg } from "./dom.js";
+import { append, clear, el, link, num, panel, routeHref, show, svg } from "./dom.js";
 import { HASH_TYPES, LiveTrace } from "./hash_live.js";
 
 export { HASH_TYPES };
@@ -155,7 +155,7 @@ const EXPLAIN = el.bind(null, "p", { class: "help" });
 export function hashListPage(ctx) {
   const cards = el("div", { class: "hash-exchanges" });
   const live = new LiveTrace(ctx);
-  ctx.main.append(
+  append(ctx.main,
     panel("Hash exchanges", {},
       EXPLAIN("Bars: messages in each bound queue. Marker: the count the binding weights predict " +
         "(bucket share × messages in all of the exchange's queues). Ring: the buckets each destination owns."),
@@ -201,7 +201,7 @@ export function hashExchangePage(ctx, vhost, name) {
       if (changed && lastView && lastView.modulus) redraw();
     },
   });
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Hash exchange: ", el("span", { class: "name" }, name), " ",
       el("span", { class: "muted" }, `in virtual host ${vhost}`)),
     el("p", {}, link("Exchange page (bindings, publish, delete)", "exchanges", vhost, name)),

@@ -3,7 +3,7 @@
 
 import * as api from "./api.js";
 import { History, lineChart } from "./charts.js";
-import { bytes, clear, el, kvTable, link, listTable, num, panel, rate, rateOf, unavailable } from "./dom.js";
+import { append, bytes, clear, el, kvTable, link, listTable, num, panel, rate, rateOf, unavailable } from "./dom.js";
 import {
   actionButton, bindForm, features, filterBox, form, getMessagesForm, publishForm, QUEUE_ARGS, unbindButton,
 } from "./widgets.js";
@@ -44,7 +44,7 @@ export function queuesPage(ctx) {
       ].filter(Boolean),
     }));
   };
-  ctx.main.append(el("h1", {}, "Queues"), panel("All queues", {}, filter.node, listBox), addQueueForm(ctx));
+  append(ctx.main,el("h1", {}, "Queues"), panel("All queues", {}, filter.node, listBox), addQueueForm(ctx));
   return {
     async refresh() {
       const vh = ctx.vhost();
@@ -91,7 +91,7 @@ export function queuePage(ctx, vhost, name) {
   const consumers = el("div");
   const bindings = el("div");
   const history = new History();
-  ctx.main.append(
+  append(ctx.main,
     el("h1", {}, "Queue ", el("span", { class: "name", id: "queue-name" }, name), " ",
       el("span", { class: "muted" }, `in virtual host ${vhost}`)),
     panel("Details", {}, facts),
