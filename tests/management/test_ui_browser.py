@@ -604,6 +604,7 @@ PAGES = [
 
 
 def test_every_page_renders_without_errors(ui: UI, env: Env) -> None:
+    _declare_hash(env, "ui-ring", "x-consistent-hash", RING)
     policy = {"pattern": "^ui-page$", "definition": {"max-length": 5}}
     assert env.api("PUT", "/api/policies/%2F/ui-page", policy)[0] == 201
     ui.login("ui-admin", PASSWORDS["ui-admin"])

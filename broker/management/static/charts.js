@@ -1,6 +1,6 @@
 // Time-series charts of the API's 5 s samples. The API reports each counter's current value and
 // its rate over the latest sampling interval (RabbitMQ's `*_details.rate`), not a history, so the
-// page keeps the history itself: one point per refresh, the last ten minutes.
+// page keeps the history itself: one point per refresh, the last ten minutes (drawn over the last minute until there is more).
 
 import { el, num, svg } from "./dom.js";
 
@@ -34,7 +34,9 @@ export function lineChart(history, series, { width = 520, height = 150, unit = "
   const points = history.points;
   const plotW = width - pad.left - pad.right, plotH = height - pad.top - pad.bottom;
   const tMax = points.length ? points[points.length - 1].t : Date.now();
-  const tMin = tMax - KEEP_MS;
+  // the last minute at first, growing with the history up to ten minutes
+  const span = Math.min(KEEP_MS, Math.max(60_000, points.length ? tMax - points[0].t : 0));
+  const tMin = tMax - span;
   let vMax = 0;
   for (const p of points) for (const s of series) vMax = Math.max(vMax, p.values[s.key] || 0);
   vMax = vMax > 0 ? niceCeil(vMax) : 1;
@@ -47,13 +49,16 @@ export function lineChart(history, series, { width = 520, height = 150, unit = "
   chart.append(svg("line", { x1: pad.left, x2: pad.left + plotW, y1: y(0), y2: y(0), class: "axis" }));
   chart.append(svg("text", { x: pad.left - 4, y: pad.top + 8, "text-anchor": "end" }, num(vMax)));
   chart.append(svg("text", { x: pad.left - 4, y: y(0), "text-anchor": "end" }, "0"));
-  chart.append(svg("text", { x: pad.left, y: height - 4 }, "−10 min"));
+  chart.append(svg("text", { x: pad.left, y: height - 4 }, `−${Math.round(span / 60_000)} min`));
   chart.append(svg("text", { x: pad.left + plotW, y: height - 4, "text-anchor": "end" }, "now"));
   series.forEach((s, i) => {
     const pts = points.filter((p) => typeof p.values[s.key] === "number");
     if (!pts.length) return;
     const d = pts.map((p, j) => `${j ? "L" : "M"}${x(p.t).toFixed(1)} ${y(p.values[s.key]).toFixed(1)}`).join(" ");
-    chart.append(svg("path", { d, fill: "none", stroke: COLOURS[i % COLOURS.length], "stroke-width": 1.5 }));
+    const colour = COLOURS[i % COLOURS.length];
+    chart.append(svg("path", { d, fill: "none", stroke: colour, "stroke-width": 1.5 }));
+    const last = pts[pts.length - 1];
+    chart.append(svg("circle", { cx: x(last.t), cy: y(last.values[s.key]), r: 2, fill: colour }));
   });
   const legend = el("table", { class: "legend" }, series.map((s, i) => {
     const value = history.latest(s.key);

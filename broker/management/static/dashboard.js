@@ -14,6 +14,11 @@ const OVERVIEW_HASH_EXCHANGES = 12;
 /** Most queues listed on the overview (all of them are on the Queues page). */
 const OVERVIEW_QUEUES = 25;
 
+// only the fields this page shows (?columns= as RabbitMQ's API takes it), not every queue's details
+const QUEUE_COLUMNS = "?columns=name,vhost,messages,messages_ready,messages_unacknowledged,consumers," +
+  "message_stats.publish_details";
+const EXCHANGE_COLUMNS = "?columns=name,vhost,type,arguments";
+
 const QUEUED = [
   { key: "messages_ready", label: "Ready" },
   { key: "messages_unacknowledged", label: "Unacked" },
@@ -147,7 +152,7 @@ export function overviewPage(ctx) {
     el("h1", {}, "Overview"), head,
     panel("Totals", {}, totalsBox),
     panel("Queued messages", { dataset: { chart: "queued" } }, el("p", { class: "help" },
-      "Last ten minutes, one point per refresh."), queuedBox),
+      "Up to the last ten minutes, one point per refresh."), queuedBox),
     panel("Message rates", { dataset: { chart: "rates" } }, el("p", { class: "help" },
       "Per second, as the broker samples them every 5 s."), ratesBox),
     monitor ? panel("Nodes", {}, nodesBox) : null,
@@ -167,8 +172,8 @@ export function overviewPage(ctx) {
       const vh = ctx.vhost();
       const [overview, queues, exchanges, nodes] = await Promise.all([
         api.get("/overview"),
-        api.get(vh ? api.path("queues", vh) : "/queues"),
-        api.get(vh ? api.path("exchanges", vh) : "/exchanges"),
+        api.get((vh ? api.path("queues", vh) : "/queues") + QUEUE_COLUMNS),
+        api.get((vh ? api.path("exchanges", vh) : "/exchanges") + EXCHANGE_COLUMNS),
         monitor ? api.get("/nodes") : Promise.resolve([]),
       ]);
       sampleHistories(ctx.user.name, overview);
