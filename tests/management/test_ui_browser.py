@@ -545,6 +545,8 @@ def test_hash_exchange_page_shows_distribution_ring_and_live_trace(ui: UI, env: 
         live_rows,
         "ns => ns.map(n => [n.dataset.routingKey, n.dataset.destination, n.dataset.bucket])",
     )
+    seqs = ui.attrs(live_rows, "data-seq")
+    assert len(seqs) == len(set(seqs)) == 20  # each message once
     where = dict(zip(late, exchanges.predict("x-consistent-hash", RING, late), strict=True))
     for key, destination, bucket in rows:
         assert [destination] == where[key] and 0 <= int(bucket) < 4

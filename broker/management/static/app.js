@@ -113,11 +113,10 @@ const state = {
   user: null, // userFlags
   overview: {},
   vhosts: [], // names
-  current: null, // {page, generation}
-  generation: 0,
-  timer: null,
-  refreshing: null,
-  soon: null,
+  current: null, // {page, hash}: the mounted page and the route it was mounted for
+  timer: null, // the next refresh
+  ticking: false, // a refresh is running
+  again: false, // another refresh was asked for while one ran
 };
 
 function flash(message, kind = "ok") {
@@ -215,7 +214,6 @@ function stopPage() {
 function route() {
   if (!state.user) return;
   stopPage();
-  const generation = ++state.generation;
   const main = $("main");
   clear(main);
   document.body.dataset.ready = "0";
@@ -240,54 +238,60 @@ function route() {
     return;
   }
   const page = found.page(makeContext(main), ...found.params) || {};
-  state.current = { page, generation };
-  tick(generation);
+  state.current = { page, hash: location.hash };
+  tick();
 }
 
-async function tick(generation) {
+/**
+ * Refresh the mounted page. One refresh runs at a time: a call while one runs (an action's
+ * refreshSoon, a new page) makes it run once more when done, so timers never pile up.
+ */
+async function tick() {
+  if (state.ticking) {
+    state.again = true;
+    return;
+  }
   const current = state.current;
-  if (!current || current.generation !== generation) return;
+  // gone, or about to be replaced (an action navigated away; its hashchange is on its way)
+  if (!current || current.hash !== location.hash) return;
+  state.ticking = true;
+  state.again = false;
   if (state.timer !== null) clearTimeout(state.timer);
   state.timer = null;
   try {
-    state.refreshing = Promise.all([current.page.refresh ? current.page.refresh() : null, reloadVhosts()]);
-    await state.refreshing;
-    if (state.generation !== generation) return;
-    $("updated").textContent = `Refreshed ${new Date().toLocaleTimeString()}`;
-    $("updated").classList.remove("error");
-    delete document.body.dataset.error;
-    document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
-    document.body.dataset.ready = "1";
+    await Promise.all([current.page.refresh ? current.page.refresh() : null, reloadVhosts()]);
+    if (state.current === current) {
+      $("updated").textContent = `Refreshed ${new Date().toLocaleTimeString()}`;
+      $("updated").classList.remove("error");
+      delete document.body.dataset.error;
+      document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
+      document.body.dataset.ready = "1";
+    }
   } catch (err) {
-    if (state.generation !== generation) return;
     if (err instanceof api.ApiError && err.loginFailed) {
       logout(err.reason, false);
-      return;
+    } else if (state.current === current) {
+      const message = err instanceof api.ApiError && err.status === 404
+        ? "Not found: it may have been deleted." : String(err.message || err);
+      $("updated").textContent = message;
+      $("updated").classList.add("error");
+      document.body.dataset.error = message;
+      document.body.dataset.ready = "1";
     }
-    const message = err instanceof api.ApiError && err.status === 404
-      ? "Not found: it may have been deleted." : String(err.message || err);
-    $("updated").textContent = message;
-    $("updated").classList.add("error");
-    document.body.dataset.error = message;
-    document.body.dataset.ready = "1";
   } finally {
-    state.refreshing = null;
+    state.ticking = false;
   }
-  if (state.generation === generation && interval() > 0) {
-    state.timer = setTimeout(() => tick(generation), interval());
+  if (!state.current) return;
+  if (state.again || state.current !== current) {
+    tick();
+  } else if (interval() > 0) {
+    state.timer = setTimeout(tick, interval());
   }
 }
 
-/** Refresh the page now (after an action), once whatever refresh is running has finished. */
+/** Refresh the page now (after an action), or as soon as the refresh that is running ends. */
 function refreshSoon() {
-  if (state.soon) return;
-  state.soon = setTimeout(async () => {
-    state.soon = null;
-    if (state.refreshing) {
-      try { await state.refreshing; } catch { /* reported by its tick */ }
-    }
-    if (state.current) tick(state.current.generation);
-  }, 0);
+  tick();
 }
 
 // -- login and logout ----------------------------------------------------------------------------
@@ -362,7 +366,7 @@ function start() {
   $("interval").value = localStorage.getItem(INTERVAL_KEY) || "5000";
   $("interval").addEventListener("change", () => {
     localStorage.setItem(INTERVAL_KEY, $("interval").value);
-    if (state.current) tick(state.current.generation);
+    tick();
   });
   $("vhost-select").addEventListener("change", () => {
     sessionStorage.setItem(VHOST_KEY, $("vhost-select").value);

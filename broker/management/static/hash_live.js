@@ -24,13 +24,14 @@ export class LiveTrace {
     this.views = new Map(); // "vhost\u0000name" -> {seq, rows, trace}
     this.node = el("div", { class: "hash-live-list" });
     this.timer = null;
+    this.polling = false;
     this.stopped = false;
   }
 
   /** The exchanges to follow ([{vhost, name}]). */
   follow(exchanges) {
     this.exchanges = exchanges;
-    if (this.timer === null && !this.stopped) this.poll();
+    if (this.timer === null && !this.polling && !this.stopped) this.poll(); // one poll loop, ever
   }
 
   stop() {
@@ -41,6 +42,7 @@ export class LiveTrace {
 
   async poll() {
     this.timer = null;
+    this.polling = true;
     try {
       const order = [];
       for (const x of this.exchanges) {
@@ -62,11 +64,13 @@ export class LiveTrace {
     } catch (err) {
       this.node.dataset.error = String(err.message || err);
       if (err instanceof api.ApiError && err.loginFailed) {
+        this.stopped = true;
         this.ctx.loggedOut(err.reason);
-        return;
       }
+    } finally {
+      this.polling = false;
+      if (!this.stopped) this.timer = setTimeout(() => this.poll(), LIVE_MS);
     }
-    if (!this.stopped) this.timer = setTimeout(() => this.poll(), LIVE_MS);
   }
 
   render(order) {
