@@ -27,6 +27,7 @@ INSTALL = (
 )
 SYSTEM_CHROMIUM = ("/usr/lib/chromium/chromium", "/usr/bin/chromium", "/usr/bin/chromium-browser")
 TIMEOUT_MS = 15_000
+SOON_MS = 3_000
 JUNK_TEXT = """() => {
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   const found = [];
@@ -149,13 +150,10 @@ class UI:
             self.page.evaluate("h => { document.body.dataset.ready = '0'; location.hash = h; }", target)
         self.wait_ready(page)
 
-    def renders(self) -> int:
-        return int(self.page.evaluate("Number(document.body.dataset.renders || 0)"))
-
-    def wait_refresh(self) -> None:
-        """Wait for the page's next refresh to finish (the UI refreshes right after an action)."""
-        before = self.renders()
-        self.page.wait_for_function(f"() => Number(document.body.dataset.renders || 0) > {before}")
+    def shows(self, selector: str) -> None:
+        """Wait for `selector` to be rendered, within less than the UI's 5 s refresh interval:
+        the pages refresh right after an action, not at the next tick."""
+        self.page.wait_for_selector(selector, state="attached", timeout=SOON_MS)
 
     def shot(self, name: str) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)

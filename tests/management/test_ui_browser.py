@@ -252,7 +252,7 @@ def test_queue_add_publish_get_purge_delete_through_the_ui(ui: UI, env: Env) -> 
     ch.basic_nack(method.delivery_tag, requeue=True)
     conn.close()
 
-    ui.wait_refresh()
+    ui.shows("#queue-messages[data-messages='1']")
     ui.shot("queue")
     kind, text = ui.click_action("purge-queue")
     assert kind == "ok", text
@@ -280,7 +280,7 @@ def test_exchange_add_bind_publish_unbind_delete_through_the_ui(ui: UI, env: Env
     assert kind == "ok", text
     bindings = env.api("GET", "/api/exchanges/%2F/ui-topic/bindings/source")[1]
     assert [(b["destination"], b["routing_key"]) for b in bindings] == [("ui-bound", "a.*")]
-    ui.wait_refresh()
+    ui.shows("#bindings-out tr[data-destination='ui-bound']")
     assert ui.attrs("#bindings-out tr[data-destination]", "data-routing-key") == ["a.*"]
 
     ui.fill("publish", {"routing_key": "a.b", "payload": "routed"})
@@ -292,7 +292,6 @@ def test_exchange_add_bind_publish_unbind_delete_through_the_ui(ui: UI, env: Env
     conn.close()
     ui.shot("exchange")
 
-    ui.wait_refresh()
     kind, text = ui.click_action("unbind", ui.page.locator("#bindings-out"))
     assert kind == "ok", text
     assert env.api("GET", "/api/exchanges/%2F/ui-topic/bindings/source")[1] == []
@@ -343,8 +342,7 @@ def test_policy_added_and_deleted_by_a_policymaker(ui: UI, env: Env) -> None:
     assert status == 200 and policy["definition"] == {"max-length": 1} and policy["priority"] == 3
     assert policy["apply-to"] == "queues" and policy["pattern"] == r"^ui-pol\."
     wait_api(env, "/api/queues/%2F/ui-pol.q", lambda s, b: b.get("policy") == "ui-limit")
-    ui.wait_refresh()
-    assert "ui-limit" in ui.attrs("#policy-list tr[data-policy]", "data-policy")
+    ui.shows("#policy-list tr[data-policy='ui-limit']")
     ui.shot("policies")
     ui.go("queues/%2F/ui-pol.q", "queue")
     assert "ui-limit" in ui.page.inner_text("#queue-details")
@@ -380,7 +378,7 @@ def test_user_tags_password_and_permissions_changed_through_the_ui(ui: UI, env: 
     assert kind == "ok", text
     assert call(env.base, "GET", "/api/whoami", auth="ui-made:pw2")[0] == 200
     assert call(env.base, "GET", "/api/whoami", auth="ui-made:pw1")[0] == 401
-    ui.wait_refresh()
+    ui.shows("#user-details[data-tags*='policymaker']")
     ui.shot("user")
 
     kind, text = ui.click_action("clear-permission", ui.page.locator("#permissions"))
@@ -399,15 +397,14 @@ def test_vhost_added_given_permissions_and_deleted_through_the_ui(ui: UI, env: E
     kind, text = ui.submit("add-vhost", {"name": "ui-vh", "description": "made in the UI"})
     assert kind == "ok", text
     assert env.api("GET", "/api/vhosts/ui-vh")[0] == 200
-    ui.wait_refresh()
-    assert "ui-vh" in ui.attrs("#vhost-list tr[data-vhost]", "data-vhost")
-    assert "ui-vh" in ui.attrs("#vhost-select option", "value")  # the header's filter knows it
+    ui.shows("#vhost-list tr[data-vhost='ui-vh']")
+    ui.shows("#vhost-select option[value='ui-vh']")  # the header's filter knows it
     ui.shot("vhosts")
     ui.go("vhosts/ui-vh", "vhost")
     kind, text = ui.submit("set-permission", {"user": "ui-management", "read": "^r"})
     assert kind == "ok", text
     assert env.api("GET", "/api/permissions/ui-vh/ui-management")[1]["read"] == "^r"
-    ui.wait_refresh()
+    ui.shows("#permissions tr[data-user='ui-management']")
     assert ui.page.locator("[data-unavailable='/api/vhost-limits']").count() == 1
     ui.shot("vhost")
     kind, _text = ui.click_action("delete-vhost")
