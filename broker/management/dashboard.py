@@ -1,8 +1,12 @@
-"""Serves the dashboard (`broker/management/static/`) at `/` on the management port.
+"""Serves the management web UI (`broker/management/static/`) at `/` on the management port.
 
-Plain files, no build step: the page is static and public (it holds no data); its JavaScript calls
-the authenticated `/api/...` endpoints with the credentials from its login form (guest/guest
-prefilled, like RabbitMQ's management UI on localhost).
+Plain files, no build step: HTML, CSS and JavaScript modules, all public (they hold no data); the
+page's JavaScript calls the authenticated `/api/...` endpoints with the credentials from its login
+form, so the UI can do what the user could do with rabbitmqadmin and nothing more.
+
+Every response carries a Content-Security-Policy that allows scripts, styles and requests from this
+origin only and no inline script or style attribute, so a name the broker hands back (queue names
+can contain anything) could not run as code even if a page put it in as markup.
 """
 
 from __future__ import annotations
@@ -17,6 +21,14 @@ CONTENT_TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
+}
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
 }
 
 
@@ -46,5 +58,9 @@ def serve(method: str, segments: list[str]) -> Response | None:
     body = _asset(name)
     if body is None:
         return None
-    headers = {"content-type": CONTENT_TYPES[Path(name).suffix], "cache-control": "no-cache"}
+    headers = {
+        "content-type": CONTENT_TYPES[Path(name).suffix],
+        "cache-control": "no-cache",
+        **SECURITY_HEADERS,
+    }
     return Response(200, body, headers)

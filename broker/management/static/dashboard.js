@@ -1,179 +1,205 @@
-// hashbroker dashboard: plain JS, no build step. Polls the management API every 2 s.
-// Data attributes (data-queue, data-messages, data-expected, data-bucket-*) make the rendered
-// state machine-checkable (tests/test_dashboard.py reads them from headless Chromium's DOM).
-"use strict";
+// The overview (the landing page): totals, queued messages and message rates over the last ten
+// minutes, the node and its listeners (for monitoring users, as the API shows them only to them),
+// the queues holding the most messages, and hashbroker's own panels: every hash exchange's
+// distribution and ring, and the live trace of the messages going through them.
 
-const POLL_MS = 2000;
-const SVG_NS = "http://www.w3.org/2000/svg";
-const COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
-let credentials = { user: "guest", password: "guest" };
-let timer = null;
+import * as api from "./api.js";
+import { History, lineChart } from "./charts.js";
+import { append, bytes, clear, duration, el, link, listTable, num, panel, rate } from "./dom.js";
+import { HASH_TYPES, hashCard, loadHashView } from "./hash.js";
+import { LiveTrace } from "./hash_live.js";
 
-function authHeader() {
-  return "Basic " + btoa(credentials.user + ":" + credentials.password);
-}
+/** Most hash exchanges drawn on the overview (all of them are on the Hash exchanges page). */
+const OVERVIEW_HASH_EXCHANGES = 12;
+/** Most queues listed on the overview (all of them are on the Queues page). */
+const OVERVIEW_QUEUES = 25;
 
-async function api(path) {
-  const resp = await fetch("/api" + path, { headers: { Authorization: authHeader() } });
-  if (resp.status === 401) throw new Error("login failed for " + credentials.user);
-  if (!resp.ok) throw new Error(path + ": HTTP " + resp.status);
-  return resp.json();
-}
+// only the fields this page shows (?columns= as RabbitMQ's API takes it), not every queue's details
+const QUEUE_COLUMNS = "?columns=name,vhost,messages,messages_ready,messages_unacknowledged,consumers," +
+  "message_stats.publish_details";
+const EXCHANGE_COLUMNS = "?columns=name,vhost,type,arguments";
 
-function enc(s) { return encodeURIComponent(s); }
+const QUEUED = [
+  { key: "messages_ready", label: "Ready" },
+  { key: "messages_unacknowledged", label: "Unacked" },
+  { key: "messages", label: "Total" },
+];
 
-function el(tag, attrs, text) {
-  const node = tag.startsWith("svg:") ? document.createElementNS(SVG_NS, tag.slice(4))
-                                      : document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-  if (text !== undefined) node.textContent = String(text);
-  return node;
-}
+const RATES = [
+  { key: "publish", label: "Publish" },
+  { key: "confirm", label: "Publisher confirm" },
+  { key: "deliver", label: "Deliver (manual ack)" },
+  { key: "deliver_no_ack", label: "Deliver (auto ack)" },
+  { key: "ack", label: "Consumer ack" },
+  { key: "redeliver", label: "Redelivered" },
+  { key: "get", label: "Get (manual ack)" },
+  { key: "get_no_ack", label: "Get (auto ack)" },
+  { key: "get_empty", label: "Get (empty)" },
+  { key: "return_unroutable", label: "Unroutable (return)" },
+  { key: "drop_unroutable", label: "Unroutable (drop)" },
+];
 
-function renderQueues(queues) {
-  const body = document.querySelector("#queues tbody");
-  body.replaceChildren();
-  for (const q of queues) {
-    const tr = el("tr", { "data-queue": q.name, "data-vhost": q.vhost, "data-messages": q.messages });
-    tr.append(el("td", {}, q.vhost), el("td", {}, q.name),
-              el("td", { class: "num" }, q.messages), el("td", { class: "num" }, q.messages_ready),
-              el("td", { class: "num" }, q.messages_unacknowledged), el("td", { class: "num" }, q.consumers));
-    body.append(tr);
+// Kept across visits to the page (and cleared at logout) so the charts do not restart each time.
+let queued = new History();
+let rates = new History();
+let historyOwner = null;
+
+function sampleHistories(user, overview) {
+  if (historyOwner !== user) {
+    queued = new History();
+    rates = new History();
+    historyOwner = user;
   }
+  const qt = overview.queue_totals || {};
+  queued.add(Object.fromEntries(QUEUED.map((s) => [s.key, qt[s.key] || 0])));
+  const ms = overview.message_stats || {};
+  const r = {};
+  for (const s of RATES) {
+    const d = ms[s.key + "_details"];
+    r[s.key] = d && typeof d.rate === "number" ? d.rate : 0;
+  }
+  rates.add(r);
 }
 
-// Bar chart: one bar per bound destination (actual messages), a dark marker at the predicted count.
-function barChart(ring) {
-  const dests = ring.destinations;
-  const total = dests.reduce((n, d) => n + (d.messages || 0), 0);
-  const rowH = 26, labelW = 170, plotW = 420, width = labelW + plotW + 150;
-  const height = Math.max(1, dests.length) * rowH + 30;
-  const max = Math.max(1, ...dests.map(d => Math.max(d.messages || 0, d.share * total)));
-  const svg = el("svg:svg", { class: "bar-chart", width, height, viewBox: `0 0 ${width} ${height}`,
-                              "data-total": total });
-  svg.append(el("svg:text", { x: labelW, y: 12 }, `messages (total ${total}); | = predicted by weights`));
-  dests.forEach((d, i) => {
-    const y = 20 + i * rowH;
-    const actual = d.messages || 0;
-    const expected = d.share * total;
-    const g = el("svg:g", { class: "bar", "data-queue": d.name, "data-kind": d.kind, "data-messages": actual,
-                            "data-expected": expected.toFixed(1), "data-share": d.share.toFixed(6),
-                            "data-buckets": d.buckets });
-    g.append(el("svg:text", { x: labelW - 6, y: y + 15, "text-anchor": "end" }, d.name));
-    g.append(el("svg:rect", { x: labelW, y: y + 3, height: rowH - 8, width: plotW * actual / max,
-                              fill: COLOURS[i % COLOURS.length] }));
-    const mx = labelW + plotW * expected / max;
-    g.append(el("svg:line", { x1: mx, x2: mx, y1: y, y2: y + rowH - 2, stroke: "#000", "stroke-width": 2 }));
-    const pct = total ? (100 * actual / total).toFixed(1) : "0.0";
-    g.append(el("svg:text", { x: labelW + plotW + 6, y: y + 15 },
-                `${actual} (${pct}% vs ${(100 * d.share).toFixed(1)}%)`));
-    svg.append(g);
+function totals(overview) {
+  const t = overview.object_totals || {};
+  return el("table", { class: "totals", id: "totals" }, el("tr", {},
+    [["Connections", "connections", "connections"], ["Channels", "channels", "channels"],
+      ["Exchanges", "exchanges", "exchanges"], ["Queues", "queues", "queues"], ["Consumers", "consumers", null]]
+      .filter(([, key]) => key in t)
+      .map(([label, key, route]) => el("td", { dataset: { total: key, value: t[key] } },
+        el("div", { class: "total-value" }, route ? link(num(t[key]), route) : num(t[key])),
+        el("div", { class: "total-label" }, label)))));
+}
+
+function nodesTable(nodes) {
+  return listTable({
+    attrs: { id: "nodes" },
+    rows: nodes,
+    rowAttrs: (n) => ({ dataset: { node: n.name, memAlarm: n.mem_alarm, diskAlarm: n.disk_free_alarm } }),
+    columns: [
+      { title: "Name", cell: (n) => n.name },
+      { title: "File descriptors", num: true, cell: (n) => `${num(n.fd_used)} / ${num(n.fd_total)}` },
+      { title: "Memory", num: true, cell: (n) => el("span", { class: n.mem_alarm ? "alarm" : undefined },
+        `${bytes(n.mem_used)} / ${bytes(n.mem_limit)} high watermark`) },
+      { title: "Disk space", num: true, cell: (n) => el("span", { class: n.disk_free_alarm ? "alarm" : undefined },
+        `${bytes(n.disk_free)} free / ${bytes(n.disk_free_limit)} limit`) },
+      { title: "Uptime", cell: (n) => duration(n.uptime) },
+      { title: "Cores", num: true, cell: (n) => num(n.processors) },
+      { title: "State", cell: (n) => {
+        const alarms = [n.mem_alarm ? "memory" : "", n.disk_free_alarm ? "disk" : ""].filter(Boolean);
+        if (n.store_fault) return el("span", { class: "alarm" }, `store fault: ${n.store_fault} (not confirming)`);
+        return alarms.length ? el("span", { class: "alarm" }, `${alarms.join(" & ")} alarm: publishers blocked`)
+          : "running";
+      } },
+    ],
   });
-  return svg;
 }
 
-// The bucket ring: each destination owns one contiguous run of buckets (bindings append runs;
-// unbinding shifts later runs down), drawn as an arc of a donut, plus a bucket-range table.
-function ringView(ring) {
-  const n = ring.ring_size, size = 220, r = 90, c = size / 2;
-  const svg = el("svg:svg", { class: "ring", width: size, height: size, viewBox: `0 0 ${size} ${size}`,
-                              "data-ring-size": n });
-  const table = el("table", { class: "ring-ranges" });
-  const head = el("tr");
-  head.append(el("th", {}, "buckets"), el("th", {}, "→ destination"));
-  table.append(head);
-  ring.destinations.forEach((d, i) => {
-    const first = d.first_bucket, last = d.first_bucket + d.buckets - 1;
-    const colour = COLOURS[i % COLOURS.length];
-    const a0 = 2 * Math.PI * first / n - Math.PI / 2, a1 = 2 * Math.PI * (last + 1) / n - Math.PI / 2;
-    let shape;
-    if (d.buckets === n) {
-      shape = el("svg:circle", { cx: c, cy: c, r, fill: "none", stroke: colour, "stroke-width": 30 });
-    } else {
-      const large = a1 - a0 > Math.PI ? 1 : 0;
-      const p = (a) => `${(c + r * Math.cos(a)).toFixed(2)} ${(c + r * Math.sin(a)).toFixed(2)}`;
-      shape = el("svg:path", { d: `M ${p(a0)} A ${r} ${r} 0 ${large} 1 ${p(a1)}`, fill: "none",
-                               stroke: colour, "stroke-width": 30 });
-    }
-    shape.setAttribute("data-queue", d.name);
-    shape.setAttribute("data-bucket-first", first);
-    shape.setAttribute("data-bucket-last", last);
-    shape.append(el("svg:title", {}, `buckets ${first}–${last} → ${d.name}`));
-    svg.append(shape);
-    const tr = el("tr", { "data-queue": d.name, "data-bucket-first": first, "data-bucket-last": last });
-    const swatch = el("span", { style: `color:${colour}` }, "■ ");
-    const cell = el("td");
-    cell.append(swatch, document.createTextNode(`${d.kind} ${d.name}`));
-    tr.append(el("td", { class: "num" }, first === last ? `${first}` : `${first}–${last}`), cell);
-    table.append(tr);
+function listenersTable(overview) {
+  return listTable({
+    attrs: { id: "listeners" },
+    rows: overview.listeners || [],
+    rowAttrs: (l) => ({ dataset: { protocol: l.protocol, port: l.port } }),
+    columns: [
+      { title: "Protocol", cell: (l) => l.protocol },
+      { title: "Bound to", cell: (l) => l.ip_address },
+      { title: "Port", num: true, cell: (l) => String(l.port) },
+    ],
   });
-  svg.append(el("svg:text", { x: c, y: c - 4, "text-anchor": "middle" }, `${n} buckets`));
-  svg.append(el("svg:text", { x: c, y: c + 12, "text-anchor": "middle" }, `hash on ${ring.state.hash_on}`));
-  const wrap = el("div", { class: "ring-table" });
-  wrap.append(table);
-  return [svg, wrap];
 }
 
-async function renderHashExchanges(exchanges) {
-  const box = document.getElementById("hash-exchanges");
-  const rings = await Promise.all(exchanges.map(
-    x => api(`/hashbroker/exchanges/${enc(x.vhost)}/${enc(x.name)}/ring`)));
-  box.replaceChildren();
-  if (!rings.length) box.append(el("p", { class: "muted" }, "no x-consistent-hash exchange declared"));
-  for (const ring of rings) {
-    const sec = el("div", { class: "hash-exchange", "data-exchange": ring.name, "data-vhost": ring.vhost });
-    sec.append(el("h3", {}, `${ring.name} (vhost ${ring.vhost}, ${ring.destinations.length} destinations)`));
-    const charts = el("div", { class: "charts" });
-    charts.append(barChart(ring), ...ringView(ring));
-    sec.append(charts);
-    box.append(sec);
-  }
+function queuesTable(queues) {
+  const top = queues.slice().sort((a, b) => (b.messages || 0) - (a.messages || 0)).slice(0, OVERVIEW_QUEUES);
+  return listTable({
+    attrs: { id: "queues" },
+    rows: top,
+    empty: "no queues",
+    rowAttrs: (q) => ({ dataset: { queue: q.name, vhost: q.vhost, messages: q.messages ?? 0 } }),
+    columns: [
+      { title: "Virtual host", cell: (q) => q.vhost },
+      { title: "Name", cell: (q) => link(q.name, "queues", q.vhost, q.name) },
+      { title: "Ready", num: true, cell: (q) => num(q.messages_ready) },
+      { title: "Unacked", num: true, cell: (q) => num(q.messages_unacknowledged) },
+      { title: "Total", num: true, cell: (q) => num(q.messages) },
+      { title: "Incoming", num: true, cell: (q) => rate(q.message_stats && q.message_stats.publish_details) },
+      { title: "Consumers", num: true, cell: (q) => num(q.consumers) },
+    ],
+  });
 }
 
-function mb(bytes) { return (bytes / 1e6).toFixed(bytes < 1e8 ? 1 : 0) + " MB"; }
-
-function renderNode(node) {
-  const p = document.getElementById("resources");
-  const mem = `memory ${mb(node.mem_used)} of ${mb(node.mem_limit)} (high watermark)`;
-  const disk = `disk free ${mb(node.disk_free)}, limit ${mb(node.disk_free_limit)}`;
-  const alarms = [node.mem_alarm ? "memory" : "", node.disk_free_alarm ? "disk" : ""].filter(Boolean);
-  const store = node.store_fault ? ` · STORE FAULT: ${node.store_fault} (not confirming)` : "";
-  p.textContent = `${mem} · ${disk} · ` +
-    (alarms.length ? `ALARM: ${alarms.join(" & ")}, publishers blocked` : "no resource alarm") + store;
-  p.className = alarms.length || node.store_fault ? "error" : "muted";
-  p.dataset.memAlarm = String(node.mem_alarm);
-  p.dataset.diskAlarm = String(node.disk_free_alarm);
+export function overviewPage(ctx) {
+  const head = el("p", { id: "node-facts", class: "muted" });
+  const totalsBox = el("div");
+  const queuedBox = el("div");
+  const ratesBox = el("div");
+  const nodesBox = el("div");
+  const listenersBox = el("div");
+  const queuesBox = el("div");
+  const hashBox = el("div", { id: "hash-exchanges" });
+  const observed = new Map(); // "vhost\u0000name" -> x-modulus-hash residue -> destination (from the live trace)
+  const live = new LiveTrace(ctx, {
+    onEntries: (x, entries) => {
+      const key = x.vhost + "\u0000" + x.name;
+      const seen = observed.get(key) || new Map();
+      for (const e of entries) if (e.bucket !== null && e.destination) seen.set(e.bucket, e.destination.name);
+      observed.set(key, seen);
+    },
+  });
+  live.node.id = "hash-live";
+  const monitor = ctx.user.monitor;
+  append(ctx.main,
+    el("h1", {}, "Overview"), head,
+    panel("Totals", {}, totalsBox),
+    panel("Queued messages", { dataset: { chart: "queued" } }, el("p", { class: "help" },
+      "Up to the last ten minutes, one point per refresh."), queuedBox),
+    panel("Message rates", { dataset: { chart: "rates" } }, el("p", { class: "help" },
+      "Per second, as the broker samples them every 5 s."), ratesBox),
+    monitor ? panel("Nodes", {}, nodesBox) : null,
+    monitor ? panel("Ports and contexts", {}, listenersBox) : null,
+    panel("Queues", {}, el("p", { class: "help" }, `The ${OVERVIEW_QUEUES} holding most messages; all on `,
+      link("Queues", "queues"), "."), queuesBox),
+    panel("Hash exchanges", {}, el("p", { class: "help" },
+      "Bars: messages in each bound queue. Marker: the count the binding weights predict " +
+      "(bucket share × messages in all of the exchange's queues). ", link("All hash exchanges", "hash"), "."), hashBox),
+    panel("Live: messages through hash exchanges", {}, el("p", { class: "help" },
+      "The last 25 of each, newest first."), live.node),
+    ctx.user.admin ? panel("Definitions", {}, el("p", {}, link("Export or import definitions", "definitions"),
+      " (exchanges, queues, bindings, users, virtual hosts, permissions and policies as one JSON file).")) : null,
+  );
+  return {
+    async refresh() {
+      const vh = ctx.vhost();
+      const [overview, queues, exchanges, nodes] = await Promise.all([
+        api.get("/overview"),
+        api.get((vh ? api.path("queues", vh) : "/queues") + QUEUE_COLUMNS),
+        api.get((vh ? api.path("exchanges", vh) : "/exchanges") + EXCHANGE_COLUMNS),
+        monitor ? api.get("/nodes") : Promise.resolve([]),
+      ]);
+      sampleHistories(ctx.user.name, overview);
+      head.textContent = `${overview.product_name} ${overview.product_version}, routes as RabbitMQ ` +
+        `${overview.rabbitmq_version}` + (overview.node ? ` · node ${overview.node}` : "") +
+        ` · ${overview.erlang_version}`;
+      clear(totalsBox, totals(overview));
+      clear(queuedBox, lineChart(queued, QUEUED, { name: "queued" }));
+      clear(ratesBox, lineChart(rates, RATES, { name: "rates", unit: "/s" }));
+      if (monitor) {
+        clear(nodesBox, nodesTable(nodes));
+        clear(listenersBox, listenersTable(overview));
+      }
+      clear(queuesBox, queuesTable(queues));
+      const hashed = exchanges.filter((x) => HASH_TYPES.includes(x.type)).slice(0, OVERVIEW_HASH_EXCHANGES);
+      const qmap = new Map(queues.map((q) => [q.vhost + "\u0000" + q.name, q]));
+      const views = await Promise.all(hashed.map((x) => loadHashView(x, qmap)));
+      clear(hashBox, views.length ? views.map((v) => hashCard(v, observed.get(v.vhost + "\u0000" + v.name)))
+        : el("p", { class: "muted" }, "no x-consistent-hash or x-modulus-hash exchange declared"));
+      live.follow(hashed);
+    },
+    dispose() { live.stop(); },
+  };
 }
 
-async function refresh() {
-  const status = document.getElementById("status");
-  try {
-    const [queues, exchanges, nodes] = await Promise.all([api("/queues"), api("/exchanges"), api("/nodes")]);
-    renderQueues(queues);
-    if (nodes.length) renderNode(nodes[0]);
-    await renderHashExchanges(exchanges.filter(x => x.type === "x-consistent-hash"));
-    status.textContent = "updated " + new Date().toLocaleTimeString();
-    status.className = "muted";
-    document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
-    document.body.dataset.ready = "1";
-  } catch (err) {
-    status.textContent = String(err.message || err);
-    status.className = "error";
-  }
-  timer = setTimeout(refresh, POLL_MS);
+/** Forget the charts' history (at logout, so the next user does not see it). */
+export function forgetHistory() {
+  historyOwner = null;
 }
-
-document.getElementById("login").addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  credentials = { user: document.getElementById("user").value,
-                  password: document.getElementById("password").value };
-  if (timer !== null) clearTimeout(timer);
-  refresh();
-});
-
-api("/overview").then(o => {
-  document.getElementById("node").textContent =
-    `${o.node} · routes as RabbitMQ ${o.rabbitmq_version} · hashbroker ${o.product_version}`;
-}).catch(() => {});
-refresh();

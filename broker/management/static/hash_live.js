@@ -1,101 +1,102 @@
-// hashbroker dashboard, live view of hash exchanges: the last messages through each
-// x-consistent-hash / x-modulus-hash exchange, what was hashed, the bucket it hit and where it went.
-// Polls GET /api/hashbroker/exchanges/{vhost}/{name}/hash-trace?since=SEQ every second; each poll
-// keeps the broker's watch of that exchange alive (it records nothing once nobody polls for 30 s).
-// Rows carry data-* attributes (data-seq, data-routing-key, data-bucket, data-destination) so the
-// rendered state is machine-checkable (tests/test_hash_trace.py reads them from Chromium's DOM).
-"use strict";
+// The live view of hash exchanges: the last messages through each x-consistent-hash /
+// x-modulus-hash exchange, what was hashed, the bucket it hit and where it went. Polls
+// GET /api/hashbroker/exchanges/{vhost}/{name}/hash-trace?since=SEQ every second; each poll keeps
+// the broker's watch of that exchange alive (it records nothing once nobody polls for 30 s).
+// Rows carry data-* attributes (data-seq, data-routing-key, data-bucket, data-destination,
+// data-queues) so the rendered state is machine-checkable from a browser test.
 
-(() => {
-  const LIVE_MS = 1000;
-  const KEEP = 25;  // rows shown per exchange
-  const HASH_TYPES = ["x-consistent-hash", "x-modulus-hash"];
-  const views = new Map();  // "vhost\u0000name" -> {seq, rows: [...]}
+import * as api from "./api.js";
+import { clear, el, show } from "./dom.js";
 
-  function auth() {
-    const user = document.getElementById("user").value;
-    const password = document.getElementById("password").value;
-    return "Basic " + btoa(user + ":" + password);
+const LIVE_MS = 1000;
+export const HASH_TYPES = ["x-consistent-hash", "x-modulus-hash"];
+
+export class LiveTrace {
+  /**
+   * `keep`: rows shown per exchange. `onEntries(exchange, entries)` sees every new entry (the hash
+   * page learns the x-modulus-hash residue → destination map from them).
+   */
+  constructor(ctx, { keep = 25, onEntries } = {}) {
+    this.ctx = ctx;
+    this.keep = keep;
+    this.onEntries = onEntries;
+    this.exchanges = [];
+    this.views = new Map(); // "vhost\u0000name" -> {seq, rows, trace}
+    this.node = el("div", { class: "hash-live-list" });
+    this.timer = null;
+    this.polling = false;
+    this.stopped = false;
   }
 
-  async function get(path) {
-    const resp = await fetch("/api" + path, { headers: { Authorization: auth() } });
-    if (!resp.ok) throw new Error(path + ": HTTP " + resp.status);
-    return resp.json();
+  /** The exchanges to follow ([{vhost, name}]). */
+  follow(exchanges) {
+    this.exchanges = exchanges;
+    if (this.timer === null && !this.polling && !this.stopped) this.poll(); // one poll loop, ever
   }
 
-  function cell(tag, text, attrs) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-    node.textContent = text === null || text === undefined ? "" : String(text);
-    return node;
+  stop() {
+    this.stopped = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
   }
 
-  function show(value) {
-    return typeof value === "string" ? value : JSON.stringify(value);
+  async poll() {
+    this.timer = null;
+    this.polling = true;
+    try {
+      const order = [];
+      for (const x of this.exchanges) {
+        const key = x.vhost + "\u0000" + x.name;
+        const view = this.views.get(key) || { seq: 0, rows: [] };
+        const trace = await api.get(api.path("hashbroker", "exchanges", x.vhost, x.name, "hash-trace") +
+          `?since=${view.seq}`);
+        if (trace.seq < view.seq) view.rows = []; // the exchange was re-created
+        if (this.onEntries && trace.entries.length) this.onEntries(x, trace.entries);
+        view.rows = view.rows.concat(trace.entries).slice(-this.keep);
+        view.seq = trace.seq;
+        view.trace = trace;
+        this.views.set(key, view);
+        order.push(view);
+      }
+      if (this.stopped) return;
+      this.render(order);
+      this.node.dataset.polls = String(Number(this.node.dataset.polls || 0) + 1);
+    } catch (err) {
+      this.node.dataset.error = String(err.message || err);
+      if (err instanceof api.ApiError && err.loginFailed) {
+        this.stopped = true;
+        this.ctx.loggedOut(err.reason);
+      }
+    } finally {
+      this.polling = false;
+      if (!this.stopped) this.timer = setTimeout(() => this.poll(), LIVE_MS);
+    }
   }
 
-  function render(box, order) {
-    box.replaceChildren();
+  render(order) {
     if (!order.length) {
-      box.append(cell("p", "no x-consistent-hash or x-modulus-hash exchange declared", { class: "muted" }));
+      clear(this.node, el("p", { class: "muted" }, "no x-consistent-hash or x-modulus-hash exchange declared"));
       return;
     }
-    for (const [key, trace] of order) {
-      const view = views.get(key);
-      const sec = cell("div", "", { class: "hash-live", "data-exchange": trace.name, "data-vhost": trace.vhost });
-      sec.append(cell("h3", `${trace.name} (vhost ${trace.vhost}, ${trace.type}, hash on ${trace.hash_on})`));
-      const table = document.createElement("table");
-      const head = document.createElement("tr");
-      for (const h of ["#", "time", "routing key", "hashed", "bucket", "→ destination", "queues"]) {
-        head.append(cell("th", h));
-      }
-      table.append(head);
-      for (const e of view.rows.slice().reverse()) {
-        const dest = e.destination ? `${e.destination.kind} ${e.destination.name}` : "(nothing bound)";
-        const tr = cell("tr", "", {
-          "data-seq": e.seq, "data-routing-key": e.routing_key, "data-bucket": e.bucket ?? "",
-          "data-destination": e.destination ? e.destination.name : "", "data-queues": e.queues.join(","),
-        });
-        tr.append(cell("td", e.seq, { class: "num" }), cell("td", new Date(e.time).toLocaleTimeString()),
-                  cell("td", e.routing_key), cell("td", show(e.hashed)),
-                  cell("td", e.bucket === null ? "" : `${e.bucket} / ${e.buckets}`, { class: "num" }),
-                  cell("td", dest), cell("td", e.queues.join(", ")));
-        table.append(tr);
-      }
-      if (!view.rows.length) {
-        const tr = document.createElement("tr");
-        tr.append(cell("td", "waiting for messages…", { colspan: 7, class: "muted" }));
-        table.append(tr);
-      }
-      sec.append(table);
-      box.append(sec);
-    }
+    clear(this.node, order.map(({ trace, rows }) => el("div", {
+      class: "hash-live", dataset: { exchange: trace.name, vhost: trace.vhost },
+    },
+    el("h3", {}, `${trace.name} `, el("span", { class: "muted" },
+      `(vhost ${trace.vhost}, ${trace.type}, hash on ${trace.hash_on})`)),
+    el("table", { class: "list" },
+      el("thead", {}, el("tr", {}, ["#", "time", "routing key", "hashed", "bucket", "→ destination", "queues"]
+        .map((h) => el("th", {}, h)))),
+      el("tbody", {}, rows.length ? rows.slice().reverse().map((e) => el("tr", {
+        dataset: {
+          seq: e.seq, routingKey: e.routing_key, bucket: e.bucket ?? "",
+          destination: e.destination ? e.destination.name : "", queues: e.queues.join(","),
+        },
+      },
+      el("td", { class: "num" }, e.seq), el("td", {}, new Date(e.time).toLocaleTimeString()),
+      el("td", {}, e.routing_key), el("td", {}, show(e.hashed)),
+      el("td", { class: "num" }, e.bucket === null ? "" : `${e.bucket} / ${e.buckets}`),
+      el("td", {}, e.destination ? `${e.destination.kind} ${e.destination.name}` : "(nothing bound)"),
+      el("td", {}, e.queues.join(", "))))
+        : el("tr", {}, el("td", { colspan: 7, class: "muted" }, "waiting for messages…")))))));
   }
-
-  async function poll() {
-    const box = document.getElementById("hash-live");
-    try {
-      const exchanges = (await get("/exchanges")).filter(x => HASH_TYPES.includes(x.type));
-      const order = [];
-      for (const x of exchanges) {
-        const key = x.vhost + "\u0000" + x.name;
-        const view = views.get(key) || { seq: 0, rows: [] };
-        const trace = await get(`/hashbroker/exchanges/${encodeURIComponent(x.vhost)}/` +
-                                `${encodeURIComponent(x.name)}/hash-trace?since=${view.seq}`);
-        if (trace.seq < view.seq) view.rows = [];  // the exchange was re-created
-        view.rows = view.rows.concat(trace.entries).slice(-KEEP);
-        view.seq = trace.seq;
-        views.set(key, view);
-        order.push([key, trace]);
-      }
-      render(box, order);
-      box.dataset.polls = String(Number(box.dataset.polls || 0) + 1);
-    } catch (err) {
-      box.dataset.error = String(err.message || err);
-    }
-    setTimeout(poll, LIVE_MS);
-  }
-
-  poll();
-})();
+}
