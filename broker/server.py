@@ -356,10 +356,11 @@ class Broker:
         del self.vhosts[name]
         for p in list(self.policies.list(name)):
             self.policies.delete(name, p.name)
-        store = vhost.store
+        store = self.store if vhost.persistence is not None else None
         from broker.runtime import durability
 
         durability.attach(vhost, None)
+        vhost.delayed.close()  # its held messages go with it: no timer left behind
         for q in list(vhost.queues.values()):
             if not q.deleted:
                 vhost.delete_queue(q, reason="vhost deleted")

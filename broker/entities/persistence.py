@@ -8,14 +8,13 @@ and pays one `is None` test per event.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from broker.entities.exchange import Exchange
     from broker.entities.message import StoredMessage
     from broker.entities.queues.base import Entry, Queue
     from broker.entities.queues.classic.paging import PageSpool
-    from broker.entities.vhost import VHost
     from exchanges.base import Binding
 
 
@@ -35,32 +34,37 @@ def failed(commit: Commit) -> bool:
     return commit.cancelled() or commit.exception() is not None
 
 
-class Persistence(Protocol):
-    def exchange_declared(self, vhost: VHost, x: Exchange) -> None:
+H = TypeVar("H", contravariant=True)
+"""The vhost a persistence is told about (the entities' VHost): a parameter, so this port names no
+module above it."""
+
+
+class Persistence(Protocol[H]):
+    def exchange_declared(self, vhost: H, x: Exchange) -> None:
         """A durable exchange was declared."""
         ...
 
-    def exchange_deleted(self, vhost: VHost, x: Exchange) -> None:
+    def exchange_deleted(self, vhost: H, x: Exchange) -> None:
         """A durable exchange (and with it its bindings) is gone."""
         ...
 
-    def binding_added(self, vhost: VHost, source: Exchange, binding: Binding) -> None:
+    def binding_added(self, vhost: H, source: Exchange, binding: Binding) -> None:
         """A binding from a durable source; kept only if its destination is durable too."""
         ...
 
-    def binding_removed(self, vhost: VHost, source: Exchange, binding: Binding) -> None: ...
+    def binding_removed(self, vhost: H, source: Exchange, binding: Binding) -> None: ...
 
-    def queue_added(self, vhost: VHost, q: Queue) -> None:
+    def queue_added(self, vhost: H, q: Queue) -> None:
         """A queue was added; when it is kept, its `store` attribute is set (the queue's marker
         that its messages are written)."""
         ...
 
-    def queue_placed(self, vhost: VHost, q: Queue) -> None:
+    def queue_placed(self, vhost: H, q: Queue) -> None:
         """A kept replicated queue's members and leader were chosen: they are kept with its record,
         so a restart shows the same ones."""
         ...
 
-    def queue_deleted(self, vhost: VHost, q: Queue) -> None:
+    def queue_deleted(self, vhost: H, q: Queue) -> None:
         """A kept queue is gone, with its messages and bindings."""
         ...
 
@@ -79,7 +83,7 @@ class Persistence(Protocol):
         ...
 
     def publish(
-        self, vhost: VHost, msg: StoredMessage, queues: Sequence[Queue]
+        self, vhost: H, msg: StoredMessage, queues: Sequence[Queue]
     ) -> tuple[Commit | None, list[int]]:
         """Reserve a position in every queue and write `msg` once for the kept ones.
 
@@ -94,13 +98,13 @@ class Persistence(Protocol):
 
     # -- x-delayed-message: the messages a durable delayed exchange holds ------------------------
 
-    def delayed_held(self, vhost: VHost, x: Exchange, key: int, due_ms: int, msg: StoredMessage) -> None:
+    def delayed_held(self, vhost: H, x: Exchange, key: int, due_ms: int, msg: StoredMessage) -> None:
         """The durable delayed exchange `x` holds `msg` until `due_ms` (wall-clock milliseconds),
         under `key` (unique in the vhost): kept, as the plugin keeps its delay table on disc, so a
         restart holds it again."""
         ...
 
-    def delayed_released(self, vhost: VHost, keys: Iterable[int]) -> None:
+    def delayed_released(self, vhost: H, keys: Iterable[int]) -> None:
         """Held messages left the delay table (routed, or their exchange is gone): forget them."""
         ...
 

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from broker.entities.persistence import Commit, Persistence
-    from broker.store import Store
     from exchanges.base import ExchangeType
 
 log = logging.getLogger("hashbroker.vhost")
@@ -94,14 +93,17 @@ class VHost:
     """
 
     def __init__(
-        self, name: str, compat: Compat, clock: Clock | None = None, *, persistence: Persistence | None = None
+        self,
+        name: str,
+        compat: Compat,
+        clock: Clock | None = None,
+        *,
+        persistence: Persistence[VHost] | None = None,
     ) -> None:
         self.name = name
         self.compat = compat
         self.clock: Clock = clock if clock is not None else UnscheduledClock()
         self.persistence = persistence
-        # the session layer's own handle on the store (delivery and ack writes), set with persistence
-        self.store: Store | None = None
         # the node this vhost runs on (the emulated cluster's local node; the firehose's `node`)
         self.node = DEFAULT_NODE
         self.exchanges: dict[str, Exchange] = {}

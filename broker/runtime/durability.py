@@ -223,13 +223,11 @@ def attach(vhost: VHost, store: Store | None) -> None:
     """Give `vhost` (and its queues) the store's persistence, or take it away with None."""
     if store is None:
         vhost.persistence = None
-        vhost.store = None
         for q in vhost.queues.values():
             q.store = None
         return
     persistence = StorePersistence(store)
     vhost.persistence = persistence
-    vhost.store = store
     for q in vhost.queues.values():
         q.store = store if q.durable and q.exclusive_owner is None else None
 
