@@ -317,19 +317,19 @@ class Scrape:
         one = {
             "process_start_time_seconds": self.started_wall,
             "rabbitmq_alarms_file_descriptor_limit": 0.0,
-            "rabbitmq_alarms_free_disk_space_watermark": float(alarms.disk_alarm()),
-            "rabbitmq_alarms_memory_used_watermark": float(alarms.mem_alarm()),
+            "rabbitmq_alarms_free_disk_space_watermark": float(alarms.disk_alarm),
+            "rabbitmq_alarms_memory_used_watermark": float(alarms.mem_alarm),
             "rabbitmq_process_open_fds": float(open_fds),
             "rabbitmq_process_open_tcp_sockets": float(len(self.broker.connections)),
             "rabbitmq_process_resident_memory_bytes": float(node.mem_used),
-            "rabbitmq_disk_space_available_bytes": float(alarms.disk_free()),
+            "rabbitmq_disk_space_available_bytes": float(alarms.disk_free),
             "rabbitmq_erlang_processes_used": float(len(asyncio.all_tasks())),
             "rabbitmq_erlang_gc_runs_total": float(sum(g["collections"] for g in gc.get_stats())),
             "rabbitmq_erlang_scheduler_context_switches_total": float(usage.ru_nvcsw + usage.ru_nivcsw),
             "rabbitmq_process_max_fds": float(soft_fds),
             "rabbitmq_process_max_tcp_sockets": float(soft_fds),
-            "rabbitmq_resident_memory_limit_bytes": float(alarms.memory_limit()),
-            "rabbitmq_disk_space_available_limit_bytes": float(alarms.disk_limit()),
+            "rabbitmq_resident_memory_limit_bytes": float(alarms.memory_limit),
+            "rabbitmq_disk_space_available_limit_bytes": float(alarms.disk_limit),
             "rabbitmq_erlang_uptime_seconds": node.uptime_ms / 1000,
         }
         build = (
@@ -440,9 +440,8 @@ def render(
             continue
         body: Iterator[str]
         if name.startswith("telemetry_"):
-            rows = telemetry.get(name, [])
-            if not rows:
-                continue
+            # 3.10.8 lists the encoded sizes on /metrics only: elsewhere the family is empty
+            rows = telemetry.get(name, []) if per_object is False or "encoded" not in name else []
             body = (_line(sample, labels, v) for sample, labels, v in rows)
         else:
             samples = values.get(key)
