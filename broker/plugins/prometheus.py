@@ -38,7 +38,11 @@ DEFAULT_PORT = 15692
 CONTENT_TYPE = "text/plain; version=0.0.4"
 PLUGIN_VERSION = "3.10.8"
 PROTOCOL = "amqp091"
-QUEUE_TYPES = {"classic": "rabbit_classic_queue", "quorum": "rabbit_quorum_queue", "stream": "rabbit_stream_queue"}
+QUEUE_TYPES = {
+    "classic": "rabbit_classic_queue",
+    "quorum": "rabbit_quorum_queue",
+    "stream": "rabbit_stream_queue",
+}
 
 Labels = tuple[tuple[str, str], ...]
 Samples = list[tuple[Labels, float]]
@@ -63,13 +67,13 @@ OMITTED: dict[str, str] = {
         "Mnesia: hashbroker keeps its schema in SQLite, there is no Mnesia",
     ),
     **{
-        name: "Erlang VM internals (BEAM allocators, schedulers, distribution, atoms, ports): no Python equivalent"
+        name: "Erlang VM internals (allocators, schedulers, distribution, atoms, ports): no Python equivalent"
         for name, _t, _h in AGGREGATED
         if name.startswith("erlang_vm_")
     },
     "rabbitmq_erlang_processes_limit": "the BEAM process table limit: Python has none",
     "rabbitmq_erlang_scheduler_run_queue": "BEAM scheduler run queue: no equivalent on one asyncio loop",
-    "rabbitmq_erlang_net_ticktime_seconds": "Erlang distribution tick: the emulated cluster has no distribution",
+    "rabbitmq_erlang_net_ticktime_seconds": "Erlang distribution tick: no distribution",
     "rabbitmq_erlang_gc_reclaimed_bytes_total": "Python's collector counts objects, not bytes",
     **dict.fromkeys(
         (
@@ -155,7 +159,7 @@ OMITTED: dict[str, str] = {
             "rabbitmq_channel_acks_uncommitted",
             "rabbitmq_connection_pending_packets",
         ),
-        "per-channel counters by exchange and queue: the channel view has no such counters (a view is missing)",
+        "per-channel counters by exchange and queue: the channel view has none (a view is missing)",
     ),
     **dict.fromkeys(
         (
@@ -225,7 +229,8 @@ class Scrape:
         per_queue("rabbitmq_queue_messages_ready_ram", lambda q: q.messages_ready)
         per_queue("rabbitmq_queue_messages_unacked_ram", lambda q: q.messages_unacknowledged)
         per_queue(
-            "rabbitmq_queue_messages_ram_bytes", lambda q: q.message_bytes_ready + q.message_bytes_unacknowledged
+            "rabbitmq_queue_messages_ram_bytes",
+            lambda q: q.message_bytes_ready + q.message_bytes_unacknowledged,
         )
         per_queue(
             "rabbitmq_queue_messages_bytes", lambda q: q.message_bytes_ready + q.message_bytes_unacknowledged
@@ -281,7 +286,8 @@ class Scrape:
 
         def by_queue_type(*keys: str) -> Samples:
             return [
-                ((*proto, ("queue_type", t)), float(sum(c.get(k, 0) for k in keys))) for t, c in by_type.items()
+                ((*proto, ("queue_type", t)), float(sum(c.get(k, 0) for k in keys)))
+                for t, c in by_type.items()
             ]
 
         return {
@@ -290,9 +296,13 @@ class Scrape:
             "rabbitmq_global_messages_unroutable_returned_total": [
                 (proto, float(vhost_totals["return_unroutable"]))
             ],
-            "rabbitmq_global_messages_unroutable_dropped_total": [(proto, float(vhost_totals["drop_unroutable"]))],
+            "rabbitmq_global_messages_unroutable_dropped_total": [
+                (proto, float(vhost_totals["drop_unroutable"]))
+            ],
             "rabbitmq_global_consumers": [(proto, float(consumers))],
-            "rabbitmq_global_messages_delivered_total": by_queue_type("deliver", "deliver_no_ack", "get", "get_no_ack"),
+            "rabbitmq_global_messages_delivered_total": by_queue_type(
+                "deliver", "deliver_no_ack", "get", "get_no_ack"
+            ),
             "rabbitmq_global_messages_delivered_consume_manual_ack_total": by_queue_type("deliver"),
             "rabbitmq_global_messages_delivered_consume_auto_ack_total": by_queue_type("deliver_no_ack"),
             "rabbitmq_global_messages_delivered_get_manual_ack_total": by_queue_type("get"),
@@ -360,10 +370,15 @@ class Scrape:
         return {
             "rabbitmq_cluster_vhost_status": [((("vhost", v),), 1.0) for v in vhosts],
             "rabbitmq_cluster_exchange_name": [
-                ((("vhost", x.vhost), ("exchange", x.name), ("type", x.type)), 1.0) for x in exchanges if x.name
+                ((("vhost", x.vhost), ("exchange", x.name), ("type", x.type)), 1.0)
+                for x in exchanges
+                if x.name
             ],
             "rabbitmq_cluster_exchange_bindings": [
-                ((("vhost", x.vhost), ("exchange", x.name), ("type", x.type)), float(bindings[(x.vhost, x.name)]))
+                (
+                    (("vhost", x.vhost), ("exchange", x.name), ("type", x.type)),
+                    float(bindings[(x.vhost, x.name)]),
+                )
                 for x in exchanges
                 if x.name
             ],

@@ -44,7 +44,9 @@ def families(text: str) -> dict[str, dict[str, Any]]:
 def scraped() -> Iterator[tuple[str, PrometheusServer]]:
     with BrokerThread(host="127.0.0.1", port=0) as b:
         assert b.loop is not None
-        server = asyncio.run_coroutine_threadsafe(start_prometheus(b.broker, "127.0.0.1", 0), b.loop).result(10)
+        server = asyncio.run_coroutine_threadsafe(start_prometheus(b.broker, "127.0.0.1", 0), b.loop).result(
+            10
+        )
         conn = pika.BlockingConnection(pika.URLParameters(b.url))
         ch = conn.channel()
         ch.confirm_delivery()
@@ -66,7 +68,9 @@ def get(url: str) -> str:
         return str(resp.read().decode())
 
 
-def compare(recorded: list[dict[str, Any]], served: dict[str, dict[str, Any]], prefix: str = "rabbitmq_") -> None:
+def compare(
+    recorded: list[dict[str, Any]], served: dict[str, dict[str, Any]], prefix: str = "rabbitmq_"
+) -> None:
     """Every recorded family is served alike or omitted for a stated reason; nothing else is served."""
     want = {f["name"]: f for f in recorded}
     omitted = {n for n in want if n.replace("rabbitmq_detailed_", prefix, 1) in OMITTED}

@@ -50,9 +50,7 @@ def families(text: str) -> list[dict[str, object]]:
     out = []
     for fam, raw_name in zip(text_string_to_metric_families(text), type_names, strict=True):
         labels = sorted({k for s in fam.samples for k in s.labels if k not in ("quantile", "le")})
-        out.append(
-            {"name": raw_name, "type": fam.type, "help": fam.documentation, "labels": labels}
-        )
+        out.append({"name": raw_name, "type": fam.type, "help": fam.documentation, "labels": labels})
     return out
 
 
