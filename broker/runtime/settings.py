@@ -99,7 +99,7 @@ class Settings(BaseModel):
     plugins: list[str] | None = None
     """The enabled plugins ("rabbitmq_sharding,rabbitmq_management", a JSON list or RabbitMQ's
     "[a,b]." form). None = the `enabled_plugins_file`, else the data dir's enabled_plugins file
-    (`hashbroker plugins enable|disable` edits it), else the default set. A disabled plugin's
+    (which `hashbroker plugins enable` and `disable` edit), else the default set. A disabled plugin's
     exchange type is unknown (503) and its listener does not start."""
     enabled_plugins_file: str | None = None
     """A RabbitMQ enabled_plugins file (`[rabbitmq_management,rabbitmq_sharding].`) to read the
