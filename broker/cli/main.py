@@ -147,6 +147,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             from broker.store import default_data_dir
 
             settings = settings.model_copy(update={"data_dir": str(default_data_dir())})
+        from broker.runtime.settings import enabled_plugins
+
+        enabled_plugins(settings)  # an unreadable or wrong enabled_plugins file stops here
     except SettingsError as exc:
         print(f"hashbroker: {exc}", file=sys.stderr)
         return EX_USAGE if exc.from_flag else EX_CONFIG

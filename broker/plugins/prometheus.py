@@ -32,6 +32,7 @@ from broker.management.state import BrokerState
 from broker.plugins.prometheus_families import AGGREGATED, AGGREGATED_ONLY, DETAILED, PER_OBJECT_ONLY
 
 if TYPE_CHECKING:
+    from broker.entities.info import QueueView
     from broker.management.ports import ManagementBroker
 
 DEFAULT_PORT = 15692
@@ -270,7 +271,7 @@ class Scrape:
         out.update(self._cluster(only))
         return out
 
-    def _global(self, queues: list, consumers: int, only: set[str] | None) -> dict[str, Samples]:
+    def _global(self, queues: list[QueueView], consumers: int, only: set[str] | None) -> dict[str, Samples]:
         """The rabbitmq_global_* counters from the message_stats the queues and vhosts keep."""
         by_type: dict[str, dict[str, int]] = {t: defaultdict(int) for t in QUEUE_TYPES.values()}
         for q in queues:

@@ -112,3 +112,11 @@ def test_plugins_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     s = Settings(data_dir=str(tmp_path))
     assert "rabbitmq_sharding" not in enabled_plugins(s)
     assert prometheus_port(s) == 15692
+
+
+def test_serve_refuses_a_wrong_enabled_plugins_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "enabled_plugins").write_text("[rabbitmq_nope].\n")
+    assert main(["serve", "--port", "0", "--data-dir", str(tmp_path)]) == 78  # EX_CONFIG, before listening
+    assert "unknown plugin 'rabbitmq_nope'" in capsys.readouterr().err
