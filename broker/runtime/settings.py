@@ -13,7 +13,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -291,9 +291,10 @@ def read_enabled_plugins(path: str | Path) -> list[str]:
     return names
 
 
-def prometheus_port(settings: Settings) -> int | None:
-    """The Prometheus endpoint's port, None when rabbitmq_prometheus is off."""
-    if "rabbitmq_prometheus" not in enabled_plugins(settings):
+def prometheus_port(settings: Settings, enabled: Container[str] | None = None) -> int | None:
+    """The Prometheus endpoint's port, None when rabbitmq_prometheus is off (`enabled`: the
+    enabled plugins when already known, else read from `settings`)."""
+    if "rabbitmq_prometheus" not in (enabled_plugins(settings) if enabled is None else enabled):
         return None
     return 15692 if settings.prometheus_port is None else settings.prometheus_port
 
