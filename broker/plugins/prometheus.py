@@ -341,7 +341,7 @@ class Scrape:
             "rabbitmq_process_max_tcp_sockets": float(soft_fds),
             "rabbitmq_resident_memory_limit_bytes": float(alarms.memory_limit),
             "rabbitmq_disk_space_available_limit_bytes": float(alarms.disk_limit),
-            "rabbitmq_erlang_uptime_seconds": node.uptime_ms / 1000,
+            "rabbitmq_erlang_uptime_seconds": time.time() - self.started_wall,
         }
         build = (
             ("rabbitmq_version", self.state.compat_version),
@@ -413,6 +413,19 @@ class Telemetry:
         return out
 
 
+def process_start_time() -> float:
+    """When this process started, in seconds since the epoch (Linux /proc: the start tick since
+    boot), or now where that cannot be read: the node's uptime is the process's."""
+    try:
+        with open("/proc/self/stat") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as fh:
+            since_boot = float(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return time.time()
+    return time.time() - (since_boot - start_ticks / os.sysconf("SC_CLK_TCK"))
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
@@ -479,7 +492,7 @@ class PrometheusServer:
     def __init__(self, broker: ManagementBroker) -> None:
         self.broker = broker
         state = BrokerState(broker)
-        self.scrape = Scrape(state, broker, time.time())
+        self.scrape = Scrape(state, broker, process_start_time())
         self.telemetry = Telemetry()
         self.http = HttpServer(self.handle)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -104,6 +105,10 @@ def test_values_from_the_broker(scraped: tuple[str, PrometheusServer]) -> None:
     assert value["rabbitmq_consumers"] == 1
     assert value["rabbitmq_queue_messages_unacked"] == 1
     assert value["rabbitmq_process_resident_memory_bytes"] > 1_000_000
+    # the node's uptime is the process's: it started before the broker, not when /metrics did
+    uptime = value["rabbitmq_erlang_uptime_seconds"]
+    assert uptime > 0.3
+    assert abs(time.time() - value["process_start_time_seconds"] - uptime) < 1.0
     per = families(get(base + "/metrics/per-object"))
     [ready] = per["rabbitmq_queue_messages"]["samples"]
     assert (ready.labels, ready.value) == ({"vhost": "/", "queue": "prometheus-record"}, 1)
