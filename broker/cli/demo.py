@@ -41,7 +41,7 @@ class PublishRun:
     nacked: int = 0
     error: str | None = None
     seconds: float = 0.0
-    _started: float = field(default=0.0, repr=False)
+    started: float = field(default=0.0, repr=False)
 
 
 def publish_confirmed(url: str, total: int, on_progress: Callable[[int], None]) -> PublishRun:
@@ -73,13 +73,13 @@ def publish_confirmed(url: str, total: int, on_progress: Callable[[int], None]) 
             run.nacked += count
         run.on_progress(run.confirmed)
         if run.confirmed + run.nacked >= total:
-            run.seconds = time.perf_counter() - run._started
+            run.seconds = time.perf_counter() - run.started
             connection.close()
         elif run.published < total and run.published - run.confirmed - run.nacked < WINDOW // 2:
             pump()
 
     def on_confirm_ok(_frame: Any) -> None:
-        run._started = time.perf_counter()
+        run.started = time.perf_counter()
         pump()
 
     def on_channel(channel: Any) -> None:

@@ -1,4 +1,5 @@
-"""`hashbroker` command line: `serve` runs the broker, `demo` shows consistent-hash routing.
+"""`hashbroker` command line: `serve` runs the broker, `demo` shows consistent-hash routing,
+`plugins` lists and switches the emulated RabbitMQ plugins.
 
 argparse subcommands; `ctl` registers its verbs through `broker.cli.ctl.add_parser`.
 """
@@ -77,6 +78,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "or a size as RabbitMQ writes it (200MB, 512MiB, 2GB, bytes)",
     )
     serve.add_argument(
+        "--plugins",
+        default=None,
+        help="enabled plugins, comma-separated or as RabbitMQ's enabled_plugins term "
+        "(default: the data dir's enabled_plugins file, else hash, sharding, delayed-message, "
+        "management and stream)",
+    )
+    serve.add_argument(
+        "--enabled-plugins-file",
+        default=None,
+        help="a RabbitMQ enabled_plugins file ([rabbitmq_management,rabbitmq_sharding].) to read",
+    )
+    serve.add_argument(
+        "--prometheus-port",
+        type=int,
+        default=None,
+        help="port of /metrics when rabbitmq_prometheus is enabled (default 15692; 0 = any free port)",
+    )
+    serve.add_argument(
         "--disk-free-limit",
         default=None,
         help="block publishers when the data dir's filesystem has less free space (default 50MB)",
@@ -92,7 +111,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="run examples/spark_pipeline.py instead: Spark -> broker -> counts vs prediction",
     )
     demo.set_defaults(func=cmd_demo)
-    if command in ("serve", "demo"):
+    from broker.cli import plugins
+
+    plugins.add_parser(sub)
+    if command in ("serve", "demo", "plugins"):
         sub.add_parser("ctl", help=CTL_HELP)
     else:
         from broker.cli import ctl
@@ -117,11 +139,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             active_consumer_selection=args.active_consumer_selection,
             memory_high_watermark=args.memory_high_watermark,
             disk_free_limit=args.disk_free_limit,
+            plugins=args.plugins,
+            enabled_plugins_file=args.enabled_plugins_file,
+            prometheus_port=args.prometheus_port,
         )
         if settings.data_dir is None:
             from broker.store import default_data_dir
 
             settings = settings.model_copy(update={"data_dir": str(default_data_dir())})
+        from broker.runtime.settings import enabled_plugins
+
+        enabled_plugins(settings)  # an unreadable or wrong enabled_plugins file stops here
     except SettingsError as exc:
         print(f"hashbroker: {exc}", file=sys.stderr)
         return EX_USAGE if exc.from_flag else EX_CONFIG

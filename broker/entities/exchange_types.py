@@ -7,6 +7,7 @@ declare, so a broker that never declares one never loads it.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any
 
 from amqpwire.errors import AmqpError
@@ -91,13 +92,26 @@ EXISTING_ATOMS: frozenset[str] = frozenset(
 ) | {""}
 
 
-def get_type(name: str, compat: Compat) -> type[ExchangeType]:
+PLUGIN_TYPES: dict[str, str] = {
+    "x-consistent-hash": "rabbitmq_consistent_hash_exchange",
+    "x-modulus-hash": "rabbitmq_sharding",
+    "x-delayed-message": "rabbitmq_delayed_message_exchange",
+}
+"""The exchange types a plugin brings, by the plugin that registers them."""
+
+
+def get_type(name: str, compat: Compat, enabled: Container[str] | None = None) -> type[ExchangeType]:
     """The exchange type class, or RabbitMQ's refusal (rabbit_exchange:check_type).
 
     A name that is not even an existing Erlang atom is "unknown exchange type"; one that is an atom
     but no registered type (the empty name, 'queue', 'ok', ...) is "invalid exchange type" (same
-    code).
+    code). `enabled`: the enabled plugins (None = all): a plugin's type with its plugin off is
+    unknown, as on a node without the plugin (the type's name is an atom there only once some
+    code mentions it, and none does).
     """
+    plugin = PLUGIN_TYPES.get(name)
+    if plugin is not None and enabled is not None and plugin not in enabled:
+        raise AmqpError(compat.unknown_type_code, f"unknown exchange type '{name}'")
     try:
         cls: Any = _registry_get_type(name, unknown_code=compat.unknown_type_code)
     except AmqpError as exc:
@@ -107,6 +121,10 @@ def get_type(name: str, compat: Compat) -> type[ExchangeType]:
     return cls
 
 
-def type_names() -> list[str]:
-    """Every type name (this loads the plugin types)."""
-    return _registry_type_names()
+def type_names(enabled: Container[str] | None = None) -> list[str]:
+    """Every type name (this loads the plugin types); with `enabled`, those of disabled plugins
+    are left out (the management API's exchange_types lists only what the node knows)."""
+    names = _registry_type_names()
+    if enabled is None:
+        return names
+    return [n for n in names if PLUGIN_TYPES.get(n) is None or PLUGIN_TYPES[n] in enabled]

@@ -13,7 +13,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -96,6 +96,41 @@ class Settings(BaseModel):
     disk_free_limit: float | str = "50MB"
     """RabbitMQ's disk_free_limit: a size ("50MB", "1GiB", bytes) or a fraction of RAM (1.0, as
     {mem_relative, 1.0}); less free space on the data dir's filesystem sets the disk alarm."""
+    plugins: list[str] | None = None
+    """The enabled plugins ("rabbitmq_sharding,rabbitmq_management", a JSON list or RabbitMQ's
+    "[a,b]." form). None = the `enabled_plugins_file`, else the data dir's enabled_plugins file
+    (which `hashbroker plugins enable` and `disable` edit), else the default set. A disabled plugin's
+    exchange type is unknown (503) and its listener does not start."""
+    enabled_plugins_file: str | None = None
+    """A RabbitMQ enabled_plugins file (`[rabbitmq_management,rabbitmq_sharding].`) to read the
+    enabled plugins from when `plugins` is not given."""
+    prometheus_port: int | None = Field(default=None, ge=0, le=65535)
+    """Port of the rabbitmq_prometheus endpoint (/metrics) when that plugin is enabled: None =
+    15692, 0 = any free port."""
+
+    @field_validator("plugins", mode="before")
+    @classmethod
+    def _split_plugins(cls, value: Any) -> Any:
+        """A JSON list, RabbitMQ's `[a,b].` term or comma-separated names."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("[") and not text.endswith("."):
+                try:
+                    return json.loads(text)
+                except ValueError:
+                    pass
+            return parse_plugins(text)
+        return value
+
+    @field_validator("plugins")
+    @classmethod
+    def _known_plugins(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for name in value:
+            if name not in KNOWN_PLUGINS:
+                raise ValueError(f"unknown plugin {name!r} (known: {', '.join(sorted(KNOWN_PLUGINS))})")
+        return sorted(set(value))
 
     @field_validator("memory_high_watermark", "disk_free_limit", mode="before")
     @classmethod
@@ -168,6 +203,100 @@ class Settings(BaseModel):
             return cls(**{**file_values, **env_values, **given})
         except ValidationError as exc:
             raise describe(exc, config_file, file_values, env_values, given) from None
+
+
+EMULATED_PLUGINS: dict[str, str] = {
+    "rabbitmq_consistent_hash_exchange": "the x-consistent-hash exchange type",
+    "rabbitmq_sharding": "the x-modulus-hash exchange type and sharding policies",
+    "rabbitmq_delayed_message_exchange": "the x-delayed-message exchange type",
+    "rabbitmq_management": "the management HTTP API (on --management-port)",
+    "rabbitmq_management_agent": "the statistics the management API shows",
+    "rabbitmq_web_dispatch": "the HTTP listeners of the management and Prometheus plugins",
+    "rabbitmq_prometheus": "Prometheus metrics on /metrics (on --prometheus-port, 15692)",
+    "rabbitmq_stream": "the stream protocol listener (streams as a queue type are core)",
+}
+"""The plugins hashbroker emulates, and what each switches on."""
+
+KNOWN_PLUGINS: frozenset[str] = frozenset(EMULATED_PLUGINS)
+
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    "rabbitmq_consistent_hash_exchange",
+    "rabbitmq_delayed_message_exchange",
+    "rabbitmq_management",
+    "rabbitmq_sharding",
+    "rabbitmq_stream",
+)
+"""What a broker enables when told nothing: everything hashbroker served before plugins could be
+switched off, Prometheus excepted (it opens a port of its own)."""
+
+PLUGIN_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "rabbitmq_management": ("rabbitmq_management_agent", "rabbitmq_web_dispatch"),
+    "rabbitmq_prometheus": ("rabbitmq_management_agent", "rabbitmq_web_dispatch"),
+}
+"""Plugins implicitly enabled by another (rabbitmq-plugins' "e" mark)."""
+
+ENABLED_PLUGINS_FILE = "enabled_plugins"
+"""Name of the file `hashbroker plugins` keeps in the data dir, as rabbitmq-plugins does."""
+
+
+def parse_plugins(text: str) -> list[str]:
+    """Plugin names from RabbitMQ's enabled_plugins term (`[a,b].`, also with quoted atoms and
+    newlines) or a comma-separated list."""
+    body = text.strip()
+    if body.endswith("."):
+        body = body[:-1].rstrip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    elif body.startswith("["):
+        raise ValueError(f"{text!r} is not a plugin list ([name,name]. or name,name)")
+    names = [n.strip().strip("'") for n in body.split(",")]
+    return [n for n in names if n]
+
+
+def format_plugins(names: Iterable[str]) -> str:
+    """The enabled_plugins file's text for `names` (as rabbitmq-plugins writes it)."""
+    return "[" + ",".join(sorted(set(names))) + "].\n"
+
+
+def enabled_plugins(settings: Settings) -> frozenset[str]:
+    """The plugins on for `settings` (explicitly enabled and those they depend on): `plugins`,
+    else `enabled_plugins_file`, else the data dir's enabled_plugins file, else the defaults."""
+    if settings.plugins is not None:
+        explicit: Iterable[str] = settings.plugins
+    else:
+        path = settings.enabled_plugins_file
+        if path is None and settings.data_dir not in (None, ":memory:"):
+            candidate = Path(str(settings.data_dir)) / ENABLED_PLUGINS_FILE
+            path = str(candidate) if candidate.exists() else None
+        explicit = read_enabled_plugins(path) if path is not None else DEFAULT_PLUGINS
+    return with_dependencies(explicit)
+
+
+def with_dependencies(names: Iterable[str]) -> frozenset[str]:
+    out = set(names)
+    for name in list(out):
+        out.update(PLUGIN_DEPENDENCIES.get(name, ()))
+    return frozenset(out)
+
+
+def read_enabled_plugins(path: str | Path) -> list[str]:
+    """The names in an enabled_plugins file; an unknown name is refused (SettingsError)."""
+    try:
+        names = parse_plugins(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SettingsError(f"enabled_plugins file {path}: {exc}") from None
+    unknown = [n for n in names if n not in KNOWN_PLUGINS]
+    if unknown:
+        raise SettingsError(f"enabled_plugins file {path}: unknown plugin {unknown[0]!r}")
+    return names
+
+
+def prometheus_port(settings: Settings, enabled: Container[str] | None = None) -> int | None:
+    """The Prometheus endpoint's port, None when rabbitmq_prometheus is off (`enabled`: the
+    enabled plugins when already known, else read from `settings`)."""
+    if "rabbitmq_prometheus" not in (enabled_plugins(settings) if enabled is None else enabled):
+        return None
+    return 15692 if settings.prometheus_port is None else settings.prometheus_port
 
 
 def describe(

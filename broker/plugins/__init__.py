@@ -1,0 +1,1 @@
+"""RabbitMQ plugins hashbroker emulates beyond the core broker, each started only when enabled."""
