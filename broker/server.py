@@ -103,6 +103,12 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._reply_channels: dict[str, ReplyTarget] = {}
         self.management: Any = None
+        self.prometheus: Any = None  # the rabbitmq_prometheus listener, while it runs
+        from broker.runtime.settings import enabled_plugins
+
+        self.plugins = enabled_plugins(settings)
+        """The enabled plugins (with those they need): a disabled plugin's exchange type is unknown
+        and its listener does not start, as on a RabbitMQ node without it."""
         self.store: Store | None = None  # opened by start(), closed by stop()
         self.ledger: StoreLedger | None = None  # while the store is persistent
         self._policies: BrokerPolicies | None = None
@@ -146,6 +152,7 @@ class Broker:
         if self._clock is None:
             self._clock = LoopClock(asyncio.get_running_loop())
         vhost = VHost(name, self.compat, self._clock)
+        vhost.plugins = self.plugins
         if self.store is not None and self.store.persistent:
             from broker.runtime import durability
 
@@ -212,11 +219,20 @@ class Broker:
             self.port,
             self.settings.rabbitmq_compat_version,
         )
-        if self.settings.management_port is not None:
+        if self.settings.management_port is not None and "rabbitmq_management" in self.plugins:
             from broker.management import start_management  # lazy: keeps start-up import-light
 
             self.management = await start_management(
                 self, self.settings.management_host or self.host, self.settings.management_port
+            )
+        from broker.runtime.settings import prometheus_port
+
+        metrics_port = prometheus_port(self.settings, self.plugins)
+        if metrics_port is not None:
+            from broker.plugins.prometheus import start_prometheus  # lazy: only when enabled
+
+            self.prometheus = await start_prometheus(
+                self, self.settings.management_host or self.host, metrics_port
             )
 
     def _protocol_factory(self) -> asyncio.Protocol:
@@ -230,6 +246,9 @@ class Broker:
         drop whoever is left, then commit what the store has pending."""
         if self._server is None:
             return
+        if self.prometheus is not None:
+            await self.prometheus.close()
+            self.prometheus = None
         if self.management is not None:
             await self.management.close()
             self.management = None

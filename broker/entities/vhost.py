@@ -17,7 +17,7 @@ reject-publish-dlx also dead-letters the refused copy), write the message once t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError, not_found
@@ -116,6 +116,8 @@ class VHost:
         # single-active-consumer selection mode ("first" | "consistent-hash")
         self.hooks: Any = None
         self.active_consumer_selection = "first"
+        # the broker's enabled plugins (None = all): a disabled plugin's exchange type is unknown
+        self.plugins: Container[str] | None = None
         # message_stats above the queues (the overview sums the vhosts')
         self.stats = VHostStats()
         # how long a quorum queue's dead-letter worker waits before forwarding again what no queue

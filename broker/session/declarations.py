@@ -102,7 +102,7 @@ def exchange_declare(vhost: VHost, principal: Principal, a: C.ExchangeDeclare) -
         return
     from broker.entities.exchange_types import get_type
 
-    get_type(a.type, vhost.compat)  # unknown type: 503 before anything else
+    get_type(a.type, vhost.compat, vhost.plugins)  # unknown type: 503 before anything else
     not_default_exchange(name)
     principal.check_access("configure", "exchange", name)
     x = vhost.exchanges.get(name)
