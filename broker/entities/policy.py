@@ -9,7 +9,8 @@ What RabbitMQ does (deps/rabbit/src/rabbit_policy.erl, rabbit_policies.erl, rabb
 at v3.10.8; error texts observed with `rabbitmqctl set_policy`, tests/data/sharding_observations.json):
 
 * Matching: `apply-to` (`all`|`exchanges`|`queues`) must fit the kind, the vhost must be equal and
-  the pattern is searched unanchored (`re:run`). Among matches the highest priority wins
+  the pattern is searched unanchored and byte by byte (`re:run` on binaries; matched in linear
+  time by broker.entities.patterns). Among matches the highest priority wins
   (`lists:sort` with `>=`, stable, head taken). Equal priorities keep the order
   `rabbit_runtime_parameters:list/2` returns (a Mnesia table walk, not a documented order); we pick
   the policy whose name sorts first by bytes, which is deterministic and matches the observed cases.
@@ -33,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from broker.entities.patterns import PatternError, UserPattern, compile_user_pattern
 from exchanges.erlang.format import erlang_float, format_binary_p
 
 ApplyTo = Literal["all", "exchanges", "queues"]
@@ -298,18 +300,16 @@ def parse_definition(text: str) -> dict[str, Any]:
     return value
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """Compile a policy pattern; PolicyError shaped like rabbit_parameter_validation:regex/2."""
+def compile_pattern(pattern: str) -> UserPattern:
+    """Compile a policy pattern (broker.entities.patterns: matched in linear time); PolicyError
+    shaped like rabbit_parameter_validation:regex/2 for a pattern PCRE refuses too, or naming the
+    construct for one only a backtracking engine could run."""
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        msg = exc.msg
-        if "missing )" in msg:
-            msg = "missing )"
-        elif "unbalanced parenthesis" in msg:
-            msg = "unmatched parentheses"  # PCRE: "unmatched closing parenthesis"
-        pos = len(pattern) if exc.pos is None else exc.pos + 1
-        raise PolicyError(f'pattern should be regular expression but is invalid: {{"{msg}",{pos}}}') from None
+        return compile_user_pattern(pattern)
+    except PatternError as exc:
+        raise PolicyError(
+            f'pattern should be regular expression but is invalid: {{"{exc.reason}",{exc.offset}}}'
+        ) from None
 
 
 # --- the model -----------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ class Policy:
     priority: int = 0
     apply_to: ApplyTo = "all"
     vhost: str = "/"
-    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _regex: UserPattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_regex", compile_pattern(self.pattern))
@@ -335,7 +335,7 @@ class Policy:
 
     def matches(self, kind: Kind, name: str, vhost: str = "/") -> bool:
         """rabbit_policy:matches/2: kind fits apply-to, same vhost, pattern found in the name."""
-        return self.vhost == vhost and self.applies_to_kind(kind) and self._regex.search(name) is not None
+        return self.vhost == vhost and self.applies_to_kind(kind) and self._regex.search(name)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.definition.get(key, default)
