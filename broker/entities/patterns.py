@@ -124,14 +124,18 @@ def _leading_lookaheads(source: str) -> tuple[list[tuple[bool, str]], str] | Non
     return looks, rest
 
 
-def _compile_parts(split: tuple[list[tuple[bool, str]], str]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+def _compile_parts(
+    split: tuple[list[tuple[bool, str]], str],
+) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
     """Each part anchored at offset 0, where the leading `^` pins the whole match."""
     looks, rest = split
     required: list[Any] = []
     forbidden: list[Any] = []
     try:
         for negative, body in looks:
-            (forbidden if negative else required).append(re2.compile(b"\\A(?:" + _text(body) + b")", _OPTIONS))
+            (forbidden if negative else required).append(
+                re2.compile(b"\\A(?:" + _text(body) + b")", _OPTIONS)
+            )
         required.append(re2.compile(b"\\A(?:" + _text(rest) + b")", _OPTIONS))
     except re2.error:
         return None

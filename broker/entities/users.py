@@ -94,7 +94,9 @@ def validate_regex(regex: str) -> None:
     try:
         compile_user_pattern(regex)
     except PatternError as exc:
-        raise RegexError(f"invalid regular expression '{regex}': {exc.reason} at offset {exc.offset}") from None
+        raise RegexError(
+            f"invalid regular expression '{regex}': {exc.reason} at offset {exc.offset}"
+        ) from None
 
 
 class UserPersistence(Protocol):

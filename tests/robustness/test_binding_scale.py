@@ -127,7 +127,11 @@ def test_closing_an_exclusive_queue_with_8000_bindings_spares_a_neighbour(port: 
     neighbour.start()
     time.sleep(0.1)
     start = time.perf_counter()
-    owner.call(0, commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0), commands.Connection.CloseOk)
+    owner.call(
+        0,
+        commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0),
+        commands.Connection.CloseOk,
+    )
     elapsed = time.perf_counter() - start
     owner.close()
     time.sleep(0.1)
@@ -142,7 +146,9 @@ PER_ROUND = 150
 
 def test_unbinding_from_an_exchange_bound_by_20000_queues_never_stalls_a_neighbour(port: int) -> None:
     client = channel(port)
-    client.call(1, commands.Exchange.Declare(exchange="fat", exchange_type="direct"), commands.Exchange.DeclareOk)
+    client.call(
+        1, commands.Exchange.Declare(exchange="fat", exchange_type="direct"), commands.Exchange.DeclareOk
+    )
     names = [f"q{i}" for i in range(20000)]
     pipelined(client, [commands.Queue.Declare(queue=n) for n in names], commands.Queue.DeclareOk)
     binds = [commands.Queue.Bind(queue=n, exchange="fat", routing_key=n) for n in names]

@@ -48,7 +48,9 @@ class Served:
     amqp: int
     http: int
 
-    def api(self, method: str, path: str, body: object = None, user: str = "guest", password: str = "guest") -> int:
+    def api(
+        self, method: str, path: str, body: object = None, user: str = "guest", password: str = "guest"
+    ) -> int:
         return self.call(method, path, body, user, password)[0]
 
     def call(

@@ -131,7 +131,9 @@ op = st.one_of(
 histories = st.lists(op, max_size=60)
 
 
-def replay(history: list[tuple[str, int, int, int]], keys: list[str], new: ExchangeType, old: Any) -> list[Binding]:
+def replay(
+    history: list[tuple[str, int, int, int]], keys: list[str], new: ExchangeType, old: Any
+) -> list[Binding]:
     """Apply a history as the vhost does (bind only what is absent, unbind only what is present; a
     deleted destination loses all its bindings), checking after every step."""
     live: list[Binding] = []
@@ -185,7 +187,9 @@ def test_consistent_hash_ring_is_the_old_ring(history: list[tuple[str, int, int,
 
 @settings(max_examples=200, deadline=None)
 @given(histories, st.sampled_from(["3.10.8", "4.3.0"]))
-def test_modulus_hash_keeps_the_route_table_order(history: list[tuple[str, int, int, int]], version: str) -> None:
+def test_modulus_hash_keeps_the_route_table_order(
+    history: list[tuple[str, int, int, int]], version: str
+) -> None:
     compat = Compat.for_version(version)
     replay(history, WORD_KEYS, create_exchange("x-modulus-hash", compat=compat), OldModulusHash(compat))
 
@@ -261,8 +265,7 @@ def test_headers_matches_every_live_binding(history: list[tuple[str, int, int, i
     old = BruteForce("headers")
     live: list[Binding] = []
     messages = [
-        SimpleMessage([""], FieldTable.from_python(h))
-        for h in ({"h": "k"}, {"h": "k", "g": 1}, {"g": 1}, {})
+        SimpleMessage([""], FieldTable.from_python(h)) for h in ({"h": "k"}, {"h": "k", "g": 1}, {"g": 1}, {})
     ] + [SimpleMessage([""])]
     for kind, a, b, _c in history:
         if kind == "bind":
