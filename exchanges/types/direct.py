@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from exchanges.base import Binding, Destination, ExchangeType, Message
 from exchanges.registry import register
 
-_UNBOUND: list[Destination] = []
-
 
 @register
 class DirectExchange(ExchangeType):
@@ -48,10 +46,8 @@ class DirectExchange(ExchangeType):
             self._routes.pop(key, None)
 
     def _route_of(self, key: str) -> list[Destination]:
-        filed = self._by_key.get(key)
-        if filed is None:
-            return _UNBOUND
-        found = self._routes[key] = list(dict.fromkeys(filed.values()))
+        """List (and remember) the distinct destinations of a bound key."""
+        found = self._routes[key] = list(dict.fromkeys(self._by_key[key].values()))
         return found
 
     def route(self, message: Message) -> list[Destination]:
@@ -60,6 +56,8 @@ class DirectExchange(ExchangeType):
             key = keys[0]
             found = self._routes.get(key)
             if found is None:
+                if key not in self._by_key:
+                    return []
                 found = self._route_of(key)
             return [found[0]] if len(found) == 1 else found.copy()
         out: dict[Destination, None] = {}
