@@ -307,9 +307,21 @@ def compile_pattern(pattern: str) -> UserPattern:
     try:
         return compile_user_pattern(pattern)
     except PatternError as exc:
-        raise PolicyError(
-            f'pattern should be regular expression but is invalid: {{"{exc.reason}",{exc.offset}}}'
-        ) from None
+        raise PolicyError(_INVALID_PATTERN + _pcre_error_p(exc.reason, exc.offset)) from None
+
+
+_INVALID_PATTERN = "pattern should be regular expression but is invalid: "
+
+
+def _pcre_error_p(reason: str, offset: int) -> str:
+    """`~p` of PCRE's `{Reason, Offset}` printed after `_INVALID_PATTERN`: on one line while it fits
+    in ~p's 80 columns, else the offset goes on the next line under the reason (observed)."""
+    shown = reason.replace("\\", "\\\\").replace('"', '\\"')
+    column = len(_INVALID_PATTERN) + 1
+    one_line = f'{{"{shown}",{offset}}}'
+    if len(one_line) < 80 - len(_INVALID_PATTERN):
+        return one_line
+    return f'{{"{shown}",\n{" " * column}{offset}}}'
 
 
 # --- the model -----------------------------------------------------------------------------------

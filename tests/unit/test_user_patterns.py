@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.entities.patterns import PatternError, UnsupportedPattern, compile_user_pattern
+from broker.entities.policy import PolicyError, compile_pattern
 
 ATOMS = ["a", "b", "é", r"\.", ".", "[ab]", "[^a]", r"\w", r"\d", "1", "(?i:A)"]
 QUANTIFIERS = ["", "", "*", "+", "?", "{1,2}", "*?"]
@@ -141,3 +142,22 @@ def test_catastrophic_pattern_is_linear() -> None:
     assert not compiled.search("a" * 5000 + "!")
     assert compiled.search("a" * 5000)
     assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        # RabbitMQ 3.10.8's reason lines (PUT /api/policies), ~p's line break included
+        ("*", 'pattern should be regular expression but is invalid: {"nothing to repeat",0}'),
+        (
+            "a)",
+            'pattern should be regular expression but is invalid: {"unmatched parentheses",\n'
+            + " " * 54
+            + "1}",
+        ),
+    ],
+)
+def test_policy_refusal_text_is_rabbitmqs(pattern: str, text: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        compile_pattern(pattern)
+    assert caught.value.message == text
