@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqpwire.fields import FieldTable
+from broker.entities.exchange import Exchange
 from exchanges import create_exchange
 from exchanges.base import Binding, Destination, ExchangeType, Message, SimpleMessage
 from exchanges.compat import Compat
@@ -286,3 +287,22 @@ def test_headers_matches_every_live_binding(history: list[tuple[str, int, int, i
         assert new.bindings == live
         for message in messages:
             assert new.route(message) == old.route(message)
+
+
+def test_exchange_entity_keeps_its_binding_set_with_the_type() -> None:
+    x = Exchange(
+        "x",
+        "direct",
+        create_exchange("direct"),
+        durable=False,
+        auto_delete=False,
+        internal=False,
+        arguments=FieldTable(),
+    )
+    a, b = Destination.queue("a"), Destination.queue("b")
+    made = [Binding(a, "k1"), Binding(b, "k1"), Binding(a, "k2")]
+    assert [x.add_binding(binding) for binding in [*made, made[0]]] == [True, True, True, False]
+    assert x.remove_destination(a) == [made[0], made[2]]
+    assert x.binding_set == {made[1]} and x.bindings_in_order() == [made[1]]
+    assert x.remove_binding(made[1]) and not x.remove_binding(made[1])
+    assert x.binding_set == set() and x.impl is not None and x.impl.bindings == []
