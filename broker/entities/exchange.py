@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from amqpwire.fields import FieldTable
 from broker.entities.info import ExchangeView
-from exchanges.base import Binding, ExchangeType
+from exchanges.base import Binding, Destination, ExchangeType
 
 if TYPE_CHECKING:
     from broker.entities.policy import Policy
@@ -72,6 +72,38 @@ class Exchange:
     def policy_name(self) -> str | None:
         """Name of the effective policy, None when none applies."""
         return self.policy.name if self.policy is not None else None
+
+    # -- bindings where this exchange is the source: `binding_set` and the type's routing state
+    # change together, each step costing the same however many bindings the exchange has
+
+    def add_binding(self, binding: Binding) -> bool:
+        """Validate and record a binding; False (nothing changes) when it already exists.
+        Raises the type's AmqpError for a binding it refuses."""
+        if binding in self.binding_set:
+            return False
+        assert self.impl is not None, "the default exchange takes no bindings"
+        self.impl.validate_binding(binding)
+        self.impl.add_binding(binding)
+        self.binding_set.add(binding)
+        return True
+
+    def remove_binding(self, binding: Binding) -> bool:
+        """Forget one binding; False when it did not exist."""
+        if binding not in self.binding_set:
+            return False
+        self.binding_set.discard(binding)
+        if self.impl is not None:
+            self.impl.remove_bindings([binding])
+        return True
+
+    def remove_destination(self, destination: Destination) -> list[Binding]:
+        """Forget every binding to `destination` (a queue or exchange being deleted) and return
+        them: the cost is that destination's bindings, not the exchange's."""
+        if self.impl is None:
+            return []
+        gone = self.impl.remove_destination(destination)
+        self.binding_set.difference_update(gone)
+        return gone
 
     def bindings_in_order(self) -> list[Binding]:
         """The bindings in the order they were made where the type keeps one (binding order is

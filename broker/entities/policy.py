@@ -9,7 +9,8 @@ What RabbitMQ does (deps/rabbit/src/rabbit_policy.erl, rabbit_policies.erl, rabb
 at v3.10.8; error texts observed with `rabbitmqctl set_policy`, tests/data/sharding_observations.json):
 
 * Matching: `apply-to` (`all`|`exchanges`|`queues`) must fit the kind, the vhost must be equal and
-  the pattern is searched unanchored (`re:run`). Among matches the highest priority wins
+  the pattern is searched unanchored and byte by byte (`re:run` on binaries; matched in linear
+  time by broker.entities.patterns). Among matches the highest priority wins
   (`lists:sort` with `>=`, stable, head taken). Equal priorities keep the order
   `rabbit_runtime_parameters:list/2` returns (a Mnesia table walk, not a documented order); we pick
   the policy whose name sorts first by bytes, which is deterministic and matches the observed cases.
@@ -33,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from broker.entities.patterns import PatternError, UserPattern, compile_user_pattern
 from exchanges.erlang.format import erlang_float, format_binary_p
 
 ApplyTo = Literal["all", "exchanges", "queues"]
@@ -298,18 +300,28 @@ def parse_definition(text: str) -> dict[str, Any]:
     return value
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """Compile a policy pattern; PolicyError shaped like rabbit_parameter_validation:regex/2."""
+def compile_pattern(pattern: str) -> UserPattern:
+    """Compile a policy pattern (broker.entities.patterns: matched in linear time); PolicyError
+    shaped like rabbit_parameter_validation:regex/2 for a pattern PCRE refuses too, or naming the
+    construct for one only a backtracking engine could run."""
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        msg = exc.msg
-        if "missing )" in msg:
-            msg = "missing )"
-        elif "unbalanced parenthesis" in msg:
-            msg = "unmatched parentheses"  # PCRE: "unmatched closing parenthesis"
-        pos = len(pattern) if exc.pos is None else exc.pos + 1
-        raise PolicyError(f'pattern should be regular expression but is invalid: {{"{msg}",{pos}}}') from None
+        return compile_user_pattern(pattern)
+    except PatternError as exc:
+        raise PolicyError(_INVALID_PATTERN + _pcre_error_p(exc.reason, exc.offset)) from None
+
+
+_INVALID_PATTERN = "pattern should be regular expression but is invalid: "
+
+
+def _pcre_error_p(reason: str, offset: int) -> str:
+    """`~p` of PCRE's `{Reason, Offset}` printed after `_INVALID_PATTERN`: on one line while it fits
+    in ~p's 80 columns, else the offset goes on the next line under the reason (observed)."""
+    shown = reason.replace("\\", "\\\\").replace('"', '\\"')
+    column = len(_INVALID_PATTERN) + 1
+    one_line = f'{{"{shown}",{offset}}}'
+    if len(one_line) < 80 - len(_INVALID_PATTERN):
+        return one_line
+    return f'{{"{shown}",\n{" " * column}{offset}}}'
 
 
 # --- the model -----------------------------------------------------------------------------------
@@ -325,7 +337,7 @@ class Policy:
     priority: int = 0
     apply_to: ApplyTo = "all"
     vhost: str = "/"
-    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _regex: UserPattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_regex", compile_pattern(self.pattern))
@@ -335,7 +347,7 @@ class Policy:
 
     def matches(self, kind: Kind, name: str, vhost: str = "/") -> bool:
         """rabbit_policy:matches/2: kind fits apply-to, same vhost, pattern found in the name."""
-        return self.vhost == vhost and self.applies_to_kind(kind) and self._regex.search(name) is not None
+        return self.vhost == vhost and self.applies_to_kind(kind) and self._regex.search(name)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.definition.get(key, default)
@@ -373,7 +385,9 @@ class PolicyStore:
     """All user policies of a broker; `effective` answers which one applies to an entity."""
 
     def __init__(self) -> None:
-        self._policies: dict[tuple[str, str], Policy] = {}
+        # by vhost, then name: a declare looks only at its own vhost's policies, so a vhost with many
+        # cannot slow the others down
+        self._policies: dict[str, dict[str, Policy]] = {}
 
     def set(
         self,
@@ -395,23 +409,30 @@ class PolicyStore:
         if errors:
             raise PolicyError("\n".join(errors))
         policy = Policy(name, pattern, parsed, priority, apply_to, vhost)  # type: ignore[arg-type]
-        old = self._policies.get((vhost, name))
-        self._policies[(vhost, name)] = policy
+        here = self._policies.setdefault(vhost, {})
+        old = here.get(name)
+        here[name] = policy
         return old, policy
 
     def clear(self, name: str, vhost: str = "/") -> Policy:
         """Remove a policy; PolicyNotFound ("Parameter does not exist") when absent."""
-        try:
-            return self._policies.pop((vhost, name))
-        except KeyError:
-            raise PolicyNotFound(name) from None
+        here = self._policies.get(vhost, {})
+        policy = here.pop(name, None)
+        if policy is None:
+            raise PolicyNotFound(name)
+        if not here:
+            del self._policies[vhost]
+        return policy
 
     def get(self, name: str, vhost: str = "/") -> Policy | None:
-        return self._policies.get((vhost, name))
+        return self._policies.get(vhost, {}).get(name)
 
     def policies(self, vhost: str | None = "/") -> list[Policy]:
         """Policies in list_policies order: ascending priority (rabbit_policy:sort_by_priority), then name."""
-        chosen = [p for p in self._policies.values() if vhost is None or p.vhost == vhost]
+        if vhost is None:
+            chosen = [p for here in self._policies.values() for p in here.values()]
+        else:
+            chosen = list(self._policies.get(vhost, {}).values())
         return sorted(chosen, key=lambda p: (p.priority, p.name.encode()))
 
     def list_policies(self, vhost: str = "/") -> list[dict[str, Any]]:
@@ -438,7 +459,7 @@ class PolicyStore:
         policy the type refuses before sorting, so a lower-priority one the type accepts wins."""
         found = [
             p
-            for p in self._policies.values()
+            for p in self._policies.get(vhost, {}).values()
             if p.matches(kind, name, vhost) and (applicable is None or applicable(p))
         ]
         return sorted(found, key=lambda p: (-p.priority, p.name.encode()))

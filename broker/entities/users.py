@@ -3,8 +3,10 @@
 Passwords are stored as rabbit_password_hashing_sha256 hashes: base64(salt ++ sha256(salt ++ password))
 with a 4-byte salt, so hashes move between hashbroker and RabbitMQ through definitions files.
 Permissions are three regular expressions (configure, write, read) per (vhost, user); a resource is
-allowed when the regex *searches* its name (not anchored, as Erlang's `re:run`), and an empty regex
-allows only the empty name (RabbitMQ reads "" as "^$"). The default exchange is checked as
+allowed when the regex *searches* its name (not anchored and byte by byte, as Erlang's `re:run` on
+binaries; matched in linear time by broker.entities.patterns, since whoever may set permissions
+must not be able to stall the broker with a catastrophic regex), and an empty regex allows only the
+empty name (RabbitMQ reads "" as "^$"). The default exchange is checked as
 'amq.default', as rabbit_access_control does.
 """
 
@@ -13,12 +15,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from amqpwire.errors import AmqpError
+from broker.entities.patterns import PatternError, UserPattern, compile_user_pattern, never_matching
+
+log = logging.getLogger(__name__)
 
 SHA256 = "rabbit_password_hashing_sha256"
 
@@ -54,8 +59,14 @@ class User:
     hashing_algorithm: str = SHA256
 
 
-def _compile(regex: str) -> re.Pattern[str]:
-    return re.compile(regex or "^$")
+def _compile(regex: str) -> UserPattern:
+    """Permissions set here were validated; one read back from a store that this broker cannot
+    run (see broker.entities.patterns) grants nothing rather than stopping the boot."""
+    try:
+        return compile_user_pattern(regex or "^$")
+    except PatternError as exc:
+        log.warning("permission regex %r refused (%s): it grants nothing", regex, exc.reason)
+        return never_matching(regex)
 
 
 @dataclass
@@ -63,14 +74,14 @@ class Permission:
     configure: str
     write: str
     read: str
-    _compiled: dict[str, re.Pattern[str]] = field(default_factory=dict, repr=False, compare=False)
+    _compiled: dict[str, UserPattern] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for kind in ("configure", "write", "read"):
             self._compiled[kind] = _compile(getattr(self, kind))
 
     def allows(self, kind: str, name: str) -> bool:
-        return self._compiled[kind].search(name) is not None
+        return self._compiled[kind].search(name)
 
 
 class RegexError(ValueError):
@@ -78,10 +89,14 @@ class RegexError(ValueError):
 
 
 def validate_regex(regex: str) -> None:
+    """RegexError for a regex RabbitMQ refuses (`{invalid_regexp, Regex, {Reason, Offset}}`), or
+    one that could only be matched by backtracking (see broker.entities.patterns)."""
     try:
-        re.compile(regex)
-    except re.error as exc:
-        raise RegexError(f"invalid regular expression '{regex}': {exc}") from None
+        compile_user_pattern(regex)
+    except PatternError as exc:
+        raise RegexError(
+            f"invalid regular expression '{regex}': {exc.reason} at offset {exc.offset}"
+        ) from None
 
 
 class UserPersistence(Protocol):

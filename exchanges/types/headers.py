@@ -144,22 +144,10 @@ class HeadersExchange(ExchangeType):
     type_name = "headers"
 
     def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._patterns: dict[Binding, _Pattern] = {}
         # anchor -> binding -> (destination, pattern to evaluate, or None when the anchor decides)
         self._anchored: dict[tuple[str, object], dict[Binding, tuple[Destination, _Pattern | None]]] = {}
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-
-    # The base class keeps bindings in a list; a dict makes unbinding O(1) instead of O(bindings).
-    @property
-    def bindings(self) -> list[Binding]:
-        return list(self._patterns)
-
-    @bindings.setter
-    def bindings(self, value: Sequence[Binding]) -> None:
-        self._patterns = {}
-        self._anchored = {}
-        for binding in value:
-            self.add_binding(binding)
 
     def validate_binding(self, binding: Binding) -> None:
         """Refuse an x-match RabbitMQ would refuse, with its 406 text (`validate_binding/2`)."""
@@ -175,8 +163,9 @@ class HeadersExchange(ExchangeType):
         raise precondition_failed(f"{prefix}{shown}); expected longstr")
 
     def add_binding(self, binding: Binding) -> None:
-        if binding in self._patterns:
+        if self.has_binding(binding):
             return
+        super().add_binding(binding)
         pattern = _Pattern.compile(binding.arguments)
         self._patterns[binding] = pattern
         for anchor, decides in pattern.anchors().items():
@@ -184,10 +173,10 @@ class HeadersExchange(ExchangeType):
             self._anchored.setdefault(anchor, {})[binding] = (binding.destination, filed)
 
     def remove_bindings(self, bindings: Sequence[Binding]) -> None:
-        for binding in bindings:
-            pattern = self._patterns.pop(binding, None)
-            if pattern is None:
-                continue
+        present = [b for b in bindings if self.has_binding(b)]
+        super().remove_bindings(present)
+        for binding in present:
+            pattern = self._patterns.pop(binding)
             for anchor in pattern.anchors():
                 filed = self._anchored[anchor]
                 del filed[binding]

@@ -9,6 +9,7 @@ orders destinations by (kind, name) instead: `Compat.modulus_order = "sorted"`.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,23 +33,38 @@ class ModulusHashExchange(ExchangeType):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # the route table: bindings in its order, with their sort keys and destinations alongside
+        # (bisect finds a binding's place in O(log n); the lists shift at C speed)
+        self._order: list[Any] = []
+        self._ordered: list[Binding] = []
         self._destinations: list[Destination] = []
         self._hash_of_key: dict[str, int] = {}
 
+    def _order_key(self, binding: Binding) -> Any:
+        if self.compat.modulus_order == "sorted":
+            return binding.destination
+        return route_table_order(binding)
+
     def add_binding(self, binding: Binding) -> None:
+        """Insert after any binding that sorts equal, as a stable sort of binding order would."""
+        if self.has_binding(binding):
+            return
         super().add_binding(binding)
-        self._reorder()
+        key = self._order_key(binding)
+        at = bisect_right(self._order, key)
+        self._order.insert(at, key)
+        self._ordered.insert(at, binding)
+        self._destinations.insert(at, binding.destination)
 
     def remove_bindings(self, bindings: Sequence[Binding]) -> None:
-        super().remove_bindings(bindings)
-        self._reorder()
-
-    def _reorder(self) -> None:
-        if self.compat.modulus_order == "sorted":
-            self._destinations = sorted(b.destination for b in self.bindings)
-        else:
-            self._destinations = [b.destination for b in sorted(self.bindings, key=route_table_order)]
-        self._hash_of_key = {}
+        present = [b for b in bindings if self.has_binding(b)]
+        super().remove_bindings(present)
+        order, ordered = self._order, self._ordered
+        for binding in present:
+            at = bisect_left(order, self._order_key(binding))
+            while ordered[at] != binding:  # past the bindings that sort equal to it
+                at += 1
+            del order[at], ordered[at], self._destinations[at]
 
     def route(self, message: Message) -> list[Destination]:
         destinations = self._destinations

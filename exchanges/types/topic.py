@@ -274,11 +274,7 @@ class TopicExchange(ExchangeType):
     type_name = "topic"
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        self._reset()
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-
-    def _reset(self) -> None:
-        self._bindings: dict[Binding, None] = {}
         self._exact: dict[str, dict[Destination, int]] = {}
         self._fixed: dict[int, _Trie] = {}
         self._hashed = _Trie()
@@ -287,21 +283,10 @@ class TopicExchange(ExchangeType):
         self._expanded_words = 0
         self._not_expandable: set[int] = set()
 
-    # The base class keeps bindings in a list; a dict makes unbinding O(1) instead of O(bindings).
-    @property
-    def bindings(self) -> list[Binding]:
-        return list(self._bindings)
-
-    @bindings.setter
-    def bindings(self, value: Sequence[Binding]) -> None:
-        self._reset()
-        for binding in value:
-            self.add_binding(binding)
-
     def add_binding(self, binding: Binding) -> None:
-        if binding in self._bindings:
+        if self.has_binding(binding):
             return
-        self._bindings[binding] = None
+        super().add_binding(binding)
         words = split_topic_key(binding.key)
         if HASH in words:
             self._add_hash_binding(binding, words)
@@ -312,10 +297,10 @@ class TopicExchange(ExchangeType):
             dests[binding.destination] = dests.get(binding.destination, 0) + 1
 
     def remove_bindings(self, bindings: Sequence[Binding]) -> None:
-        for binding in bindings:
-            if binding in self._bindings:
-                del self._bindings[binding]
-                self._forget(binding)
+        present = [b for b in bindings if self.has_binding(b)]
+        super().remove_bindings(present)
+        for binding in present:
+            self._forget(binding)
 
     def route(self, message: Message) -> list[Destination]:
         out: dict[Destination, int] = {}
@@ -339,7 +324,7 @@ class TopicExchange(ExchangeType):
     @property
     def state_summary(self) -> dict[str, object]:
         return {
-            "bindings": len(self._bindings),
+            "bindings": self.binding_count,
             "exact_keys": len(self._exact),
             "star_lengths": sorted(self._fixed),
             "hash_bindings": len(self._hash_bindings),
