@@ -69,10 +69,10 @@ def declare_pair(c: RawClient, arguments: dict[str, Any]) -> tuple[str, str]:
     return q, dlq
 
 
-def wait_get(c: RawClient, queue: str, timeout: float = 5.0) -> Delivered:
+def wait_get(c: RawClient, queue: str, timeout: float = 5.0, *, no_ack: bool = True) -> Delivered:
     deadline = time.monotonic() + timeout
     while True:
-        got = c.get(1, queue)
+        got = c.get(1, queue, no_ack=no_ack)
         if got is not None:
             return got
         assert time.monotonic() < deadline, f"nothing reached {queue}"
