@@ -12,7 +12,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from amqpwire.errors import AmqpError
+from amqpwire.errors import precondition_failed
 from amqpwire.fields import FieldTable
 from broker.protocol import properties as P
 from exchanges.base import Message
@@ -123,8 +123,8 @@ class StoredMessage:
             if field is None:
                 continue
             if field.type != "array":
-                raise AmqpError(
-                    406, f'invalid message: {{unacceptable_type_in_header,"{name}",{field.type}}}'
+                raise precondition_failed(
+                    f'invalid message: {{unacceptable_type_in_header,"{name}",{field.type}}}'
                 )
             if name == "BCC":
                 self.has_bcc = True
@@ -224,7 +224,7 @@ def parse_expiration(value: str) -> int:
         reason = ("value_negative" if ttl < 0 else "value_too_large", ttl)
     prefix = b"invalid expiration '" + raw + b"': "
     term = b"no_integer" if reason is None else erl_pretty_tagged(reason[0], reason[1], _column(prefix))
-    raise AmqpError(406, (prefix + term).decode("utf-8", errors="surrogateescape"))
+    raise precondition_failed((prefix + term).decode("utf-8", errors="surrogateescape"))
 
 
 def _column(text: bytes) -> int:

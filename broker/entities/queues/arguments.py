@@ -10,9 +10,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from amqpwire.errors import AmqpError, ReplyCode, internal_error, precondition_failed
+from amqpwire.errors import internal_error, not_implemented, precondition_failed, resource_name
 from amqpwire.fields import Field, FieldTable
-from broker.entities.queues.base import find_queue_type, resource, type_name_of
+from broker.entities.queues.base import find_queue_type, type_name_of
 from exchanges.erlang.format import format_term
 from exchanges.types.header_terms import Atom
 
@@ -248,7 +248,7 @@ def check_queue_arguments(
     declaration are reproduced first (the same 406 a client would get there); only a valid one
     ends in hashbroker's 540.
     """
-    rs = resource("queue", qname, vhost)
+    rs = resource_name("queue", qname, vhost)
     qtype = args.get("x-queue-type")
     if qtype is not None:
         raise_if(qtype, _QUEUE_TYPE(qtype, args), "x-queue-type", rs)
@@ -259,9 +259,7 @@ def check_queue_arguments(
                 "no classic queue type registered: import broker.entities.queues.catalog first"
             )
         _check_other_type(qtype.value, args, rs, durable, exclusive, auto_delete)
-        raise AmqpError(
-            ReplyCode.NOT_IMPLEMENTED, f"queue type '{qtype.value.decode()}' is not supported by hashbroker"
-        )
+        raise not_implemented(f"queue type '{qtype.value.decode()}' is not supported by hashbroker")
     cls.validate_arguments(args, qname, vhost, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
 
 
@@ -293,7 +291,7 @@ def refuse_unsupported(args: FieldTable, rs: str, unsupported: frozenset[str], m
     """406 for the first argument, in table order, that the queue type (`module`) does not take."""
     for key, _f in args:
         if key in unsupported:
-            raise AmqpError(406, f"invalid arg '{key}' for {rs} of queue type {module}")
+            raise precondition_failed(f"invalid arg '{key}' for {rs} of queue type {module}")
 
 
 def _check_other_type(
@@ -311,7 +309,7 @@ def _check_other_type(
         (not durable, "non-durable"),
     ):
         if bad:
-            raise AmqpError(406, f"invalid property '{prop}' for {rs}")
+            raise precondition_failed(f"invalid property '{prop}' for {rs}")
 
 
 def str_value(f: Field | None) -> str | None:
@@ -357,12 +355,12 @@ def check_consume_arguments(args: FieldTable, rs: str) -> None:
         raise_if(cancel, boolean(cancel, args), "x-cancel-on-ha-failover", rs)
     for key, _f in args:
         if key in OTHER_CONSUMER_ARGS:
-            raise AmqpError(406, f"invalid arg '{key}' for {rs} of queue type rabbit_classic_queue")
+            raise precondition_failed(f"invalid arg '{key}' for {rs} of queue type rabbit_classic_queue")
 
 
 def raise_if(_f: Field, err: object | None, key: str, rs: str) -> None:
     if err is not None:
-        raise AmqpError(406, f"invalid arg '{key}' for {rs}: {erl_term(err)}")
+        raise precondition_failed(f"invalid arg '{key}' for {rs}: {erl_term(err)}")
 
 
 def _val(f: Field | None) -> str:
@@ -420,11 +418,11 @@ def assert_args_equivalence(orig: FieldTable, new: FieldTable, rs: str, keys: Se
             # both present: RabbitMQ compares (and prints) the bare values
             if a.value == b.value:
                 continue
-            raise AmqpError(
-                406, f"inequivalent arg '{key}' for {rs}: received {_bare(b)} but current is {_bare(a)}"
+            raise precondition_failed(
+                f"inequivalent arg '{key}' for {rs}: received {_bare(b)} but current is {_bare(a)}"
             )
-        raise AmqpError(
-            406, f"inequivalent arg '{key}' for {rs}: received {_val(b)} but current is {_val(a)}"
+        raise precondition_failed(
+            f"inequivalent arg '{key}' for {rs}: received {_val(b)} but current is {_val(a)}"
         )
 
 
@@ -451,8 +449,8 @@ def assert_field_equivalence(orig: object, new: object, rs: str, key: str) -> No
             if key == "type" and isinstance(new, str) and isinstance(orig, str)
             else (_plain(new), _plain(orig))
         )
-        raise AmqpError(
-            406, f"inequivalent arg '{key}' for {rs}: received {shown_new} but current is {shown_orig}"
+        raise precondition_failed(
+            f"inequivalent arg '{key}' for {rs}: received {shown_new} but current is {shown_orig}"
         )
 
 
