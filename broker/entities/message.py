@@ -8,7 +8,6 @@ property list) and are only decoded when routing or the broker needs a field.
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +24,6 @@ PRIORITY_FLAG = 1 << 11
 REPLY_TO_FLAG = 1 << 9
 USER_ID_FLAG = 1 << 4
 DELIVERY_MODE_FLAG = 1 << 12
-_CONTENT_HEAD = struct.Struct(">HHQ")
 
 
 class StoredMessage:
@@ -69,9 +67,6 @@ class StoredMessage:
     @property
     def size(self) -> int:
         return len(self.body)
-
-    def content_header_payload(self) -> bytes:
-        return _CONTENT_HEAD.pack(60, 0, len(self.body)) + self.props
 
     def spans(self) -> dict[str, tuple[int, int]]:
         if self._spans is None:

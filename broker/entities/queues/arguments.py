@@ -96,7 +96,6 @@ _TYPE_UNSUPPORTED: dict[bytes, tuple[str, frozenset[str]]] = {
     b"stream": ("rabbit_stream_queue", STREAM_UNSUPPORTED_ARGS),
 }
 MASTER_LOCATORS = (b"min-masters", b"client-local", b"random")
-CONSUMER_ARGS = ("x-cancel-on-ha-failover", "x-priority", "x-credit")
 OTHER_CONSUMER_ARGS: frozenset[str] = frozenset({"x-stream-offset"})
 
 
@@ -394,14 +393,6 @@ def field_term(f: Field) -> object:
     if f.type == "void":
         return Atom("undefined")
     return f.value
-
-
-_TYPE_CLASS = {t: "int" for t in ("byte", "short", "signedint", "long")}
-
-
-def type_class(t: str) -> str:
-    """rabbit_misc:type_class: signed integer types compare equal, others by exact type."""
-    return _TYPE_CLASS.get(t, t)
 
 
 _CLASSIC_TYPE = Field("longstr", b"classic")

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol, Self, TypeVar
 
 from amqpwire.errors import not_implemented, resource_name
-from amqpwire.fields import Field, FieldTable
+from amqpwire.fields import FieldTable
 from broker.entities.info import ConsumerView, QueueView
 from broker.entities.queues.consumer_ring import CONSUMER_NAME_ARGUMENT
 
@@ -249,7 +249,6 @@ class Queue:
     vhost: QueueHost
     clock: Clock
     name: str
-    name_wire: bytes  # the name as an AMQP shortstr
     durable: bool
     exclusive_owner: object | None
     auto_delete: bool
@@ -302,8 +301,6 @@ class Queue:
         self.vhost = vhost
         self.clock = vhost.clock
         self.name = name
-        raw = name.encode("utf-8", errors="surrogateescape")
-        self.name_wire = bytes((len(raw),)) + raw
         self.durable = durable
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
@@ -580,9 +577,6 @@ class Queue:
             stats=self.stats,
             details=self.details(),
         )
-
-    def header_field(self) -> Field:
-        return Field("longstr", self.name.encode())
 
 
 INTERFACE: tuple[str, ...] = (
