@@ -86,17 +86,25 @@ def assert_dead_lettered(got: Delivered) -> None:
     assert [key for key, _t, _v in entries[2:]] == DEATH_KEYS
 
 
-def reject_path(t: Target, admin: RawClient) -> list[RawClient]:
-    q, dlq = declare_pair(admin, {})
+def consume_and_settle(
+    t: Target, admin: RawClient, arguments: dict[str, Any], settle: Any
+) -> list[RawClient]:
+    """Publish the message, consume it on another connection, settle it with `settle` (a method
+    taking `delivery_tag`) and expect it dead-lettered."""
+    q, dlq = declare_pair(admin, arguments)
     publisher = t.client()
     publisher.publish(1, q, b"x", POISON)
     consumer = t.client()
     consumer.call(1, C.Basic.Consume(queue=q), C.Basic.ConsumeOk)
     delivered = consumer.next_delivery()
-    assert table_entries(delivered.headers or b"") == SENT
-    consumer.send(1, C.Basic.Reject(delivery_tag=delivered.method.delivery_tag, requeue=False))
+    assert table_entries(delivered.headers or b"")[:2] == SENT
+    consumer.send(1, settle(delivery_tag=delivered.method.delivery_tag))
     assert_dead_lettered(wait_get(admin, dlq))
     return [publisher, consumer]
+
+
+def reject_path(t: Target, admin: RawClient) -> list[RawClient]:
+    return consume_and_settle(t, admin, {}, lambda delivery_tag: C.Basic.Reject(delivery_tag, requeue=False))
 
 
 def overflow_path(t: Target, admin: RawClient) -> list[RawClient]:
@@ -122,15 +130,12 @@ def quorum_get_path(t: Target, admin: RawClient) -> list[RawClient]:
 
 
 def delivery_limit_path(t: Target, admin: RawClient) -> list[RawClient]:
-    q, dlq = declare_pair(admin, {"x-queue-type": "quorum", "x-delivery-limit": 0})
-    publisher = t.client()
-    publisher.publish(1, q, b"x", POISON)
-    consumer = t.client()
-    consumer.call(1, C.Basic.Consume(queue=q), C.Basic.ConsumeOk)
-    delivered = consumer.next_delivery()
-    consumer.send(1, C.Basic.Nack(delivery_tag=delivered.method.delivery_tag, requeue=True))
-    assert_dead_lettered(wait_get(admin, dlq))
-    return [publisher, consumer]
+    return consume_and_settle(
+        t,
+        admin,
+        {"x-queue-type": "quorum", "x-delivery-limit": 0},
+        lambda delivery_tag: C.Basic.Nack(delivery_tag, requeue=True),
+    )
 
 
 def expiry_path(t: Target, admin: RawClient) -> list[RawClient]:
