@@ -18,6 +18,7 @@ from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
 HEADERS_FLAG = 1 << 13
+DELIVERY_MODE_FLAG = 1 << 12
 _PROPERTY_ORDER = (
     (15, "s"),  # content_type
     (14, "s"),  # content_encoding
@@ -127,13 +128,22 @@ class RawClient:
         self.call(channel, commands.Channel.Open(), commands.Channel.OpenOk)
 
     def publish(
-        self, channel: int, routing_key: str, body: bytes, headers: bytes | None, exchange: str = ""
+        self,
+        channel: int,
+        routing_key: str,
+        body: bytes,
+        headers: bytes | None,
+        exchange: str = "",
+        *,
+        persistent: bool = False,
     ) -> None:
         """Publish with the header table body `headers` (None: no headers property)."""
-        if headers is None:
-            props = struct.pack(">H", 0)
-        else:
-            props = struct.pack(">HI", HEADERS_FLAG, len(headers)) + headers
+        flags = (HEADERS_FLAG if headers is not None else 0) | (DELIVERY_MODE_FLAG if persistent else 0)
+        props = struct.pack(">H", flags)
+        if headers is not None:
+            props += struct.pack(">I", len(headers)) + headers
+        if persistent:
+            props += b"\x02"
         content = struct.pack(">HHQ", 60, 0, len(body)) + props
         data = frame.marshal(commands.Basic.Publish(exchange=exchange, routing_key=routing_key), channel)
         data += struct.pack(">BHI", 2, channel, len(content)) + content + b"\xce"

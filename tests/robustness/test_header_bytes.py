@@ -13,6 +13,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -205,3 +206,31 @@ def test_management_get_shows_non_utf8_names(target: Target) -> None:
     finally:
         delete_declared(c)
         c.close()
+
+
+def test_restart_keeps_non_utf8_names(tmp_path: Path) -> None:
+    """A persistent message with such a header, in a durable queue and dead-lettered to a durable
+    one, comes back from a clean restart with the same bytes."""
+    q = "hdr-bytes-restart"
+    with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
+        c = Target(b.port, "").client()
+        c.call(1, C.Queue.Declare(queue=q + "-dlq", durable=True), C.Queue.DeclareOk)
+        arguments: Any = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": q + "-dlq"}
+        c.call(1, C.Queue.Declare(queue=q, durable=True, arguments=arguments), C.Queue.DeclareOk)
+        c.publish(1, q, b"dead", POISON, persistent=True)
+        c.publish(1, q, b"kept", POISON, persistent=True)
+        dead = wait_get(c, q, no_ack=False)
+        c.send(1, C.Basic.Reject(delivery_tag=dead.method.delivery_tag, requeue=False))
+        assert_dead_lettered(wait_get(c, q + "-dlq", no_ack=False))  # left unacked: back on close
+        c.close()
+    with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
+        c = Target(b.port, "").client()
+        try:
+            kept = wait_get(c, q)
+            assert (kept.body, table_entries(kept.headers or b"")) == (b"kept", SENT)
+            dead = wait_get(c, q + "-dlq")
+            assert dead.body == b"dead"
+            assert_dead_lettered(dead)
+            assert c.alive(1)
+        finally:
+            c.close()
