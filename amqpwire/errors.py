@@ -59,6 +59,10 @@ class AmqpError(Exception):
         """False when RabbitMQ reports class/method 0/0 (a crash, not a method's refusal)."""
         super().__init__(self.reply_text)
 
+    def reworded(self, explanation: str) -> AmqpError:
+        """The same refusal (code, scope, method) with another explanation."""
+        return AmqpError(self.reply_code, explanation, hard=self.hard, in_method=self.in_method)
+
 
 def truncate_reply_text(text: str) -> str:
     """A reply text is a shortstr: past 255 bytes RabbitMQ keeps 252 bytes and appends "..."."""

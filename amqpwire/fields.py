@@ -75,6 +75,19 @@ class FieldTable:
         except RecursionError:
             return f"FieldTable(<{len(self._entries)} entries, nested too deep to show>)"
 
+    def with_value(self, name: str, value: Field) -> FieldTable:
+        """`rabbit_misc:set_table_value`: the first entry named `name` replaced (or one appended),
+        then the entries sorted by their names' wire bytes, as Erlang sorts binaries."""
+        entries = list(self._entries)
+        for i, (key, _old) in enumerate(entries):
+            if key == name:
+                entries[i] = (name, value)
+                break
+        else:
+            entries.append((name, value))
+        entries.sort(key=_name_key)
+        return FieldTable(entries)
+
     def get(self, name: str) -> Field | None:
         """First entry with this name, as `rabbit_misc:table_lookup` returns it."""
         for key, value in self._entries:
@@ -118,6 +131,16 @@ class FieldTable:
         table = _decode_container(data, True, allow_non_finite, limit)
         assert isinstance(table, FieldTable)
         return table
+
+
+def name_bytes(name: str) -> bytes:
+    """A field name's wire bytes. Names are bytes to RabbitMQ; one that is not UTF-8 was decoded with
+    `surrogateescape`, so this gives back exactly the bytes received."""
+    return name.encode("utf-8", "surrogateescape")
+
+
+def _name_key(entry: tuple[str, Field]) -> bytes:
+    return entry[0].encode("utf-8", "surrogateescape")
 
 
 def decode_array(
@@ -262,7 +285,7 @@ def _encode_container(root: FieldTable, out: bytearray) -> None:
                 try:
                     raw = name.encode()
                 except UnicodeEncodeError:  # a non-UTF-8 name received from a client goes back as it came
-                    raw = name.encode("utf-8", "surrogateescape")
+                    raw = name_bytes(name)
                 if len(raw) > 255:
                     raise ValueError(f"field name of {len(raw)} bytes (at most 255)")
                 out.append(len(raw))

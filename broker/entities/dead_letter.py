@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from amqpwire.fields import Field, FieldTable
+from amqpwire.fields import Field, FieldTable, name_bytes
 from broker.entities.message import StoredMessage
 from broker.protocol import properties as P
 
@@ -19,7 +19,9 @@ def is_cycle(qname: str, msg: StoredMessage) -> bool:
     # rabbit_dead_letter:is_cycle: skip entries until one for this queue, then the rest must
     # contain no "rejected" reason for it to be a fully automatic cycle.
     for i, d in enumerate(items):
-        if d.type == "table" and d.value.get("queue") == Field("longstr", qname.encode()):
+        if d.type == "table" and d.value.get("queue") == Field(
+            "longstr", qname.encode("utf-8", errors="surrogateescape")
+        ):
             return all(
                 not (e.type == "table" and e.value.get("reason") == Field("longstr", b"rejected"))
                 for e in items[i:]
@@ -71,7 +73,7 @@ def make_dead_letter(
                 new_info = [(k, Field("long", n) if k == "count" else v) for k, v in old]
         else:
             new_info = [("count", Field("long", 1)), *info]
-        new_info.sort(key=lambda kv: kv[0].encode())
+        new_info.sort(key=lambda kv: name_bytes(kv[0]))
         entries = _set(entries, "x-death", Field("array", (Field("table", FieldTable(new_info)), *others)))
     else:
         table = FieldTable([("count", Field("long", 1)), *info])
@@ -84,13 +86,4 @@ def make_dead_letter(
 
 
 def _set(entries: list[tuple[str, Field]], key: str, value: Field) -> list[tuple[str, Field]]:
-    """rabbit_misc:set_table_value: keystore then keysort."""
-    out = list(entries)
-    for i, (k, _v) in enumerate(out):
-        if k == key:
-            out[i] = (key, value)
-            break
-    else:
-        out.append((key, value))
-    out.sort(key=lambda kv: kv[0].encode())
-    return out
+    return list(FieldTable(entries).with_value(key, value))

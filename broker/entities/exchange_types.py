@@ -116,7 +116,7 @@ def get_type(name: str, compat: Compat, enabled: Container[str] | None = None) -
         cls: Any = _registry_get_type(name, unknown_code=compat.unknown_type_code)
     except AmqpError as exc:
         if name in EXISTING_ATOMS:
-            raise AmqpError(exc.reply_code, f"invalid exchange type '{name}'", hard=exc.hard) from None
+            raise exc.reworded(f"invalid exchange type '{name}'") from None
         raise
     return cls
 

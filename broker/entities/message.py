@@ -8,15 +8,15 @@ property list) and are only decoded when routing or the broker needs a field.
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Sequence
 from typing import Any
 
-from amqpwire.errors import AmqpError
+from amqpwire.errors import precondition_failed
 from amqpwire.fields import FieldTable
 from broker.protocol import properties as P
 from exchanges.base import Message
-from exchanges.erlang.format import ESCAPES, printable_latin1
+from exchanges.erlang.atom import Atom
+from exchanges.erlang.format import erl_format
 
 HEADERS_FLAG = 1 << 13
 EXPIRATION_FLAG = 1 << 8
@@ -24,7 +24,6 @@ PRIORITY_FLAG = 1 << 11
 REPLY_TO_FLAG = 1 << 9
 USER_ID_FLAG = 1 << 4
 DELIVERY_MODE_FLAG = 1 << 12
-_CONTENT_HEAD = struct.Struct(">HHQ")
 
 
 class StoredMessage:
@@ -68,9 +67,6 @@ class StoredMessage:
     @property
     def size(self) -> int:
         return len(self.body)
-
-    def content_header_payload(self) -> bytes:
-        return _CONTENT_HEAD.pack(60, 0, len(self.body)) + self.props
 
     def spans(self) -> dict[str, tuple[int, int]]:
         if self._spans is None:
@@ -123,8 +119,8 @@ class StoredMessage:
             if field is None:
                 continue
             if field.type != "array":
-                raise AmqpError(
-                    406, f'invalid message: {{unacceptable_type_in_header,"{name}",{field.type}}}'
+                raise precondition_failed(
+                    f'invalid message: {{unacceptable_type_in_header,"{name}",{field.type}}}'
                 )
             if name == "BCC":
                 self.has_bcc = True
@@ -200,7 +196,6 @@ class RoutingView(Message):
 
 MAX_EXPIRY_MS = 315_360_000_000  # rabbit_misc:check_expiry: ten years
 _ERL_INTEGER = re.compile(rb"[+-]?[0-9]+")
-_LINE_LENGTH = 80  # io_lib_pretty's default line length for ~p
 
 
 def parse_expiration(value: str) -> int:
@@ -208,76 +203,19 @@ def parse_expiration(value: str) -> int:
 
     RabbitMQ runs `string:to_integer` over the property's bytes (one optional sign, ASCII digits,
     no whitespace), then `check_expiry`; the 406 text is rabbit_channel's
-    "invalid expiration '~s': ~p" of the error term, so it is rebuilt here byte for byte,
-    including ~p's line wrapping (`erl_pretty_tagged`).
+    "invalid expiration '~s': ~p" of the error term (`no_integer`, `{leftover_string, Rest}`,
+    `{value_negative | value_too_large, N}`), printed by the same Erlang printer, wrapping included.
     """
     raw = value.encode("utf-8", errors="surrogateescape")
     m = _ERL_INTEGER.match(raw)
+    reason: object
     if m is None:
-        reason: tuple[str, int | bytes] | None = None
+        reason = Atom("no_integer")
     elif m.end() < len(raw):
-        reason = ("leftover_string", raw[m.end() :])
+        reason = (Atom("leftover_string"), list(raw[m.end() :]))
     else:
         ttl = int(m.group())
         if 0 <= ttl <= MAX_EXPIRY_MS:
             return ttl
-        reason = ("value_negative" if ttl < 0 else "value_too_large", ttl)
-    prefix = b"invalid expiration '" + raw + b"': "
-    term = b"no_integer" if reason is None else erl_pretty_tagged(reason[0], reason[1], _column(prefix))
-    raise AmqpError(406, (prefix + term).decode("utf-8", errors="surrogateescape"))
-
-
-def _column(text: bytes) -> int:
-    """io_lib_format's idea of the current column after `text` (newline resets, tab to next 8)."""
-    col = 0
-    for c in text:
-        if c == 0x0A:
-            col = 0
-        elif c == 0x09:
-            col = (col + 8) // 8 * 8
-        else:
-            col += 1
-    return col
-
-
-def erl_pretty_tagged(tag: str, value: int | bytes, col: int) -> bytes:
-    """~p of `{Tag, Value}` (an integer or a byte list) printed at column `col`, as io_lib_pretty does.
-
-    The term goes on one line if it ends before column 79; otherwise the value moves to its own
-    line under the tuple's first element, and a list of integers that is still too long is filled
-    element by element, each line leaving room for the closing brackets of the last one.
-    """
-    head = b"{" + tag.encode() + b","
-    if isinstance(value, int):
-        one = head + str(value).encode() + b"}"
-        if col + len(one) < _LINE_LENGTH - 1:
-            return one
-        return head + b"\n" + b" " * (col + 1) + str(value).encode() + b"}"
-    if printable_latin1(value):
-        body = b'"' + b"".join(ESCAPES.get(c, bytes((c,))) for c in value) + b'"'
-        one = head + body + b"}"
-        if col + len(one) < _LINE_LENGTH - 1:
-            return one
-        return head + b"\n" + b" " * (col + 1) + body + b"}"
-    items = [str(c).encode() for c in value]
-    flat = b"[" + b",".join(items) + b"]"
-    one = head + flat + b"}"
-    if col + len(one) < _LINE_LENGTH - 1:
-        return one
-    indent = col + 1
-    if indent + len(flat) + 1 < _LINE_LENGTH:
-        return head + b"\n" + b" " * indent + flat + b"}"
-    lines: list[bytes] = []
-    line = b"["
-    pos = indent + 1
-    for i, item in enumerate(items):
-        last = i == len(items) - 1
-        piece = item + (b"]}" if last else b",")
-        if line != b"[" and pos + len(piece) > _LINE_LENGTH:
-            lines.append(line)
-            line = b" " * (indent + 1)
-            pos = indent + 1
-        line += piece
-        pos += len(piece)
-    lines.append(line)
-    return head + b"\n" + b" " * indent + b"\n".join(lines)
+        reason = (Atom("value_negative" if ttl < 0 else "value_too_large"), ttl)
+    raise precondition_failed(erl_format("invalid expiration '~s': ~p", [raw, reason]))

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from exchanges.erlang.format import format_binary_p
+from exchanges.erlang.format import erl_format
 
 SHARD_PREFIX = "sharding: "
 PRECONDITION_FAILED = 406  # what the plugin means (server log text)
@@ -47,11 +47,6 @@ _INTERCEPT_VERBS = {
     "queue.delete": "delete",
 }
 INTERCEPTED_METHODS = frozenset({"basic.consume", "basic.get", "queue.declare", *_INTERCEPT_VERBS})
-
-
-def _p(name: str) -> str:
-    """Erlang ~p of a binary name, as the plugin formats it into the error text."""
-    return format_binary_p(name.encode("utf-8")).decode("utf-8", "surrogateescape")
 
 
 def shard_queue_name(exchange: str, node: str, index: int) -> str:
@@ -196,12 +191,16 @@ class ShardingError(Exception):
 
 def refused_text(method: str, queue: str) -> str:
     """The plugin's (logged) 406 text for queue.bind/unbind/purge/delete on a pseudo-queue."""
-    return f"Can't {_INTERCEPT_VERBS[method]} sharded queue: {_p(queue)}"
+    return erl_format(f"Can't {_INTERCEPT_VERBS[method]} sharded queue: ~p", [_binary(queue)])
 
 
 def not_found_text(queue: str) -> str:
     """The plugin's (logged) 406 text for consume/get on a pseudo-queue whose local shards are all missing."""
-    return f"Error finding sharded queue for: {_p(queue)}"
+    return erl_format("Error finding sharded queue for: ~p", [_binary(queue)])
+
+
+def _binary(name: str) -> bytes:
+    return name.encode("utf-8", "surrogateescape")
 
 
 def rewrite_queue_method(

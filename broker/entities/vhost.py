@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
-from amqpwire.errors import AmqpError, not_found
+from amqpwire.errors import AmqpError, resource_name, resource_not_found
 from amqpwire.fields import FieldTable
 from broker.entities.clock import Clock, UnscheduledClock
 from broker.entities.cluster import DEFAULT_NODE
@@ -159,20 +159,20 @@ class VHost:
         self.tapped = self.tracing or bool(self.hash_watches)
 
     def rs(self, kind: str, name: str) -> str:
-        return f"{kind} '{name}' in vhost '{self.name}'"
+        return resource_name(kind, name, self.name)
 
     # -- lookups ----------------------------------------------------------------------------------
 
     def exchange_or_404(self, name: str) -> Exchange:
         x = self.exchanges.get(name)
         if x is None:
-            raise not_found(f"no exchange '{name}' in vhost '{self.name}'")
+            raise resource_not_found("exchange", name, self.name)
         return x
 
     def queue_or_404(self, name: str) -> Queue:
         q = self.queues.get(name)
         if q is None:
-            raise not_found(f"no queue '{name}' in vhost '{self.name}'")
+            raise resource_not_found("queue", name, self.name)
         return q
 
     # -- exchanges --------------------------------------------------------------------------------

@@ -254,9 +254,6 @@ class BrokerPolicies:
 
     # -- sharding interceptor --------------------------------------------------------------------------
 
-    def sharding_of(self, vhost: VHost, name: str) -> sharding.ShardingConfig | None:
-        return self.sharded.get((vhost.name, name))
-
     def rewrite_queue(self, vhost: VHost, method: str, name: str) -> str:
         """rabbit_sharding_interceptor: the real queue for `method` on `name` (541 if refused)."""
         config = self.sharded.get((vhost.name, name))

@@ -10,11 +10,11 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from amqpwire.errors import AmqpError, ReplyCode, internal_error, precondition_failed
-from amqpwire.fields import Field, FieldTable
-from broker.entities.queues.base import find_queue_type, resource, type_name_of
-from exchanges.erlang.format import format_term
-from exchanges.types.header_terms import Atom
+from amqpwire.errors import internal_error, not_implemented, precondition_failed, resource_name
+from amqpwire.fields import Field, FieldTable, name_bytes
+from broker.entities.queues.base import find_queue_type, type_name_of
+from exchanges.erlang.atom import Atom
+from exchanges.erlang.format import erl_format, format_term
 
 if TYPE_CHECKING:
     from broker.entities.queues.base import Queue
@@ -96,7 +96,6 @@ _TYPE_UNSUPPORTED: dict[bytes, tuple[str, frozenset[str]]] = {
     b"stream": ("rabbit_stream_queue", STREAM_UNSUPPORTED_ARGS),
 }
 MASTER_LOCATORS = (b"min-masters", b"client-local", b"random")
-CONSUMER_ARGS = ("x-cancel-on-ha-failover", "x-priority", "x-credit")
 OTHER_CONSUMER_ARGS: frozenset[str] = frozenset({"x-stream-offset"})
 
 
@@ -181,7 +180,7 @@ def choice(allowed: Sequence[bytes], bad: str | None) -> Check:
             return None
         if bad is None:
             return Atom("invalid_overflow")
-        return bad.format(f.value.decode("utf-8", errors="replace"))
+        return _chars(bad, f.value)
 
     return check
 
@@ -211,11 +210,18 @@ def atom_choice(allowed: Sequence[bytes], error: str) -> Check:
 def queue_version_arg(f: Field, a: FieldTable) -> object | None:
     err = non_negative(f, a)
     if err is None and f.value not in (1, 2):
-        return f"unsupported queue version '{f.value}'"
+        return _chars("unsupported queue version '~s'", str(f.value).encode())
     return err
 
 
-_QUEUE_TYPE = choice((b"classic", b"quorum", b"stream"), "unsupported queue type '{}'")
+def _chars(fmt: str, value: bytes) -> list[int]:
+    """`rabbit_misc:format(Fmt, [Value])` with one `~s` of a binary: a character list of the very
+    bytes the client sent (a non-UTF-8 value is not altered on its way into the reply)."""
+    before, _s, after = fmt.partition("~s")
+    return list(before.encode() + value + after.encode())
+
+
+_QUEUE_TYPE = choice((b"classic", b"quorum", b"stream"), "unsupported queue type '~s'")
 
 DECLARE_CHECKS: tuple[tuple[str, Check], ...] = (
     ("x-expires", expires_arg),
@@ -226,7 +232,7 @@ DECLARE_CHECKS: tuple[tuple[str, Check], ...] = (
     ("x-max-length-bytes", non_negative),
     ("x-max-priority", max_priority_arg),
     ("x-overflow", choice((b"drop-head", b"reject-publish", b"reject-publish-dlx"), None)),
-    ("x-queue-mode", choice((b"default", b"lazy"), "unsupported queue mode '{}'")),
+    ("x-queue-mode", choice((b"default", b"lazy"), "unsupported queue mode '~s'")),
     ("x-queue-version", queue_version_arg),
     ("x-single-active-consumer", boolean),
 )
@@ -248,7 +254,7 @@ def check_queue_arguments(
     declaration are reproduced first (the same 406 a client would get there); only a valid one
     ends in hashbroker's 540.
     """
-    rs = resource("queue", qname, vhost)
+    rs = resource_name("queue", qname, vhost)
     qtype = args.get("x-queue-type")
     if qtype is not None:
         raise_if(qtype, _QUEUE_TYPE(qtype, args), "x-queue-type", rs)
@@ -259,9 +265,7 @@ def check_queue_arguments(
                 "no classic queue type registered: import broker.entities.queues.catalog first"
             )
         _check_other_type(qtype.value, args, rs, durable, exclusive, auto_delete)
-        raise AmqpError(
-            ReplyCode.NOT_IMPLEMENTED, f"queue type '{qtype.value.decode()}' is not supported by hashbroker"
-        )
+        raise not_implemented(f"queue type '{qtype.value.decode()}' is not supported by hashbroker")
     cls.validate_arguments(args, qname, vhost, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
 
 
@@ -293,7 +297,7 @@ def refuse_unsupported(args: FieldTable, rs: str, unsupported: frozenset[str], m
     """406 for the first argument, in table order, that the queue type (`module`) does not take."""
     for key, _f in args:
         if key in unsupported:
-            raise AmqpError(406, f"invalid arg '{key}' for {rs} of queue type {module}")
+            raise precondition_failed(f"invalid arg '{key}' for {rs} of queue type {module}")
 
 
 def _check_other_type(
@@ -311,7 +315,7 @@ def _check_other_type(
         (not durable, "non-durable"),
     ):
         if bad:
-            raise AmqpError(406, f"invalid property '{prop}' for {rs}")
+            raise precondition_failed(f"invalid property '{prop}' for {rs}")
 
 
 def str_value(f: Field | None) -> str | None:
@@ -357,50 +361,38 @@ def check_consume_arguments(args: FieldTable, rs: str) -> None:
         raise_if(cancel, boolean(cancel, args), "x-cancel-on-ha-failover", rs)
     for key, _f in args:
         if key in OTHER_CONSUMER_ARGS:
-            raise AmqpError(406, f"invalid arg '{key}' for {rs} of queue type rabbit_classic_queue")
+            raise precondition_failed(f"invalid arg '{key}' for {rs} of queue type rabbit_classic_queue")
 
 
 def raise_if(_f: Field, err: object | None, key: str, rs: str) -> None:
     if err is not None:
-        raise AmqpError(406, f"invalid arg '{key}' for {rs}: {erl_term(err)}")
+        raise precondition_failed(erl_format("invalid arg '~s' for ~s: ~255p", [key, rs, err]))
 
 
 def _val(f: Field | None) -> str:
-    """rabbit_misc:equivalence_fail's val/1."""
+    """rabbit_misc's val/1 of a `{Type, Value}` pair: a binary by `~s` (its bytes), any other value
+    by `~p`."""
     if f is None:
         return "none"
-    v = f.value
-    shown = v.decode("utf-8", errors="replace") if isinstance(v, bytes) else erl_field_value(f)
-    return f"the value '{shown}' of type '{f.type}'"
+    shown = "~s" if isinstance(f.value, bytes) else "~p"
+    return erl_format(f"the value '{shown}' of type '~s'", [field_term(f), f.type])
 
 
 def _bare(f: Field) -> str:
-    v = f.value
-    return f"'{v.decode('utf-8', errors='replace')}'" if isinstance(v, bytes) else f"'{erl_field_value(f)}'"
+    """rabbit_misc's val/1 of a bare value."""
+    return erl_format("'~s'" if isinstance(f.value, bytes) else "'~p'", [field_term(f)])
 
 
-def erl_field_value(f: Field) -> str:
+def field_term(f: Field) -> object:
+    """The Erlang term rabbit_binary_parser makes of a field's value (a table is a list of
+    `{Name, Type, Value}`, an array a list of `{Type, Value}`, void the atom undefined)."""
     if f.type == "table":
-        return (
-            "["
-            + ",".join(
-                "{" + erl_term(k.encode()) + "," + v.type + "," + erl_field_value(v) + "}" for k, v in f.value
-            )
-            + "]"
-        )
+        return [(name_bytes(k), Atom(v.type), field_term(v)) for k, v in f.value]
     if f.type == "array":
-        return "[" + ",".join("{" + i.type + "," + erl_field_value(i) + "}" for i in f.value) + "]"
+        return [(Atom(i.type), field_term(i)) for i in f.value]
     if f.type == "void":
-        return "undefined"
-    return erl_term(f.value)
-
-
-_TYPE_CLASS = {t: "int" for t in ("byte", "short", "signedint", "long")}
-
-
-def type_class(t: str) -> str:
-    """rabbit_misc:type_class: signed integer types compare equal, others by exact type."""
-    return _TYPE_CLASS.get(t, t)
+        return Atom("undefined")
+    return f.value
 
 
 _CLASSIC_TYPE = Field("longstr", b"classic")
@@ -420,11 +412,11 @@ def assert_args_equivalence(orig: FieldTable, new: FieldTable, rs: str, keys: Se
             # both present: RabbitMQ compares (and prints) the bare values
             if a.value == b.value:
                 continue
-            raise AmqpError(
-                406, f"inequivalent arg '{key}' for {rs}: received {_bare(b)} but current is {_bare(a)}"
+            raise precondition_failed(
+                f"inequivalent arg '{key}' for {rs}: received {_bare(b)} but current is {_bare(a)}"
             )
-        raise AmqpError(
-            406, f"inequivalent arg '{key}' for {rs}: received {_val(b)} but current is {_val(a)}"
+        raise precondition_failed(
+            f"inequivalent arg '{key}' for {rs}: received {_val(b)} but current is {_val(a)}"
         )
 
 
@@ -451,8 +443,8 @@ def assert_field_equivalence(orig: object, new: object, rs: str, key: str) -> No
             if key == "type" and isinstance(new, str) and isinstance(orig, str)
             else (_plain(new), _plain(orig))
         )
-        raise AmqpError(
-            406, f"inequivalent arg '{key}' for {rs}: received {shown_new} but current is {shown_orig}"
+        raise precondition_failed(
+            f"inequivalent arg '{key}' for {rs}: received {shown_new} but current is {shown_orig}"
         )
 
 

@@ -21,8 +21,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol, Self, TypeVar
 
-from amqpwire.errors import AmqpError, ReplyCode
-from amqpwire.fields import Field, FieldTable
+from amqpwire.errors import not_implemented, resource_name
+from amqpwire.fields import FieldTable
 from broker.entities.info import ConsumerView, QueueView
 from broker.entities.queues.consumer_ring import CONSUMER_NAME_ARGUMENT
 
@@ -32,9 +32,8 @@ if TYPE_CHECKING:
     from broker.entities.policy import Policy
 
 
-def resource(kind: str, name: str, vhost: str) -> str:
-    """rabbit_misc:rs/1, how RabbitMQ names a resource in its error texts: "queue 'q' in vhost '/'"."""
-    return f"{kind} '{name}' in vhost '{vhost}'"
+#: How a queue type names a resource in its refusals (the name the queue types import).
+resource = resource_name
 
 
 class Entry:
@@ -250,7 +249,6 @@ class Queue:
     vhost: QueueHost
     clock: Clock
     name: str
-    name_wire: bytes  # the name as an AMQP shortstr
     durable: bool
     exclusive_owner: object | None
     auto_delete: bool
@@ -303,8 +301,6 @@ class Queue:
         self.vhost = vhost
         self.clock = vhost.clock
         self.name = name
-        raw = name.encode("utf-8", errors="surrogateescape")
-        self.name_wire = bytes((len(raw),)) + raw
         self.durable = durable
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
@@ -317,7 +313,7 @@ class Queue:
     @property
     def rs(self) -> str:
         """The queue as RabbitMQ names it in error texts."""
-        return resource("queue", self.name, self.vhost.name)
+        return resource_name("queue", self.name, self.vhost.name)
 
     # -- declaration --------------------------------------------------------------------------
 
@@ -582,9 +578,6 @@ class Queue:
             details=self.details(),
         )
 
-    def header_field(self) -> Field:
-        return Field("longstr", self.name.encode())
-
 
 INTERFACE: tuple[str, ...] = (
     "validate_arguments",
@@ -657,7 +650,7 @@ def queue_class(arguments: FieldTable) -> type[Queue]:
     name = type_name_of(arguments)
     cls = _registered(name)
     if cls is None:
-        raise AmqpError(ReplyCode.NOT_IMPLEMENTED, f"queue type '{name}' is not supported by hashbroker")
+        raise not_implemented(f"queue type '{name}' is not supported by hashbroker")
     return cls
 
 

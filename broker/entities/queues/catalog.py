@@ -16,10 +16,7 @@ from broker.entities.queues.base import (
     find_queue_type,
     queue_type_names,
 )
-from broker.entities.queues.classic import queue as classic_queue
 from broker.entities.queues.classic.queue import ClassicQueue
-
-TYPE_MODULES = (classic_queue,)
 
 __all__ = [
     "ClassicQueue",

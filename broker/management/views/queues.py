@@ -249,4 +249,20 @@ async def get_messages(ctx: Context, req: Request, segs: list[str]) -> Response:
         if exc.code == 403:  # rabbit_mgmt_wm_queue_get shows the channel's full reply text
             return not_authorised(exc.text)
         return operation_failed(exc.code, exc.text)
-    return Response.json(msgs)
+    return Response.json(_printable(msgs))
+
+
+def _printable(value: Any) -> Any:
+    """The answer with every text JSON can carry: a header name (or value) that is not UTF-8 comes
+    out of the table decoder with escaped bytes, which RabbitMQ's JSON shows as U+FFFD each."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return value
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value

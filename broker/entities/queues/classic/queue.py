@@ -14,11 +14,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from amqpwire.errors import AmqpError, ReplyCode, precondition_failed
+from amqpwire.errors import access_refused, precondition_failed, resource_name
 from amqpwire.fields import FieldTable
 from broker.entities.message import EXPIRATION_FLAG, StoredMessage
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Consumer, Entry, PageSpool, Queue, QueueHost, register, resource
+from broker.entities.queues.base import Consumer, Entry, PageSpool, Queue, QueueHost, register
 from broker.entities.queues.consumers import QueueConsumers
 from broker.entities.queues.expiry import IdleExpiry
 from broker.entities.queues.ready import ReadyList
@@ -65,7 +65,7 @@ class ClassicQueue(Queue):
     def validate_arguments(
         cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
     ) -> None:
-        A.check_classic_arguments(args, resource("queue", qname, vhost), exclusive=exclusive)
+        A.check_classic_arguments(args, resource_name("queue", qname, vhost), exclusive=exclusive)
 
     def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
         A.check_redeclare(self, durable, auto_delete, arguments, A.CLASSIC_QUEUE_ARGS)
@@ -74,7 +74,7 @@ class ClassicQueue(Queue):
         """The consume arguments, then exclusive use, as RabbitMQ orders them."""
         A.check_consume_arguments(arguments, self.rs)
         if self.consumers and (exclusive or any(c.exclusive for c in self.consumers)):
-            raise AmqpError(ReplyCode.ACCESS_REFUSED, f"{self.rs} in exclusive use")
+            raise access_refused(f"{self.rs} in exclusive use")
 
     def check_delete(self, *, if_unused: bool, if_empty: bool) -> None:
         if if_unused and self.consumers:
