@@ -218,11 +218,7 @@ class VHost:
             self._forget_dest_index(x.name, b)
         x.binding_set.clear()
         # bindings where x is the destination
-        dest = Destination.exchange(x.name)
-        for source_name, b in list(self.bindings_to.pop(dest, ())):
-            src = self.exchanges.get(source_name)
-            if src is not None:
-                self._remove_binding_from(src, b)
+        self._remove_destination(Destination.exchange(x.name))
 
     def exchange_in_use(self, x: Exchange) -> bool:
         """if-unused: an exchange is used while it is the source of any binding."""
@@ -231,12 +227,8 @@ class VHost:
     # -- bindings ---------------------------------------------------------------------------------
 
     def add_binding(self, src: Exchange, binding: Binding) -> None:
-        if binding in src.binding_set:
+        if not src.add_binding(binding):
             return
-        assert src.impl is not None
-        src.impl.validate_binding(binding)
-        src.impl.add_binding(binding)
-        src.binding_set.add(binding)
         self.bindings_to.setdefault(binding.destination, set()).add((src.name, binding))
         if self.persistence is not None and src.durable:
             self.persistence.binding_added(self, src, binding)
@@ -258,11 +250,22 @@ class VHost:
                 del self.bindings_to[binding.destination]
 
     def _remove_binding_from(self, src: Exchange, binding: Binding) -> None:
-        src.binding_set.discard(binding)
-        if src.impl is not None:
-            src.impl.remove_bindings([binding])
+        src.remove_binding(binding)
         if src.auto_delete and not src.binding_set and src.name in self.exchanges:
             self.delete_exchange(src)
+
+    def _remove_destination(self, dest: Destination) -> None:
+        """Every binding to `dest` (a queue or exchange being deleted) goes, one source exchange at
+        a time, each at the cost of its own bindings to `dest`; an auto-delete source left without
+        bindings goes too."""
+        sources = dict.fromkeys(source for source, _binding in self.bindings_to.pop(dest, ()))
+        for source_name in sources:
+            src = self.exchanges.get(source_name)
+            if src is None:
+                continue
+            src.remove_destination(dest)
+            if src.auto_delete and not src.binding_set and src.name in self.exchanges:
+                self.delete_exchange(src)
 
     # -- queues -----------------------------------------------------------------------------------
 
@@ -282,11 +285,7 @@ class VHost:
             self.persistence.queue_deleted(self, q)
         q.store = None
         self.queues.pop(q.name, None)
-        dest = Destination.queue(q.name)
-        for source_name, b in list(self.bindings_to.pop(dest, ())):
-            src = self.exchanges.get(source_name)
-            if src is not None:
-                self._remove_binding_from(src, b)
+        self._remove_destination(Destination.queue(q.name))
         self.stats.retire(q.stats)
         n = q.delete()
         for cb in list(self.on_queue_deleted):
