@@ -20,11 +20,21 @@ from broker.protocol.assembler import CommandAssembler
 from broker.protocol.framing import HEARTBEAT_FRAME
 from broker.protocol.handshake import Handshake
 from broker.protocol.heartbeat import Beat, HeartbeatPolicy
-from broker.protocol.methods import close_payload, method_frame
+from broker.protocol.methods import (
+    close_payload,
+    confirm_payload,
+    content_frames,
+    deliver_payload,
+    get_ok_payload,
+    method_frame,
+    return_payload,
+    shortstr,
+)
 from broker.session.identity import ConnectionIdentity
 from broker.session.ports import Transport
 
 if TYPE_CHECKING:
+    from broker.entities.message import StoredMessage
     from broker.entities.queues.catalog import Queue
     from broker.entities.vhost import VHost
     from broker.session.channel import Channel
@@ -79,10 +89,35 @@ class Link(ConnectionIdentity):
         self.send_cnt += 1
         self._schedule_flush()
 
-    def send_frames(self, frames: list[bytes]) -> None:
-        """Frames given as (header, payload, end marker) triples."""
-        self._out.extend(frames)
-        self.send_cnt += len(frames) // 3
+    def send_deliver(
+        self, channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool, msg: StoredMessage
+    ) -> None:
+        payload = deliver_payload(
+            consumer_tag, delivery_tag, redelivered, shortstr(msg.exchange), shortstr(msg.routing_key)
+        )
+        self._send_content(channel, payload, msg)
+
+    def send_get_ok(
+        self, channel: int, delivery_tag: int, redelivered: bool, message_count: int, msg: StoredMessage
+    ) -> None:
+        payload = get_ok_payload(
+            delivery_tag, redelivered, shortstr(msg.exchange), shortstr(msg.routing_key), message_count
+        )
+        self._send_content(channel, payload, msg)
+
+    def send_return(self, channel: int, reply_code: int, reply_text: str, msg: StoredMessage) -> None:
+        payload = return_payload(reply_code, reply_text, shortstr(msg.exchange), shortstr(msg.routing_key))
+        self._send_content(channel, payload, msg)
+
+    def send_confirm(self, channel: int, ack: bool, seq: int, multiple: bool) -> None:
+        self.send_method(channel, confirm_payload(ack, seq, multiple))
+
+    def _send_content(self, channel: int, method_payload: bytes, msg: StoredMessage) -> None:
+        """A method with a message: the one place a connection frames content."""
+        out = self._out
+        before = len(out)
+        content_frames(channel, method_payload, msg.props, msg.body, self.frame_max, out)
+        self.send_cnt += (len(out) - before) // 3
         self._schedule_flush()
 
     def _schedule_flush(self) -> None:

@@ -151,6 +151,16 @@ class UnackedTracker:
         for q in touched:
             q.try_deliver()
 
+    def restore(self, items: Settled) -> None:
+        """Deliveries taken out but never settled (a transaction rolled back) await an ack again,
+        in tag order."""
+        if not items:
+            return
+        unacked = self.unacked
+        for t, u in items:
+            unacked[t] = u
+        self.order = deque(sorted(set(self.order) | {t for t, _u in items}))
+
     def recover(self) -> None:
         """basic.recover(requeue=true): every unacked delivery goes back to its queue."""
         items = self.take_all()
