@@ -27,7 +27,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amqpwire.errors import AmqpError, ReplyCode, internal_error
+from amqpwire.errors import (
+    access_refused,
+    channel_error,
+    internal_error,
+    not_implemented,
+    precondition_failed,
+    resource_name,
+    resource_not_found,
+)
 from amqpwire.fields import FieldDecodeError
 from broker.entities.message import (
     EXPIRATION_FLAG,
@@ -102,7 +110,7 @@ class Channel:
     # -- channel -----------------------------------------------------------------------------------
 
     def on_channel_open(self, args: C.ChannelOpen) -> None:
-        raise AmqpError(504, "second 'channel.open' seen", hard=True)
+        raise channel_error("second 'channel.open' seen")
 
     def on_channel_close(self, args: C.ChannelClose) -> None:
         self.reply(replies.channel_close_ok())
@@ -114,7 +122,7 @@ class Channel:
 
     def on_channel_flow(self, args: C.ChannelFlow) -> None:
         if not args.active:
-            raise AmqpError(540, "active=false", hard=True)
+            raise not_implemented("active=false")
         self.reply(replies.channel_flow_ok(True))
 
     def teardown(self) -> None:
@@ -178,7 +186,7 @@ class Channel:
 
     def on_basic_qos(self, a: C.BasicQos) -> None:
         if a.prefetch_size:
-            raise AmqpError(ReplyCode.NOT_IMPLEMENTED, f"prefetch_size!=0 ({a.prefetch_size})", hard=True)
+            raise not_implemented(f"prefetch_size!=0 ({a.prefetch_size})")
         self.limiter.qos(a.prefetch_count, a.global_)
         self.reply(replies.basic_qos_ok())
         self.kick_queues()
@@ -269,7 +277,7 @@ class Channel:
 
     def on_basic_recover_async(self, a: C.BasicRecoverAsync | C.BasicRecover) -> None:
         if not a.requeue:
-            raise AmqpError(540, "requeue=false", hard=True)
+            raise not_implemented("requeue=false")
         self.tracker.recover()
 
     def on_basic_recover(self, a: C.BasicRecover) -> None:
@@ -295,9 +303,11 @@ class Channel:
             may_write.check_write(exchange)
         x = vhost.exchanges.get(exchange)
         if x is None:
-            raise AmqpError(404, f"no exchange '{exchange}' in vhost '{vhost.name}'")
+            raise resource_not_found("exchange", exchange, vhost.name)
         if x.internal:
-            raise AmqpError(403, f"cannot publish to internal exchange '{exchange}' in vhost '{vhost.name}'")
+            raise access_refused(
+                f"cannot publish to internal {resource_name('exchange', exchange, vhost.name)}"
+            )
         msg = StoredMessage(exchange, rk, props, body)
         flags = msg.flags
         if flags:
@@ -310,14 +320,13 @@ class Channel:
             if flags & REPLY_TO_FLAG and msg.prop("reply_to") == REPLY_TO:
                 reply = self.consumers.reply_consumer
                 if reply is None:
-                    raise AmqpError(406, "fast reply consumer does not exist")
+                    raise precondition_failed("fast reply consumer does not exist")
                 new_props = P.rewrite(props, {"reply_to": REPLY_TO_PREFIX + reply[1]})
                 msg = StoredMessage(exchange, rk, new_props, body)
             if flags & USER_ID_FLAG:
                 claimed = msg.prop("user_id")
                 if claimed != self.conn.user:
-                    raise AmqpError(
-                        406,
+                    raise precondition_failed(
                         f"user_id property set to '{claimed}' but authenticated user was '{self.conn.user}'",
                     )
             if flags & EXPIRATION_FLAG:
@@ -391,7 +400,7 @@ class Channel:
 
     def on_confirm_select(self, a: C.ConfirmSelect) -> None:
         if self.tx is not None:
-            raise AmqpError(406, "cannot switch from tx to confirm mode")
+            raise precondition_failed("cannot switch from tx to confirm mode")
         if self.confirms is None:
             self.confirms = ConfirmTracker(self, self.conn, self.vhost.stats)
         if not a.nowait:
@@ -399,7 +408,7 @@ class Channel:
 
     def on_tx_select(self, a: C.TxSelect) -> None:
         if self.confirms is not None:
-            raise AmqpError(406, "cannot switch from confirm to tx mode")
+            raise precondition_failed("cannot switch from confirm to tx mode")
         if self.tx is None:
             self.tx = Transaction(self.tracker)
         self.reply(replies.tx_select_ok())
@@ -407,7 +416,7 @@ class Channel:
     def on_tx_commit(self, a: C.TxCommit) -> None:
         tx = self.tx
         if tx is None:
-            raise AmqpError(406, "channel is not transactional")
+            raise precondition_failed("channel is not transactional")
         tx.commit()
         persistence = self.vhost.persistence
         if persistence is not None:  # commit-ok once the transaction's writes are on disk
@@ -421,14 +430,14 @@ class Channel:
         if not self.open:
             return
         if not stored:
-            err = AmqpError(ReplyCode.INTERNAL_ERROR, "store write failed", hard=False, in_method=False)
+            err = internal_error("store write failed", hard=False)
             self.conn.close_channel(self, err)
             return
         self.reply(replies.tx_commit_ok())
 
     def on_tx_rollback(self, a: C.TxRollback) -> None:
         if self.tx is None:
-            raise AmqpError(406, "channel is not transactional")
+            raise precondition_failed("channel is not transactional")
         self.tx.rollback()
         self.reply(replies.tx_rollback_ok())
 

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from amqpwire.errors import AmqpError
+from amqpwire.errors import precondition_failed
 
 if TYPE_CHECKING:
     from broker.entities.queues.catalog import Consumer, Entry, Queue
@@ -74,7 +74,7 @@ class UnackedTracker:
         if multiple and tag == 0:
             return self.take_all()
         if tag not in unacked:
-            raise AmqpError(406, f"unknown delivery tag {tag}")
+            raise precondition_failed(f"unknown delivery tag {tag}")
         if not multiple:
             return [(tag, unacked.pop(tag))]
         out = []
