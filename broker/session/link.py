@@ -2,8 +2,11 @@
 
 Error handling follows rabbit_reader: handshake errors close the socket silently after a delay (a
 refused login and a refused connection.open excepted), hard errors send connection.close and wait
-briefly for close-ok, soft errors close only the channel. Every close for an internal error names
-class/method 0/0, as a crashed RabbitMQ process reports.
+briefly for close-ok, soft errors close only the channel. A refused login and a fatal frame error
+send what RabbitMQ sends, then stop reading and reset the socket after the same delay (rabbit_reader
+sleeps ?SILENT_CLOSE_DELAY before its exit), so a client still writing reads the reason and a client
+retrying a wrong password is slowed down. Every close for an internal error names class/method 0/0,
+as a crashed RabbitMQ process reports.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ _ids = itertools.count(1)
 # After connection.close RabbitMQ 3.10.8 keeps reading (discarding all but close/close-ok) and
 # resets the socket 30 s later if no close-ok came (observed with a raw socket).
 CLOSE_OK_TIMEOUT = 30.0
-SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds)
+SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds): the default of the setting
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 
 
@@ -190,24 +193,34 @@ class Link(ConnectionIdentity):
         self.core.connection_closing()
         self._teardown_channels()
         self.flush()
-        if fatal:
-            self._shutdown(err.reply_text)
+        if fatal:  # rabbit_reader:fatal_frame_error: a grace period for the close to reach the client
+            self.close_later(err.reply_text)
             return
         self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._shutdown, "close-ok timeout", True)
 
     def _silent_close(self, reason: str) -> None:
-        """rabbit_reader's handshake-error path: say nothing, wait SILENT_CLOSE_DELAY, reset.
-
-        RabbitMQ sleeps so that a misbehaving client cannot retry in a tight loop, then its reader
-        exits with the socket still holding our unread frames, which the kernel turns into a reset.
-        """
-        self.silent = self._halted = True
+        """rabbit_reader's handshake-error path: say nothing, wait, reset (see `close_later`)."""
+        self.silent = True
         self._out.clear()
+        self.close_later(f"handshake error: {reason}")
+
+    def close_later(self, reason: str) -> None:
+        """rabbit_reader's sleep before it exits: send what is pending, read nothing more, reset the
+        socket after the server's `silent_close_delay` (RabbitMQ's ?SILENT_CLOSE_DELAY, 3 s).
+
+        RabbitMQ sleeps so that a misbehaving client cannot retry in a tight loop and a client still
+        writing can read the reason; its reader then exits with the peer's frames unread, which the
+        kernel turns into a reset. Reading is paused, so whatever the client sends meanwhile stays
+        in the kernel's socket buffer and costs the broker nothing.
+        """
+        if self.closed:
+            return
+        self.flush()
+        self._halted = True
         self.transport.pause_reading()
         self._cancel_timers()
-        self._close_timer = self.loop.call_later(
-            SILENT_CLOSE_DELAY, self._shutdown, f"handshake error: {reason}", True
-        )
+        delay = self.broker.settings.silent_close_delay
+        self._close_timer = self.loop.call_later(delay, self._shutdown, reason, True)
 
     def close_channel(self, ch: ChannelHandle, err: AmqpError, culprit: tuple[int, int] = (0, 0)) -> None:
         """A soft error: channel.close with the error; the channel is gone once close-ok arrives."""

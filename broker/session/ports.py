@@ -59,6 +59,12 @@ class ServerSettings(Protocol):
         """Users who may log in only from the local host."""
         ...
 
+    @property
+    def silent_close_delay(self) -> float:
+        """Seconds a connection refused at login, failed in its handshake or closed for a fatal
+        frame error is kept, unread, before its socket is reset (RabbitMQ's ?SILENT_CLOSE_DELAY, 3 s)."""
+        ...
+
 
 class AccessControl(Protocol):
     """The user registry: who may log in, enter a vhost and use a resource."""
