@@ -3,9 +3,10 @@
 RabbitMQ's management acts through rabbit_channel as the HTTP user, so every check and error text is
 the AMQP channel's own. Here the declarations call `broker.session.declarations` with a
 `DirectSession` as the principal, and publish and "get messages" drive a real `Channel` (the same
-basic.publish, basic.get, basic.nack and basic.reject handlers an AMQP client reaches) whose output
-is kept in memory instead of being framed onto a connection. Nothing here opens a connection, so the
-broker's connection list and counts never show a management write.
+basic.publish, basic.get, basic.nack and basic.reject handlers an AMQP client reaches) whose owner
+is the `DirectSession`: it implements the session's `ChannelOwner` port in memory, keeping the
+channel's typed output (get-ok, return, confirm) instead of framing it. Nothing here opens a
+connection, so the broker's connection list and counts never show a management write.
 """
 
 from __future__ import annotations
@@ -13,42 +14,52 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
-import struct
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from amqpwire.errors import not_allowed
 from amqpwire.fields import FieldTable
-from broker.entities.message import StoredMessage
 from broker.management.values import json_value
 from broker.management.write_errors import PropertyTypeError
 from broker.protocol import commands as C
 from broker.protocol import properties as P
 from broker.session.channel import Channel
+from broker.session.ports import ChannelServer
 
 if TYPE_CHECKING:
+    from amqpwire.errors import AmqpError
+    from broker.entities.message import StoredMessage
     from broker.entities.queues.catalog import Queue
     from broker.entities.vhost import VHost
-    from broker.server import Broker
-    from broker.session.connection import Connection
+    from broker.session.ports import ChannelHandle
 
-#: the frame_max the channel's content framing would use; nothing is framed, so any legal value does
-_FRAME_MAX = 131072
-_GET_OK = b"\x00\x3c\x00\x47"
-_RETURN = b"\x00\x3c\x00\x32"
-_CONFIRM_ACK = b"\x00\x3c\x00\x50"
-_CONFIRM_NACK = b"\x00\x3c\x00\x78"
-_U32 = struct.Struct(">I")
 _SESSIONS = itertools.count(1)
+
+
+class LocalServer(ChannelServer, Protocol):
+    """The broker as an in-process session sees it: what a channel reads, and the vhosts."""
+
+    @property
+    def vhosts(self) -> Mapping[str, VHost]: ...
+
+
+class GetOk(NamedTuple):
+    """One basic.get-ok the channel sent."""
+
+    delivery_tag: int
+    redelivered: bool
+    message_count: int
+    msg: StoredMessage
 
 
 class DirectSession:
     """Who acts (the HTTP user, or the internal superuser for definitions imports) on one vhost.
 
     It is the `Principal` the declarations check permissions and exclusive ownership against, and
-    the connection side of a `DirectChannel`: it takes the channel's replies instead of a socket.
+    the `ChannelOwner` of the channel it opens: it keeps the channel's output instead of a socket.
     """
 
-    def __init__(self, broker: Broker, vhost: str, user: str, *, superuser: bool = False) -> None:
+    def __init__(self, broker: LocalServer, vhost: str, user: str, *, superuser: bool = False) -> None:
         found = broker.vhosts.get(vhost)
         if found is None:  # what connection.open answers for a vhost that is not there
             raise not_allowed(f"vhost {vhost} not found")
@@ -61,10 +72,10 @@ class DirectSession:
         self.name = f"<{found.node}.0.{next(_SESSIONS)}.0>"
         self.superuser = superuser
         self.exclusive_queues: list[Queue] = []
-        self.frame_max = _FRAME_MAX
         self.paused = False
         self.cancel_notify = False
-        self.methods: list[bytes] = []
+        self.gets: list[GetOk] = []
+        self.returned: list[StoredMessage] = []
         self.confirmed: asyncio.Future[bool] | None = None
 
     def check_access(self, kind: str, resource: str, name: str) -> None:
@@ -73,35 +84,46 @@ class DirectSession:
         if not self.superuser:
             self.broker.auth.check(self.user, self.vhost_name, kind, resource, name)
 
+    # -- the channel's output (broker.session.ports.Outbox), kept ------------------------------------
+
     def send_method(self, channel: int, payload: bytes) -> None:
-        self.methods.append(payload)
+        """Replies without a message (declare-ok, confirm.select-ok...): nothing waits for them."""
+
+    def send_deliver(
+        self, channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool, msg: StoredMessage
+    ) -> None:
+        """Never called: the session opens no consumer."""
+
+    def send_get_ok(
+        self, channel: int, delivery_tag: int, redelivered: bool, message_count: int, msg: StoredMessage
+    ) -> None:
+        self.gets.append(GetOk(delivery_tag, redelivered, message_count, msg))
+
+    def send_return(self, channel: int, reply_code: int, reply_text: str, msg: StoredMessage) -> None:
+        self.returned.append(msg)
+
+    def send_confirm(self, channel: int, ack: bool, seq: int, multiple: bool) -> None:
         done = self.confirmed
-        if done is not None and not done.done() and payload.startswith((_CONFIRM_ACK, _CONFIRM_NACK)):
-            done.set_result(payload.startswith(_CONFIRM_ACK))
+        if done is not None and not done.done():
+            done.set_result(ack)
 
-    def send_frames(self, frames: list[bytes]) -> None:
-        """Content is taken by `DirectChannel._content_frames`; nothing is left to send."""
-
-    def want_flush_confirms(self, channel: Channel) -> None:
+    def want_flush_confirms(self, channel: ChannelHandle) -> None:
         channel.flush_confirms()
 
-    def channel_closed(self, channel: Channel) -> None:
+    # -- the channel's closing (broker.session.ports.ChannelOwner) ------------------------------------
+
+    def channel_closed(self, channel: ChannelHandle) -> None:
         channel.teardown()
 
-    def open_channel(self) -> DirectChannel:
-        # the channel parts are typed against Connection; this object offers every member they use
-        return DirectChannel(cast("Connection", self), 1)
+    def close_channel(
+        self, channel: ChannelHandle, err: AmqpError, culprit: tuple[int, int] = (0, 0)
+    ) -> None:
+        """A soft error after the method returned (a failed store sync): the channel is gone."""
+        channel.closing = True
+        channel.teardown()
 
-
-class DirectChannel(Channel):
-    """A channel whose deliveries, gets and returns are kept as (method payload, message) pairs."""
-
-    def __init__(self, conn: Connection, number: int) -> None:
-        super().__init__(conn, number)
-        self.contents: list[tuple[bytes, StoredMessage]] = []
-
-    def _content_frames(self, method_payload: bytes, msg: StoredMessage, out: list[bytes]) -> None:
-        self.contents.append((method_payload, msg))
+    def open_channel(self) -> Channel:
+        return Channel(self, 1)
 
 
 PROPERTY_NAMES = tuple(name for _bit, name, _kind in P.PROPERTIES)
@@ -144,7 +166,7 @@ async def publish(
         session.confirmed = asyncio.get_running_loop().create_future()
         ch.on_basic_publish((exchange, routing_key, True, False, encode_properties(properties), body))
         await session.confirmed  # persistent messages on durable queues: after the store's commit
-        return not any(payload.startswith(_RETURN) for payload, _msg in ch.contents)
+        return not session.returned
     finally:
         ch.teardown()
 
@@ -160,34 +182,21 @@ def get_messages(
     no_ack = ackmode == "ack_requeue_false"
     ch = session.open_channel()
     try:
+        taken = session.gets
         for _ in range(max(count, 0)):
-            before = len(ch.contents)
+            before = len(taken)
             ch.on_basic_get(C.BasicGet(0, queue, no_ack))
-            if len(ch.contents) == before:  # basic.get-empty
+            if len(taken) == before:  # basic.get-empty
                 break
-        taken = [(_get_ok(payload), msg) for payload, msg in ch.contents]
         if taken and not no_ack:
             if ackmode == "reject_requeue_false":
-                for (tag, _r, _c), _msg in taken:
-                    ch.on_basic_reject(C.BasicReject(tag, False))
+                for got in taken:
+                    ch.on_basic_reject(C.BasicReject(got.delivery_tag, False))
             else:  # ack_requeue_true / reject_requeue_true: back to the queue
-                ch.on_basic_nack(C.BasicNack(taken[-1][0][0], True, True))
+                ch.on_basic_nack(C.BasicNack(taken[-1].delivery_tag, True, True))
     finally:
         ch.teardown()
-    return [
-        render_message(msg, redelivered, left, encoding, truncate) for (_t, redelivered, left), msg in taken
-    ]
-
-
-def _get_ok(payload: bytes) -> tuple[int, bool, int]:
-    """(delivery tag, redelivered, message count) of a basic.get-ok method payload."""
-    assert payload.startswith(_GET_OK)
-    tag = int.from_bytes(payload[4:12], "big")
-    redelivered = bool(payload[12])
-    at = 13
-    at += 1 + payload[at]  # exchange
-    at += 1 + payload[at]  # routing key
-    return tag, redelivered, _U32.unpack_from(payload, at)[0]
+    return [render_message(got.msg, got.redelivered, got.message_count, encoding, truncate) for got in taken]
 
 
 def render_message(

@@ -28,7 +28,7 @@ from broker.management.local_channel import DirectSession
 from broker.management.write_errors import ACK_MODES, AmqpOpError, DefinitionError, PropertyTypeError
 from broker.protocol import commands as C
 from broker.session import declarations as D
-from broker.session.channel_base import REPLY_TO
+from broker.session.declarations import REPLY_TO
 from exchanges.base import Destination
 
 if TYPE_CHECKING:
@@ -58,8 +58,7 @@ class Writes:
 
     def _session(self, vhost: str, user: str, *, superuser: bool = False) -> DirectSession:
         """An in-process AMQP session of `user` on `vhost` (AmqpError if the vhost is gone)."""
-        # DirectSession is typed against the server's Broker, which is the object behind this port.
-        return DirectSession(self._broker, vhost, user, superuser=superuser)  # type: ignore[arg-type]
+        return DirectSession(self._broker, vhost, user, superuser=superuser)
 
     def _as_user(self, req: Request, vhost: str, op: Callable[[DirectSession], T]) -> T:
         """Run `op` as the request's user on `vhost`; a refusal becomes AmqpOpError."""

@@ -1,13 +1,22 @@
 """One AMQP channel, composed of parts that own their state, and the table every channel method is
 found in.
 
-The parts (built in `broker.session.channel_base`): the limiter (`limiter`, prefetch credit), the
-unacked tracker (`unacked`, delivery tags and deliveries awaiting an ack), the consumer registry
-(`consume`), the declarations (`declare`, over the plain functions of `declarations`) and the
-write-permission cache (`permissions`). `Channel` answers the methods by calling them, in
-rabbit_channel:handle_method's order, and is the channel its consumers deliver through. The
-publish side (basic.publish, confirms, transactions) is mixed in from `publish`, `confirms` and
-`tx`; every message it and the deliveries send goes out through `delivery`.
+The parts, as RabbitMQ keeps a channel's limiter, unacked messages, confirms and consumers apart:
+`Limiter` (prefetch credit), `UnackedTracker` (delivery tags, deliveries awaiting an ack),
+`ConsumerRegistry` (consumers), `Declarations` (exchange and queue methods, the queue declared
+last), `WriteCache` (granted write permissions), and, once the client asks for them, a
+`ConfirmTracker` (confirm mode: the publish sequence and the confirms owed) or a `Transaction` (tx
+mode: the publishes, acks and rejects held until tx.commit). `Channel` answers the methods by
+calling them, in rabbit_channel:handle_method's order, and is the channel its consumers deliver
+through. Its output goes to its owner's `Outbox` as typed messages (a delivery, a get-ok, a
+return, a confirm, a method payload), which the socket's connection frames and management's
+in-process session keeps.
+
+basic.publish runs the checks in rabbit_channel's order, then the vhost's delivery pipeline
+(`VHost.publish`, or `VHost.route_publish` then `VHost.deliver` when routing and delivery happen
+apart: a transaction routes at publish and delivers at tx.commit, the tracer looks at the routed
+queues in between). Direct reply-to is the channel's own: such a message goes to a channel's
+consumer, through no queue.
 
 Handlers raise `AmqpError`; the connection turns soft errors into channel.close and hard ones into
 connection.close, so every check only has to pick RabbitMQ's code and text.
@@ -16,32 +25,92 @@ connection.close, so every check only has to pick RabbitMQ's code and text.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from amqpwire.errors import AmqpError, ReplyCode
-from broker.entities.message import StoredMessage
+from amqpwire.errors import (
+    access_refused,
+    channel_error,
+    internal_error,
+    not_implemented,
+    precondition_failed,
+    resource_name,
+    resource_not_found,
+)
+from amqpwire.fields import FieldDecodeError
+from broker.entities.message import (
+    EXPIRATION_FLAG,
+    HEADERS_FLAG,
+    REPLY_TO_FLAG,
+    USER_ID_FLAG,
+    StoredMessage,
+    parse_expiration,
+)
 from broker.entities.queues.catalog import Consumer, Entry, Queue
+from broker.entities.vhost import ACCEPTED_BY_ONE
 from broker.protocol import commands as C
 from broker.protocol import methods as M
+from broker.protocol import properties as P
 from broker.protocol import replies
-from broker.protocol.assembler import PUBLISH
+from broker.protocol.assembler import PUBLISH, Publish
+from broker.protocol.framing import immediate_refused
 from broker.session import declarations as D
-from broker.session.channel_base import REPLY_TO, REPLY_TO_PREFIX
-from broker.session.publish import PublishMixin
-from broker.session.trace import trace_deliver
-from broker.session.tx import TxMixin
-from broker.session.unacked import Settled, Unacked
+from broker.session.confirms import ConfirmTracker
+from broker.session.consume import ConsumerRegistry
+from broker.session.declarations import REPLY_TO, REPLY_TO_PREFIX
+from broker.session.declare import Declarations
+from broker.session.limiter import Limiter
+from broker.session.permissions import WriteCache
+from broker.session.trace import tap_publish, trace_deliver
+from broker.session.tx import Transaction
+from broker.session.unacked import Settled, Unacked, UnackedTracker
+
+if TYPE_CHECKING:
+    from broker.entities.exchange import Exchange
+    from broker.entities.persistence import Commit
+    from broker.entities.vhost import PublishOutcome
+    from broker.session.ports import ChannelOwner
 
 __all__ = ["DISPATCH", "REPLY_TO", "REPLY_TO_PREFIX", "Channel", "Unacked"]
 
 
-class Channel(TxMixin, PublishMixin):
-    """One open channel: the method handlers, its consumers' deliveries and the teardown."""
+class Channel:
+    """One open channel: its parts, the method handlers, its consumers' deliveries and the teardown.
+    `conn` is its owner: output, user and vhost."""
+
+    def __init__(self, conn: ChannelOwner, number: int) -> None:
+        self.conn = conn
+        self.number = number
+        self.vhost = conn.vhost_obj
+        self.open = True
+        self.closing = False  # sent channel.close, waiting for close-ok
+        server = conn.broker
+        self.ledger = server.ledger
+        self.may_write = WriteCache(server.auth, conn.check_access)
+        self.limiter = Limiter()
+        self.consumers = ConsumerRegistry(self.limiter, server)
+        self.tracker = UnackedTracker(self.limiter, self.ledger, self.consumers.queues)
+        self.declarations = Declarations(self.vhost, conn, server.reply_channel_exists)
+        self.confirms: ConfirmTracker | None = None  # set by confirm.select
+        self.tx: Transaction | None = None  # set by tx.select
+
+    @property
+    def unacked(self) -> dict[int, Unacked]:
+        """Deliveries awaiting an ack, by delivery tag."""
+        return self.tracker.unacked
+
+    @property
+    def confirm(self) -> bool:
+        """In confirm mode (confirm.select)."""
+        return self.confirms is not None
+
+    def reply(self, payload: bytes) -> None:
+        """Send one method (its payload encoded by broker.protocol.replies or methods)."""
+        self.conn.send_method(self.number, payload)
 
     # -- channel -----------------------------------------------------------------------------------
 
     def on_channel_open(self, args: C.ChannelOpen) -> None:
-        raise AmqpError(504, "second 'channel.open' seen", hard=True)
+        raise channel_error("second 'channel.open' seen")
 
     def on_channel_close(self, args: C.ChannelClose) -> None:
         self.reply(replies.channel_close_ok())
@@ -53,7 +122,7 @@ class Channel(TxMixin, PublishMixin):
 
     def on_channel_flow(self, args: C.ChannelFlow) -> None:
         if not args.active:
-            raise AmqpError(540, "active=false", hard=True)
+            raise not_implemented("active=false")
         self.reply(replies.channel_flow_ok(True))
 
     def teardown(self) -> None:
@@ -64,10 +133,7 @@ class Channel(TxMixin, PublishMixin):
         by a transaction never committed give their messages back too.
         """
         self.open = False
-        held = self.tx_acks + self.tx_rejects
-        if held:
-            self.tx_acks, self.tx_rejects = [], []
-        self.tracker.close(held)
+        self.tracker.close(self.tx.take_held() if self.tx is not None else [])
         self.consumers.close()
 
     # -- exchanges and queues ----------------------------------------------------------------------
@@ -120,7 +186,7 @@ class Channel(TxMixin, PublishMixin):
 
     def on_basic_qos(self, a: C.BasicQos) -> None:
         if a.prefetch_size:
-            raise AmqpError(ReplyCode.NOT_IMPLEMENTED, f"prefetch_size!=0 ({a.prefetch_size})", hard=True)
+            raise not_implemented(f"prefetch_size!=0 ({a.prefetch_size})")
         self.limiter.qos(a.prefetch_count, a.global_)
         self.reply(replies.basic_qos_ok())
         self.kick_queues()
@@ -178,10 +244,7 @@ class Channel(TxMixin, PublishMixin):
         if self.ledger is not None:
             self.ledger.delivered(q, entry, a.no_ack)
         msg = entry.msg
-        payload = M.get_ok_payload(
-            tag, entry.redelivered, M.shortstr(msg.exchange), M.shortstr(msg.routing_key), q.count
-        )
-        self.send_content(payload, msg)
+        self.conn.send_get_ok(self.number, tag, entry.redelivered, q.count, msg)
         if self.vhost.tracing:  # after the send, as for a consumer's delivery
             trace_deliver(self, q.name, entry.redelivered, msg)
 
@@ -194,7 +257,7 @@ class Channel(TxMixin, PublishMixin):
     def on_basic_ack(self, a: C.BasicAck) -> None:
         items = self.tracker.collect(a.delivery_tag, a.multiple)
         if self.tx is not None:
-            self.tx_acks.extend(items)
+            self.tx.ack(items)
             return
         self.tracker.ack(items)
 
@@ -205,25 +268,178 @@ class Channel(TxMixin, PublishMixin):
         self._rejected(self.tracker.collect(a.delivery_tag, a.multiple), a.requeue)
 
     def _rejected(self, items: Settled, requeue: bool) -> None:
-        """A reject/nack inside a transaction waits for tx.commit; tx.rollback (and a channel close)
-        must give the deliveries back as unacked, as RabbitMQ 3.10.8 does (a later reject of the same
-        tag after rollback is accepted there, not a 406 unknown delivery tag)."""
-        tracker = self.tracker
-        tracker.check_rejectable(items)
+        """A reject/nack inside a transaction waits for tx.commit (see `Transaction.reject`)."""
+        self.tracker.check_rejectable(items)
         if self.tx is not None:
-            self.tx_rejects.extend(items)
-            self.tx.append(lambda: tracker.reject(items, requeue))
+            self.tx.reject(items, requeue)
             return
-        tracker.reject(items, requeue)
+        self.tracker.reject(items, requeue)
 
     def on_basic_recover_async(self, a: C.BasicRecoverAsync | C.BasicRecover) -> None:
         if not a.requeue:
-            raise AmqpError(540, "requeue=false", hard=True)
+            raise not_implemented("requeue=false")
         self.tracker.recover()
 
     def on_basic_recover(self, a: C.BasicRecover) -> None:
         self.on_basic_recover_async(a)
         self.reply(replies.basic_recover_ok())
+
+    # -- basic.publish, confirms and transactions --------------------------------------------------
+
+    def on_basic_publish(self, cmd: Publish) -> None:
+        """A complete basic.publish: `props` are the content header's property bytes as received.
+
+        The checks run in rabbit_channel's order. immediate=true is refused only now, with the
+        whole message in (its first basic.publish clause runs on the assembled command). A headers
+        table RabbitMQ 3.10.8 cannot decode (a NaN or infinite double, a broken inner length)
+        crashes its channel where it decodes the properties: 541 naming 0/0.
+        """
+        exchange, rk, mandatory, immediate, props, body = cmd
+        if immediate:
+            raise immediate_refused()
+        vhost = self.vhost
+        may_write = self.may_write
+        if exchange not in may_write.allowed or may_write.version != may_write.auth.version:
+            may_write.check_write(exchange)
+        x = vhost.exchanges.get(exchange)
+        if x is None:
+            raise resource_not_found("exchange", exchange, vhost.name)
+        if x.internal:
+            raise access_refused(
+                f"cannot publish to internal {resource_name('exchange', exchange, vhost.name)}"
+            )
+        msg = StoredMessage(exchange, rk, props, body)
+        flags = msg.flags
+        if flags:
+            try:  # rabbit_binary_parser:ensure_content_decoded, in rabbit_channel's place
+                msg.spans()  # every property's bounds: a malformed one never reaches a queue
+                if flags & HEADERS_FLAG:
+                    msg.headers()
+            except (FieldDecodeError, P.PropertyError):
+                raise internal_error() from None
+            if flags & REPLY_TO_FLAG and msg.prop("reply_to") == REPLY_TO:
+                reply = self.consumers.reply_consumer
+                if reply is None:
+                    raise precondition_failed("fast reply consumer does not exist")
+                new_props = P.rewrite(props, {"reply_to": REPLY_TO_PREFIX + reply[1]})
+                msg = StoredMessage(exchange, rk, new_props, body)
+            if flags & USER_ID_FLAG:
+                claimed = msg.prop("user_id")
+                if claimed != self.conn.user:
+                    raise precondition_failed(
+                        f"user_id property set to '{claimed}' but authenticated user was '{self.conn.user}'",
+                    )
+            if flags & EXPIRATION_FLAG:
+                value = msg.prop("expiration")
+                if value is not None:
+                    parse_expiration(value)
+            msg.compute_routing_keys()
+        confirms = self.confirms
+        seq = 0 if confirms is None else confirms.next_seq()
+        tx = self.tx
+        routed: list[Queue] | None
+        if x.impl is None and rk.startswith(REPLY_TO_PREFIX):
+            routed = None  # to a direct reply-to consumer, through no queue
+        elif vhost.tapped or tx is not None:
+            routed = vhost.route_publish(x, msg)
+        else:
+            out = vhost.publish(x, msg, mandatory)
+            if out is ACCEPTED_BY_ONE:  # the ingest fast path: nothing more to look at
+                if confirms is not None:
+                    confirms.confirm(seq, True)
+                return
+            self._published(msg, out, seq)
+            return
+        if vhost.tapped:  # firehose tracing or a watched hash exchange: after routing, before queues
+            tap_publish(self, x, msg, routed or [])
+        if tx is not None:  # routed now, delivered at tx.commit (as rabbit_channel does)
+            tx.publish(lambda: self._deliver(x, msg, mandatory, 0, routed))
+            return
+        self._deliver(x, msg, mandatory, seq, routed)
+
+    def _deliver(
+        self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int, routed: list[Queue] | None
+    ) -> None:
+        """Deliver a publish routed beforehand (`routed` None: to a direct reply-to consumer)."""
+        if routed is not None:
+            self._published(msg, self.vhost.deliver(x, msg, routed, mandatory), seq)
+            return
+        self.vhost.deliver(x, msg, ())  # counted in message_stats as a publish that reached no queue
+        delivered = self.conn.broker.deliver_reply(msg)
+        if not delivered and mandatory:
+            self._send_return(msg)
+        if seq and self.confirms is not None:
+            self.confirms.confirm(seq, True)
+
+    def _published(self, msg: StoredMessage, out: PublishOutcome, seq: int) -> None:
+        """The publisher's side of the pipeline's outcome: basic.return when it was mandatory and
+        routed nowhere; the confirm (a nack when a queue refused it), after the store write when
+        there is one; a transaction whose write failed cannot commit."""
+        if out.returned:
+            self._send_return(msg)
+        confirms = self.confirms
+        stored = out.stored
+        if stored is None:
+            if seq and confirms is not None:
+                confirms.confirm(seq, not out.refused)
+            return
+        if self.tx is not None:
+            stored.add_done_callback(self.tx.stored)
+        if seq and confirms is not None:
+            confirms.confirm_stored(seq, not out.refused, stored)
+
+    def _send_return(self, msg: StoredMessage) -> None:
+        """basic.return of an unroutable mandatory publish."""
+        self.vhost.stats.return_unroutable += 1
+        self.conn.send_return(self.number, 312, "NO_ROUTE", msg)
+
+    def flush_confirms(self) -> None:
+        """Send the publisher confirms due (one multiple ack)."""
+        if self.confirms is not None:
+            self.confirms.flush()
+
+    def on_confirm_select(self, a: C.ConfirmSelect) -> None:
+        if self.tx is not None:
+            raise precondition_failed("cannot switch from tx to confirm mode")
+        if self.confirms is None:
+            self.confirms = ConfirmTracker(self, self.conn, self.vhost.stats)
+        if not a.nowait:
+            self.reply(replies.confirm_select_ok())
+
+    def on_tx_select(self, a: C.TxSelect) -> None:
+        if self.confirms is not None:
+            raise precondition_failed("cannot switch from confirm to tx mode")
+        if self.tx is None:
+            self.tx = Transaction(self.tracker)
+        self.reply(replies.tx_select_ok())
+
+    def on_tx_commit(self, a: C.TxCommit) -> None:
+        tx = self.tx
+        if tx is None:
+            raise precondition_failed("channel is not transactional")
+        tx.commit()
+        persistence = self.vhost.persistence
+        if persistence is not None:  # commit-ok once the transaction's writes are on disk
+            persistence.committed().add_done_callback(self._tx_synced)
+            return
+        self.reply(replies.tx_commit_ok())
+
+    def _tx_synced(self, commit: Commit) -> None:
+        tx = self.tx
+        stored = tx is None or tx.synced(commit)
+        if not self.open:
+            return
+        if not stored:
+            err = internal_error("store write failed", hard=False)
+            self.conn.close_channel(self, err)
+            return
+        self.reply(replies.tx_commit_ok())
+
+    def on_tx_rollback(self, a: C.TxRollback) -> None:
+        if self.tx is None:
+            raise precondition_failed("channel is not transactional")
+        self.tx.rollback()
+        self.reply(replies.tx_rollback_ok())
 
     # -- the channel the queues deliver through (broker.entities.queues.consumers.ConsumerChannel) --
 
@@ -238,10 +454,7 @@ class Channel(TxMixin, PublishMixin):
         if self.ledger is not None and entry.seq:  # seq 0: not a stored position (a stream read)
             self.ledger.delivered(queue, entry, no_ack)
         msg = entry.msg
-        payload = M.deliver_payload(
-            consumer.tag_wire, tag, entry.redelivered, M.shortstr(msg.exchange), M.shortstr(msg.routing_key)
-        )
-        self.send_content(payload, msg)
+        self.conn.send_deliver(self.number, consumer.tag_wire, tag, entry.redelivered, msg)
         if self.vhost.tracing:  # after the send: a trace queue consumed here takes the next tag
             trace_deliver(self, queue.name, entry.redelivered, msg)
 
@@ -250,14 +463,7 @@ class Channel(TxMixin, PublishMixin):
         reply = self.consumers.reply_consumer
         if reply is None:
             return
-        payload = M.deliver_payload(
-            M.shortstr(reply[0]),
-            self.tracker.tag(),
-            False,
-            M.shortstr(msg.exchange),
-            M.shortstr(msg.routing_key),
-        )
-        self.send_content(payload, msg)
+        self.conn.send_deliver(self.number, M.shortstr(reply[0]), self.tracker.tag(), False, msg)
 
     def consumer_cancelled_by_server(self, consumer: Consumer) -> None:
         """The queue went away: drop the consumer and tell the client (consumer_cancel_notify)."""

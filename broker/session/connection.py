@@ -4,7 +4,8 @@ Bytes from the socket go into `CommandAssembler`; each command it yields is disp
 table (`_events` for channel 0, channel.open and the assembler's verdicts, `channel.DISPATCH` for
 channel methods); the handshake's actions are performed by `_actions`. Error handling follows
 rabbit_reader: handshake errors close the socket silently after a delay (a refused login and a
-refused connection.open excepted), hard errors send connection.close and wait briefly for
+refused connection.open excepted; a refused login and a fatal frame error are closed after the same
+delay, once their reason is sent), hard errors send connection.close and wait briefly for
 close-ok, soft errors close only the channel (`broker.session.link`), and anything unexpected
 becomes one log line and a 541 INTERNAL_ERROR connection.close (class/method 0/0, as a crashed
 RabbitMQ process reports).
@@ -197,10 +198,12 @@ class Connection(Link):
             self.fail(err, failure.culprit, fatal=failure.fatal)
 
     def _on_crash(self, number: int, crash: Crash) -> None:
-        """Input that crashes RabbitMQ's reader: the socket closes at once, silently."""
+        """Input that crashes RabbitMQ's reader: the socket is reset at once, silently (the crashed
+        process's socket is closed with the peer's frames unread, which the kernel answers with a
+        reset; observed on 3.10.8 with an unknown method id)."""
         log.error("closing AMQP connection %s (%s): %s", self.id, self.name, crash.reason)
         self._out.clear()
-        self._shutdown(crash.reason)
+        self._shutdown(crash.reason, reset=True)
 
     def _on_channel_open(self, number: int, command: C.ChannelOpen) -> None:
         if number == 0:
@@ -252,12 +255,19 @@ class Connection(Link):
             refusal = f"user '{user}' can only connect via localhost"
         if refusal is None:
             self.user = user
-        else:
-            log.error(
-                "connection %s (%s): user '%s' login refused: %s login refused: %s",
-                *(self.id, self.name, user, action.mechanism, refusal),
-            )
-        self._run(self.handshake.authenticated(refusal))
+            self._run(self.handshake.authenticated(None))
+            return
+        log.error(
+            "connection %s (%s): user '%s' login refused: %s login refused: %s",
+            *(self.id, self.name, user, action.mechanism, refusal),
+        )
+        # rabbit_reader answers a refused login (403 when the client asked for it, else nothing),
+        # then sleeps before it exits: the handshake's socket close happens after that delay
+        for step in self.handshake.authenticated(refusal):
+            if isinstance(step, H.CloseSocket):
+                self.close_later(step.reason)
+            else:
+                self._actions[type(step)](self, step)
 
     def _tuned(self, action: H.Tuned) -> None:
         self.frame_max, self.channel_max, self.heartbeat = action

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from amqpwire.errors import AmqpError
+from amqpwire.errors import not_allowed, precondition_failed
 from amqpwire.fields import FieldTable
 from broker.entities.queues.catalog import Consumer, ConsumerChannel, Queue
 from broker.session.declarations import gen_name
@@ -46,14 +46,14 @@ class ConsumerRegistry:
 
     def check_tag(self, tag: str) -> None:
         if tag in self.by_tag or (self.reply_consumer is not None and self.reply_consumer[0] == tag):
-            raise AmqpError(530, f"attempt to reuse consumer tag '{tag}'", hard=True)
+            raise not_allowed(f"attempt to reuse consumer tag '{tag}'")
 
     def add_reply(self, channel: ReplyTarget, tag: str, no_ack: bool) -> str:
         """basic.consume of amq.rabbitmq.reply-to: the channel's one reply consumer; its tag."""
         if not no_ack:
-            raise AmqpError(406, "reply consumer cannot acknowledge")
+            raise precondition_failed("reply consumer cannot acknowledge")
         if self.reply_consumer is not None:
-            raise AmqpError(406, "reply consumer already set")
+            raise precondition_failed("reply consumer already set")
         tag = tag or gen_name("amq.ctag")
         self.reply_consumer = (tag, self.replies.register_reply_channel(channel))
         return tag

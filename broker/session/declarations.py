@@ -13,7 +13,14 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from amqpwire.errors import AmqpError, access_refused, not_found, precondition_failed, resource_locked
+from amqpwire.errors import (
+    AmqpError,
+    access_refused,
+    precondition_failed,
+    resource_locked,
+    resource_name,
+    resource_not_found,
+)
 from amqpwire.fields import FieldTable
 from broker.entities.queues.arguments import (
     assert_args_equivalence,
@@ -64,7 +71,7 @@ def not_default_exchange(name: str) -> None:
 
 def locked_error(q: Queue) -> AmqpError:
     return resource_locked(
-        f"cannot obtain exclusive access to locked queue '{q.name}' in vhost '{q.vhost.name}'. "
+        f"cannot obtain exclusive access to locked {resource_name('queue', q.name, q.vhost.name)}. "
         "It could be originally declared on another connection or the exclusive property value "
         "does not match that of the original declaration."
     )
@@ -86,7 +93,7 @@ def check_reply_to_declare(vhost: VHost, name: str, reply_channel_exists: Callab
     if name != REPLY_TO and not (
         name.startswith(REPLY_TO_PREFIX) and reply_channel_exists(name[len(REPLY_TO_PREFIX) :])
     ):
-        raise not_found(f"no queue '{name}' in vhost '{vhost.name}'")
+        raise resource_not_found("queue", name, vhost.name)
 
 
 def check_exclusive(principal: Principal, q: Queue) -> None:
@@ -146,14 +153,14 @@ def bind(
     _check_binding(principal, source, dest)
     src = vhost.exchanges.get(source)
     if src is None:
-        raise not_found(f"no exchange '{source}' in vhost '{vhost.name}'")
+        raise resource_not_found("exchange", source, vhost.name)
     if dest.kind == "queue":
         q = vhost.queues.get(dest.name)
         if q is None:
-            raise not_found(f"no queue '{dest.name}' in vhost '{vhost.name}'")
+            raise resource_not_found("queue", dest.name, vhost.name)
         check_exclusive(principal, q)
     elif dest.name not in vhost.exchanges:
-        raise not_found(f"no exchange '{dest.name}' in vhost '{vhost.name}'")
+        raise resource_not_found("exchange", dest.name, vhost.name)
     vhost.add_binding(src, Binding(dest, key, args))
 
 

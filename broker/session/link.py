@@ -2,8 +2,11 @@
 
 Error handling follows rabbit_reader: handshake errors close the socket silently after a delay (a
 refused login and a refused connection.open excepted), hard errors send connection.close and wait
-briefly for close-ok, soft errors close only the channel. Every close for an internal error names
-class/method 0/0, as a crashed RabbitMQ process reports.
+briefly for close-ok, soft errors close only the channel. A refused login and a fatal frame error
+send what RabbitMQ sends, then stop reading and reset the socket after the same delay (rabbit_reader
+sleeps ?SILENT_CLOSE_DELAY before its exit), so a client still writing reads the reason and a client
+retrying a wrong password is slowed down. Every close for an internal error names class/method 0/0,
+as a crashed RabbitMQ process reports.
 """
 
 from __future__ import annotations
@@ -20,11 +23,21 @@ from broker.protocol.assembler import CommandAssembler
 from broker.protocol.framing import HEARTBEAT_FRAME
 from broker.protocol.handshake import Handshake
 from broker.protocol.heartbeat import Beat, HeartbeatPolicy
-from broker.protocol.methods import close_payload, method_frame
+from broker.protocol.methods import (
+    close_payload,
+    confirm_payload,
+    content_frames,
+    deliver_payload,
+    get_ok_payload,
+    method_frame,
+    return_payload,
+    shortstr,
+)
 from broker.session.identity import ConnectionIdentity
 from broker.session.ports import Transport
 
 if TYPE_CHECKING:
+    from broker.entities.message import StoredMessage
     from broker.entities.queues.catalog import Queue
     from broker.entities.vhost import VHost
     from broker.session.channel import Channel
@@ -37,7 +50,7 @@ _ids = itertools.count(1)
 # After connection.close RabbitMQ 3.10.8 keeps reading (discarding all but close/close-ok) and
 # resets the socket 30 s later if no close-ok came (observed with a raw socket).
 CLOSE_OK_TIMEOUT = 30.0
-SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds)
+SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds): the default of the setting
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 
 
@@ -79,10 +92,35 @@ class Link(ConnectionIdentity):
         self.send_cnt += 1
         self._schedule_flush()
 
-    def send_frames(self, frames: list[bytes]) -> None:
-        """Frames given as (header, payload, end marker) triples."""
-        self._out.extend(frames)
-        self.send_cnt += len(frames) // 3
+    def send_deliver(
+        self, channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool, msg: StoredMessage
+    ) -> None:
+        payload = deliver_payload(
+            consumer_tag, delivery_tag, redelivered, shortstr(msg.exchange), shortstr(msg.routing_key)
+        )
+        self._send_content(channel, payload, msg)
+
+    def send_get_ok(
+        self, channel: int, delivery_tag: int, redelivered: bool, message_count: int, msg: StoredMessage
+    ) -> None:
+        payload = get_ok_payload(
+            delivery_tag, redelivered, shortstr(msg.exchange), shortstr(msg.routing_key), message_count
+        )
+        self._send_content(channel, payload, msg)
+
+    def send_return(self, channel: int, reply_code: int, reply_text: str, msg: StoredMessage) -> None:
+        payload = return_payload(reply_code, reply_text, shortstr(msg.exchange), shortstr(msg.routing_key))
+        self._send_content(channel, payload, msg)
+
+    def send_confirm(self, channel: int, ack: bool, seq: int, multiple: bool) -> None:
+        self.send_method(channel, confirm_payload(ack, seq, multiple))
+
+    def _send_content(self, channel: int, method_payload: bytes, msg: StoredMessage) -> None:
+        """A method with a message: the one place a connection frames content."""
+        out = self._out
+        before = len(out)
+        content_frames(channel, method_payload, msg.props, msg.body, self.frame_max, out)
+        self.send_cnt += (len(out) - before) // 3
         self._schedule_flush()
 
     def _schedule_flush(self) -> None:
@@ -155,24 +193,34 @@ class Link(ConnectionIdentity):
         self.core.connection_closing()
         self._teardown_channels()
         self.flush()
-        if fatal:
-            self._shutdown(err.reply_text)
+        if fatal:  # rabbit_reader:fatal_frame_error: a grace period for the close to reach the client
+            self.close_later(err.reply_text)
             return
         self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._shutdown, "close-ok timeout", True)
 
     def _silent_close(self, reason: str) -> None:
-        """rabbit_reader's handshake-error path: say nothing, wait SILENT_CLOSE_DELAY, reset.
-
-        RabbitMQ sleeps so that a misbehaving client cannot retry in a tight loop, then its reader
-        exits with the socket still holding our unread frames, which the kernel turns into a reset.
-        """
-        self.silent = self._halted = True
+        """rabbit_reader's handshake-error path: say nothing, wait, reset (see `close_later`)."""
+        self.silent = True
         self._out.clear()
+        self.close_later(f"handshake error: {reason}")
+
+    def close_later(self, reason: str) -> None:
+        """rabbit_reader's sleep before it exits: send what is pending, read nothing more, reset the
+        socket after the server's `silent_close_delay` (RabbitMQ's ?SILENT_CLOSE_DELAY, 3 s).
+
+        RabbitMQ sleeps so that a misbehaving client cannot retry in a tight loop and a client still
+        writing can read the reason; its reader then exits with the peer's frames unread, which the
+        kernel turns into a reset. Reading is paused, so whatever the client sends meanwhile stays
+        in the kernel's socket buffer and costs the broker nothing.
+        """
+        if self.closed:
+            return
+        self.flush()
+        self._halted = True
         self.transport.pause_reading()
         self._cancel_timers()
-        self._close_timer = self.loop.call_later(
-            SILENT_CLOSE_DELAY, self._shutdown, f"handshake error: {reason}", True
-        )
+        delay = self.broker.settings.silent_close_delay
+        self._close_timer = self.loop.call_later(delay, self._shutdown, reason, True)
 
     def close_channel(self, ch: ChannelHandle, err: AmqpError, culprit: tuple[int, int] = (0, 0)) -> None:
         """A soft error: channel.close with the error; the channel is gone once close-ok arrives."""

@@ -9,9 +9,12 @@ uses comes through these ports, which the objects above satisfy structurally:
   `AlarmView` (publishers blocked or in flow), `NodeName` (the node clients are told they
   reached), the direct reply-to registry, the registry of open connections, the vhosts by name and
   the `MessageLedger` (what the store keeps of deliveries).
+- `ChannelServer`: the part of `Server` a channel reads (access checks, the ledger, direct
+  reply-to).
 - `ChannelOwner`: what a channel needs from the connection that owns it: an `Outbox` for what it
-  sends, the acting user's permission check, the vhost, and closing. `broker.session.connection`
-  implements it over a socket; management's in-process session implements it in memory.
+  sends (typed messages, which the owner encodes), the acting user's permission check, the vhost,
+  and closing. `broker.session.connection` implements it over a socket; management's in-process
+  session implements it in memory.
 - `ChannelHandle`: what a connection needs from its channels (closing them, flushing confirms).
 - `Transport` and `Scheduler`: the byte stream under a connection and the loop that runs its timers.
 
@@ -54,6 +57,12 @@ class ServerSettings(Protocol):
     @property
     def loopback_users(self) -> Collection[str]:
         """Users who may log in only from the local host."""
+        ...
+
+    @property
+    def silent_close_delay(self) -> float:
+        """Seconds a connection refused at login, failed in its handshake or closed for a fatal
+        frame error is kept, unread, before its socket is reset (RabbitMQ's ?SILENT_CLOSE_DELAY, 3 s)."""
         ...
 
 
@@ -143,14 +152,22 @@ class ReplyRegistry(Protocol):
         ...
 
 
-class Server(ReplyRegistry, Protocol):
+class ChannelServer(ReplyRegistry, Protocol):
+    """The broker, as a channel sees it: the access checks, what the store keeps of deliveries and
+    the direct reply-to consumers. Management's in-process session needs no more of it."""
+
+    @property
+    def auth(self) -> AccessControl: ...
+
+    @property
+    def ledger(self) -> MessageLedger | None: ...
+
+
+class Server(ChannelServer, Protocol):
     """The broker, as one connection and its channels see it."""
 
     @property
     def settings(self) -> ServerSettings: ...
-
-    @property
-    def auth(self) -> AccessControl: ...
 
     @property
     def alarms(self) -> AlarmView: ...
@@ -168,9 +185,6 @@ class Server(ReplyRegistry, Protocol):
 
     @property
     def vhosts(self) -> Mapping[str, VHost]: ...
-
-    @property
-    def ledger(self) -> MessageLedger | None: ...
 
     def connection_lost(self, conn: object) -> None:
         """`conn` closed: it leaves the broker's connections (the server registered it)."""
@@ -231,13 +245,9 @@ class ChannelHandle(Protocol):
 
 
 class Outbox(Protocol):
-    """Where a channel's output goes. Method payloads and content frames are encoded by
-    `broker.protocol.methods`; the outbox only carries them."""
-
-    @property
-    def frame_max(self) -> int:
-        """The negotiated frame size: content bodies are split to fit."""
-        ...
+    """Where a channel's output goes, as typed messages: the outbox encodes them (a connection frames
+    them onto its socket with `broker.protocol.methods`; management's in-process session keeps
+    them). Replies without a message are method payloads encoded by `broker.protocol.replies`."""
 
     @property
     def paused(self) -> bool:
@@ -245,11 +255,28 @@ class Outbox(Protocol):
         ...
 
     def send_method(self, channel: int, payload: bytes) -> None:
-        """One method frame around `payload` (class id, method id, fields)."""
+        """One method (class id, method id, fields) with no content."""
         ...
 
-    def send_frames(self, frames: list[bytes]) -> None:
-        """Complete frames, as (header, payload, end marker) triples."""
+    def send_deliver(
+        self, channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool, msg: StoredMessage
+    ) -> None:
+        """basic.deliver of `msg` to a consumer (`consumer_tag` encoded as a shortstr, as the
+        consumer keeps it)."""
+        ...
+
+    def send_get_ok(
+        self, channel: int, delivery_tag: int, redelivered: bool, message_count: int, msg: StoredMessage
+    ) -> None:
+        """basic.get-ok with `msg`; `message_count` is what the queue holds after it."""
+        ...
+
+    def send_return(self, channel: int, reply_code: int, reply_text: str, msg: StoredMessage) -> None:
+        """basic.return of a publish no queue took."""
+        ...
+
+    def send_confirm(self, channel: int, ack: bool, seq: int, multiple: bool) -> None:
+        """basic.ack (or basic.nack) of the publishes up to `seq` (only `seq` unless `multiple`)."""
         ...
 
     def want_flush_confirms(self, channel: ChannelHandle) -> None:
@@ -264,7 +291,7 @@ class ChannelOwner(Outbox, Protocol):
     user's permission check and the owner of exclusive queues."""
 
     @property
-    def broker(self) -> Server: ...
+    def broker(self) -> ChannelServer: ...
 
     @property
     def vhost_obj(self) -> VHost: ...

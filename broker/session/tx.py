@@ -1,68 +1,72 @@
-"""Transactions: publishes routed at publish and delivered at commit, acks and rejects held until
-commit, all given back by rollback or a close."""
+"""A channel's transaction (rabbit_channel's tx state): publishes routed at publish and delivered at
+tx.commit, acks and rejects held until then, all given back by tx.rollback or a close."""
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from amqpwire.errors import AmqpError, ReplyCode
 from broker.entities.persistence import failed
-from broker.protocol import commands as C
-from broker.protocol import replies
-from broker.session.acks import AcksMixin
 
 if TYPE_CHECKING:
     from broker.entities.persistence import Commit
+    from broker.session.unacked import Settled, UnackedTracker
 
 
-class TxMixin(AcksMixin):
-    """The channel's tx part (see the module docstring and `channel_base`)."""
+class Transaction:
+    """The work a channel in tx mode holds until tx.commit. `tracker` settles what it held."""
 
-    def on_tx_select(self, a: C.TxSelect) -> None:
-        if self.confirm:
-            raise AmqpError(406, "cannot switch from confirm to tx mode")
-        if self.tx is None:
-            self.tx = []
-            self.tx_acks = []
-        self.reply(replies.tx_select_ok())
+    __slots__ = ("_acks", "_actions", "_rejects", "_tracker", "_unstored")
 
-    def on_tx_commit(self, a: C.TxCommit) -> None:
-        if self.tx is None:
-            raise AmqpError(406, "channel is not transactional")
-        actions, acks = self.tx, self.tx_acks
-        self.tx, self.tx_acks, self.tx_rejects = [], [], []
-        for action in actions:  # the publishes, routed when they were published
+    def __init__(self, tracker: UnackedTracker) -> None:
+        self._tracker = tracker
+        self._actions: list[Callable[[], None]] = []  # publishes and rejects, in the order received
+        self._acks: Settled = []
+        self._rejects: Settled = []  # rejected or nacked inside the transaction: still owed
+        self._unstored = False
+
+    def publish(self, deliver: Callable[[], None]) -> None:
+        """A publish routed now, delivered at commit (as rabbit_channel does)."""
+        self._actions.append(deliver)
+
+    def ack(self, items: Settled) -> None:
+        self._acks.extend(items)
+
+    def reject(self, items: Settled, requeue: bool) -> None:
+        """A reject or nack waits for the commit; a rollback (or a close) gives the deliveries back
+        as unacked, as RabbitMQ 3.10.8 does (a later reject of the same tag after a rollback is
+        accepted there, not a 406 unknown delivery tag)."""
+        tracker = self._tracker
+        self._rejects.extend(items)
+        self._actions.append(lambda: tracker.reject(items, requeue))
+
+    def stored(self, commit: Commit) -> None:
+        """The store write of a publish delivered by the commit is done (`Commit` callback)."""
+        if failed(commit):
+            self._unstored = True
+
+    def commit(self) -> None:
+        """Deliver the publishes and settle the rejects in order, then the acks."""
+        actions, acks = self._actions, self._acks
+        self._actions, self._acks, self._rejects = [], [], []
+        for action in actions:
             action()
-        persistence = self.vhost.persistence
-        if persistence is not None:
-            self._store_settled(acks)
-        self._count_acks(acks)
-        for q in self._release(acks):
-            q.try_deliver()
-        if persistence is not None:  # commit-ok once the transaction's writes are on disk
-            persistence.committed().add_done_callback(self._tx_synced)
-            return
-        self.reply(replies.tx_commit_ok())
+        self._tracker.ack(acks)
 
-    def _tx_synced(self, commit: Commit) -> None:
-        unstored, self.tx_unstored = self.tx_unstored, False
-        if not self.open:
-            return
-        if unstored or failed(commit):
-            err = AmqpError(ReplyCode.INTERNAL_ERROR, "store write failed", hard=False, in_method=False)
-            self.conn.close_channel(self, err)
-            return
-        self.reply(replies.tx_commit_ok())
+    def synced(self, commit: Commit) -> bool:
+        """The store sync after a commit is done: whether every write of the commit is on disk (the
+        sync alone cannot tell, as a later batch commits without the dropped writes)."""
+        unstored, self._unstored = self._unstored, False
+        return not (unstored or failed(commit))
 
-    def on_tx_rollback(self, a: C.TxRollback) -> None:
-        if self.tx is None:
-            raise AmqpError(406, "channel is not transactional")
-        # acknowledged- or rejected-in-tx deliveries become unacked again, in tag order
-        pending = self.tx_acks + self.tx_rejects
-        for t, u in pending:
-            self.unacked[t] = u
-        if pending:
-            self.unacked_order = deque(sorted(set(self.unacked_order) | {t for t, _ in pending}))
-        self.tx, self.tx_acks, self.tx_rejects = [], [], []
-        self.reply(replies.tx_rollback_ok())
+    def rollback(self) -> None:
+        """Drop the publishes; the acknowledged and rejected deliveries are unacked again."""
+        held = self.take_held()
+        self._actions = []
+        self._tracker.restore(held)
+
+    def take_held(self) -> Settled:
+        """The deliveries acknowledged or rejected in the open transaction, taken out."""
+        held = self._acks + self._rejects
+        self._acks, self._rejects = [], []
+        return held

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from amqpwire.errors import AmqpError
+from amqpwire.errors import precondition_failed
 
 if TYPE_CHECKING:
     from broker.entities.queues.catalog import Consumer, Entry, Queue
@@ -74,7 +74,7 @@ class UnackedTracker:
         if multiple and tag == 0:
             return self.take_all()
         if tag not in unacked:
-            raise AmqpError(406, f"unknown delivery tag {tag}")
+            raise precondition_failed(f"unknown delivery tag {tag}")
         if not multiple:
             return [(tag, unacked.pop(tag))]
         out = []
@@ -150,6 +150,16 @@ class UnackedTracker:
                 q.dead_letter(entries, "rejected")
         for q in touched:
             q.try_deliver()
+
+    def restore(self, items: Settled) -> None:
+        """Deliveries taken out but never settled (a transaction rolled back) await an ack again,
+        in tag order."""
+        if not items:
+            return
+        unacked = self.unacked
+        for t, u in items:
+            unacked[t] = u
+        self.order = deque(sorted(set(self.order) | {t for t, _u in items}))
 
     def recover(self) -> None:
         """basic.recover(requeue=true): every unacked delivery goes back to its queue."""

@@ -180,3 +180,19 @@ def test_the_session_reaches_the_server_only_through_its_ports() -> None:
             elif isinstance(node, ast.Attribute) and node.attr == "store":
                 offenders.append(f"{path.name}:{node.lineno} reads .store")
     assert not offenders, offenders
+
+
+def test_the_channel_composes_its_parts_instead_of_inheriting_them() -> None:
+    """The channel owns its parts (unacked, confirms, transaction, limiter, consumers): no mixin
+    chain, and nothing in broker/session reaches into another class's private members."""
+    from broker.session.channel import Channel
+
+    assert Channel.__bases__ == (object,)
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--select", "SLF001", "broker/session"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout[-2000:]

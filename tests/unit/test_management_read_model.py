@@ -186,9 +186,7 @@ def imports_of(path: Path) -> list[str]:
 
 
 def management_modules() -> list[Path]:
-    # local_channel drives a session channel, so it names what the session layer needs from the
-    # broker; everything else here states its needs in broker.management.ports.
-    return [p for p in sorted(MANAGEMENT.rglob("*.py")) if p.name != "local_channel.py"]
+    return sorted(MANAGEMENT.rglob("*.py"))
 
 
 def test_management_names_nothing_above_it_and_nothing_that_does_not_exist() -> None:
