@@ -115,7 +115,10 @@ def columns(req: Request, resp: Response) -> Response:
             dst[path[-1]] = src
         return out
 
-    picked = [pick(o) for o in data] if isinstance(data, list) else pick(data)
+    if isinstance(data, dict) and isinstance(data.get("items"), list) and "page_count" in data:
+        picked: Any = {**data, "items": [pick(o) for o in data["items"]]}  # a paged answer
+    else:
+        picked = [pick(o) for o in data] if isinstance(data, list) else pick(data)
     return Response.json(picked, resp.status)
 
 
