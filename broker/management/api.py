@@ -75,6 +75,8 @@ class Api:
             if allowed:
                 return Response(405, b"", {"allow": ", ".join(sorted(allowed))})
             return not_found()
+        if rule.level is authz.Level.PUBLIC:
+            return None
         auth = self.authenticate(req)
         if isinstance(auth, Response):
             return auth

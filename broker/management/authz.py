@@ -30,6 +30,7 @@ MANAGEMENT_TAGS = frozenset({"management", "policymaker", "monitoring", "adminis
 
 
 class Level(Enum):
+    PUBLIC = "public"  # no login needed (/api/auth: the login page reads it first)
     MANAGEMENT = "management"
     MONITOR = "monitor"
     ADMIN = "admin"

@@ -15,6 +15,7 @@ from broker.management.views import (
     exchanges,
     hash_trace,
     health,
+    meta,
     overview,
     policies,
     queues,
@@ -22,6 +23,7 @@ from broker.management.views import (
     vhosts,
 )
 
+PUBLIC = Rule(Level.PUBLIC)
 MANAGEMENT = Rule(Level.MANAGEMENT)
 MONITOR = Rule(Level.MONITOR)
 ADMIN = Rule(Level.ADMIN)
@@ -51,7 +53,14 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
         {"GET": users.get_permission, "PUT": users.put_permission, "DELETE": users.delete_permission},
     ),
     (("connections",), MANAGEMENT, {"GET": connections.get_connections}),
+    (
+        ("connections", "*"),
+        MANAGEMENT,
+        {"GET": connections.get_connection, "DELETE": connections.delete_connection},
+    ),
+    (("connections", "*", "channels"), MANAGEMENT, {"GET": connections.get_connection_channels}),
     (("channels",), MANAGEMENT, {"GET": connections.get_channels}),
+    (("channels", "*"), MANAGEMENT, {"GET": connections.get_channel}),
     (("consumers",), MANAGEMENT, {"GET": connections.get_consumers}),
     (("consumers", "*"), MANAGEMENT, {"GET": connections.get_consumers}),  # filtered, never refused
     (("exchanges",), MANAGEMENT, {"GET": exchanges.get_exchanges}),
@@ -119,6 +128,18 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
     (("aliveness-test", "*"), VHOST, {"GET": health.get_aliveness}),
     (("healthchecks", "node"), MANAGEMENT, {"GET": health.get_node_health}),
     (("healthchecks", "node", "*"), MANAGEMENT, {"GET": health.get_node_health}),
+    (("extensions",), MANAGEMENT, {"GET": meta.get_extensions}),
+    (("auth",), PUBLIC, {"GET": meta.get_auth}),
+    (("feature-flags",), ADMIN, {"GET": meta.get_feature_flags}),
+    (("global-parameters",), ADMIN, {"GET": meta.get_global_parameters}),
+    (("global-parameters", "*"), ADMIN, {"GET": meta.get_global_parameters}),
+    (("topic-permissions",), ADMIN, {"GET": meta.get_topic_permissions}),
+    (("users", "*", "topic-permissions"), ADMIN, {"GET": meta.get_topic_permissions}),
+    (("vhosts", "*", "topic-permissions"), ADMIN, {"GET": meta.get_topic_permissions}),
+    (("vhost-limits",), MANAGEMENT, {"GET": meta.get_vhost_limits}),
+    (("vhost-limits", "*"), VHOST, {"GET": meta.get_vhost_limits}),
+    (("user-limits",), MANAGEMENT, {"GET": meta.get_user_limits}),
+    (("user-limits", "*"), MANAGEMENT, {"GET": meta.get_user_limits}),
     (("hashbroker", "nodes"), MONITOR, {"GET": overview.get_cluster_nodes}),
     (
         ("hashbroker", "nodes", "*"),
