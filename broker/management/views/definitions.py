@@ -46,6 +46,8 @@ async def post_definitions(ctx: Context, req: Request, segs: list[str]) -> Respo
         except ValueError:
             return bad_request("not_json")
     plan = definitions_doc.plan_import(ctx.state, doc, vhost)
+    if plan.reason is not None:
+        return bad_request(plan.reason)  # RabbitMQ's own refusal of the first such item
     if plan.problems:
         return bad_request("hashbroker cannot import these definitions:\n" + "\n".join(plan.problems))
     try:
