@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
-import json
 import re
 from urllib.parse import unquote
 
@@ -114,9 +113,9 @@ def _sorted_and_paged(
     req: Request, resp: Response, resource: str, page: paging.Pagination | None
 ) -> Response:
     """A list answer sorted as RabbitMQ sorts it, and paged when `page` asks for it."""
-    if resp.status != 200 or not resp.body.startswith(b"["):
+    if resp.status != 200 or not isinstance(resp.payload, list):
         return resp
-    items = paging.sort_items(json.loads(resp.body), req)
+    items = paging.sort_items(resp.payload, req)
     if page is not None:
         return Response.json(paging.page_items(items, page, resource), headers=_extra_headers(resp))
     return Response.json(items, headers=_extra_headers(resp))

@@ -93,18 +93,48 @@ def decode_json(data: bytes) -> Any:
         raise ValueError("JSON nested too deeply") from None
 
 
+ENCODE_BATCH = 1000
+"""List items JSON-encoded between two yields to the event loop (a long list is encoded in
+batches, so a 100k-binding answer does not hold up the broker's other work)."""
+
+
 @dataclass
 class Response:
+    """An answer. A JSON one keeps its `payload` (sorting, paging and `?columns=` work on it); a
+    long list's body is encoded later, in batches (`encode_body`), by the server."""
+
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+    payload: Any = None
+    deferred: bool = False
 
     @classmethod
     def json(cls, payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-        data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         h = {"content-type": "application/json", "cache-control": "no-cache"}
         h.update(headers or {})
-        return cls(status, data, h)
+        if isinstance(payload, list) and len(payload) > ENCODE_BATCH:
+            return cls(status, b"", h, payload, deferred=True)
+        return cls(status, _dumps(payload), h, payload)
+
+
+def _dumps(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+async def encode_body(resp: Response) -> None:
+    """Encode a deferred list body, yielding to the loop between batches of ENCODE_BATCH items."""
+    if not resp.deferred:
+        return
+    items = resp.payload
+    parts = [b"["]
+    for start in range(0, len(items), ENCODE_BATCH):
+        chunk = _dumps(items[start : start + ENCODE_BATCH])
+        parts.append(chunk[1:-1] if start == 0 else b"," + chunk[1:-1])
+        await asyncio.sleep(0)
+    parts.append(b"]")
+    resp.body = b"".join(parts)
+    resp.deferred = False
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -317,6 +347,7 @@ class _Exchange:
 
     async def _send(self, req: Request, resp: Response) -> None:
         h11 = self.h11
+        await encode_body(resp)
         headers = [("server", "hashbroker"), *resp.headers.items()]
         if resp.status != 204 and resp.status >= 200:
             headers.append(("content-length", str(len(resp.body))))
