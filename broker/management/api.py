@@ -46,8 +46,8 @@ class Api:
             return refused
         handler, _rule, _allowed = match(req.method, segments[1:])
         assert handler is not None  # check() answered 404/405 otherwise
-        resource = segments[1] if len(segments) > 1 else ""
-        paged = req.method in ("GET", "HEAD") and resource in paging.PAGED
+        resource = paging.paged_resource(segments[1:])
+        paged = req.method in ("GET", "HEAD") and resource is not None
         try:
             pages = paging.pagination(req) if paged else None
         except paging.PagingError as exc:
@@ -55,7 +55,7 @@ class Api:
         resp = await handler(self.ctx, req, segments[1:])
         if req.method in ("GET", "HEAD") and (paged or "sort" in req.query or "sort_reverse" in req.query):
             try:
-                resp = _sorted_and_paged(req, resp, resource, pages)
+                resp = _sorted_and_paged(req, resp, resource or "", pages)
             except paging.PagingError as exc:
                 return exc.response()
         return columns(req, resp)

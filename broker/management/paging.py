@@ -22,8 +22,19 @@ from broker.management.render import bad_request
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
 DEFAULT_SORT = ("vhost", "name")
-PAGED = frozenset({"queues", "exchanges", "connections", "channels", "vhosts"})
-"""The resources whose lists RabbitMQ pages (the others ignore `page`)."""
+
+
+def paged_resource(segs: Sequence[str]) -> str | None:
+    """The resource whose list `segs` (the path after /api/) names, when RabbitMQ pages that list
+    (/api/queues[/vhost], /api/exchanges[/vhost], /api/vhosts, /api/connections, /api/channels);
+    None for every other path, which ignores `page` (/api/vhosts/{vhost}/connections too)."""
+    if len(segs) == 1 and segs[0] in ("queues", "exchanges", "vhosts", "connections", "channels"):
+        return segs[0]
+    if len(segs) == 2 and segs[0] in ("queues", "exchanges"):
+        return segs[0]
+    return None
+
+
 _PROPLIST_ORDER = frozenset({"connections", "channels"})
 """Resources whose empty paged object keeps rabbit_mgmt_util's field order (the others sort it)."""
 _INTEGER = re.compile(r"[+-]?[0-9]+")

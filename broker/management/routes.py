@@ -43,6 +43,8 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
         {"GET": vhosts.get_vhosts, "PUT": vhosts.put_vhost, "DELETE": vhosts.delete_vhost},
     ),
     (("vhosts", "*", "permissions"), ADMIN, {"GET": users.get_vhost_permissions}),
+    (("vhosts", "*", "connections"), VHOST, {"GET": connections.get_connections}),
+    (("vhosts", "*", "channels"), VHOST, {"GET": connections.get_channels}),
     (("users",), ADMIN, {"GET": users.get_users}),
     (("users", "*"), ADMIN, {"GET": users.get_users, "PUT": users.put_user, "DELETE": users.delete_user}),
     (("users", "*", "permissions"), ADMIN, {"GET": users.get_user_permissions}),

@@ -49,6 +49,10 @@ def base(bt: BrokerThread) -> str:
         "/api/vhost-limits/no-such-vhost",
         "/api/global-parameters/no-such-parameter",
         "/api/connections/no-such-connection",
+        "/api/connections/no-such-connection?page=0",
+        "/api/channels/no-such-channel?page=abc",
+        "/api/vhosts/no-such-vhost/connections",
+        "/api/vhosts/no-such-vhost/channels",
         "/api/channels/no-such-channel",
     ],
 )
@@ -150,6 +154,11 @@ def test_channel_by_name(broker: BrokerThread) -> None:
         assert status == 200 and body["number"] == 1 and body["connection_details"]["name"] == name
         chans = http(base(broker), "GET", f"/api/connections/{urllib.parse.quote(name, safe='')}/channels")[1]
         assert [c["number"] for c in chans] == [1]
+        in_vhost = http(base(broker), "GET", "/api/vhosts/%2F/connections")[1]
+        assert name in [c["name"] for c in in_vhost] and isinstance(in_vhost, list)
+        assert name in [
+            c["connection_details"]["name"] for c in http(base(broker), "GET", "/api/vhosts/%2F/channels")[1]
+        ]
     finally:
         conn.close()
 

@@ -8,7 +8,7 @@ from broker.entities.info import ChannelView, ConnectionView, ConsumerView, Queu
 from broker.management.connection_close import force_close
 from broker.management.context import Context
 from broker.management.http import Request, Response
-from broker.management.render import not_authorised, not_found
+from broker.management.render import formatted, not_authorised, not_found
 from broker.management.sessions import Sessions
 from broker.management.values import table_to_json
 
@@ -106,15 +106,29 @@ def _own(ctx: Context, req: Request, user: str) -> bool:
 
 
 async def get_connections(ctx: Context, req: Request, segs: list[str]) -> Response:
-    return Response.json(
-        [fmt_connection(ctx, c) for c in ctx.state.sessions().connections() if _own(ctx, req, c.user)]
-    )
+    """/api/connections, or /api/vhosts/{vhost}/connections for one vhost's."""
+    vhost = segs[1] if segs[0] == "vhosts" else None
+    if vhost is not None and not ctx.state.has_vhost(vhost):
+        return not_found()
+    conns = [
+        c
+        for c in ctx.state.sessions().connections()
+        if _own(ctx, req, c.user) and (vhost is None or c.vhost == vhost)
+    ]
+    return Response.json(await formatted(conns, lambda c: fmt_connection(ctx, c)))
 
 
 async def get_channels(ctx: Context, req: Request, segs: list[str]) -> Response:
-    return Response.json(
-        [fmt_channel(ctx, ch) for ch in ctx.state.sessions().channels() if _own(ctx, req, ch.connection.user)]
-    )
+    """/api/channels, or /api/vhosts/{vhost}/channels for one vhost's."""
+    vhost = segs[1] if segs[0] == "vhosts" else None
+    if vhost is not None and not ctx.state.has_vhost(vhost):
+        return not_found()
+    chans = [
+        ch
+        for ch in ctx.state.sessions().channels()
+        if _own(ctx, req, ch.connection.user) and (vhost is None or ch.connection.vhost == vhost)
+    ]
+    return Response.json(await formatted(chans, lambda ch: fmt_channel(ctx, ch)))
 
 
 async def get_consumers(ctx: Context, req: Request, segs: list[str]) -> Response:
