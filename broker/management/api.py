@@ -16,7 +16,7 @@ import ipaddress
 import re
 from urllib.parse import unquote
 
-from broker.management import authz, dashboard
+from broker.management import authz, dashboard, paging
 from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.ports import PolicyAdmin
@@ -46,7 +46,18 @@ class Api:
             return refused
         handler, _rule, _allowed = match(req.method, segments[1:])
         assert handler is not None  # check() answered 404/405 otherwise
+        resource = paging.paged_resource(segments[1:])
+        paged = req.method in ("GET", "HEAD") and resource is not None
+        try:
+            pages = paging.pagination(req) if paged else None
+        except paging.PagingError as exc:
+            return exc.response()
         resp = await handler(self.ctx, req, segments[1:])
+        if req.method in ("GET", "HEAD") and (paged or "sort" in req.query or "sort_reverse" in req.query):
+            try:
+                resp = _sorted_and_paged(req, resp, resource or "", pages)
+            except paging.PagingError as exc:
+                return exc.response()
         return columns(req, resp)
 
     def check(self, req: Request) -> Response | None:
@@ -63,6 +74,8 @@ class Api:
             if allowed:
                 return Response(405, b"", {"allow": ", ".join(sorted(allowed))})
             return not_found()
+        if rule.level is authz.Level.PUBLIC:
+            return None
         auth = self.authenticate(req)
         if isinstance(auth, Response):
             return auth
@@ -94,6 +107,22 @@ class Api:
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _MEDIA_TYPE = re.compile(rf"\s*({_TOKEN})/({_TOKEN})\s*(;.*)?", re.DOTALL)
 _DEFINITIONS_TYPES = {("application", "json"), ("multipart", "form-data")}
+
+
+def _sorted_and_paged(
+    req: Request, resp: Response, resource: str, page: paging.Pagination | None
+) -> Response:
+    """A list answer sorted as RabbitMQ sorts it, and paged when `page` asks for it."""
+    if resp.status != 200 or not isinstance(resp.payload, list):
+        return resp
+    items = paging.sort_items(resp.payload, req)
+    if page is not None:
+        return Response.json(paging.page_items(items, page, resource), headers=_extra_headers(resp))
+    return Response.json(items, headers=_extra_headers(resp))
+
+
+def _extra_headers(resp: Response) -> dict[str, str]:
+    return {k: v for k, v in resp.headers.items() if k not in ("content-type", "cache-control")}
 
 
 def acceptable_content_type(req: Request, resource: str) -> bool:

@@ -24,12 +24,14 @@ from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from enum import Enum
 
+from amqpwire.errors import AmqpError
 from broker.entities.users import Registry
 
 MANAGEMENT_TAGS = frozenset({"management", "policymaker", "monitoring", "administrator"})
 
 
 class Level(Enum):
+    PUBLIC = "public"  # no login needed (/api/auth: the login page reads it first)
     MANAGEMENT = "management"
     MONITOR = "monitor"
     ADMIN = "admin"
@@ -78,6 +80,16 @@ def identity(registry: Registry, name: str, password: str) -> Identity:
 def may_access_vhost(registry: Registry, who: Identity, vhost: str) -> bool:
     """AMQP vhost access: any permission entry for the user on the vhost."""
     return (vhost, who.name) in registry.permissions
+
+
+def may_read(registry: Registry, who: Identity, vhost: str, resource: str, name: str) -> bool:
+    """Whether the caller's AMQP read permission on `vhost` covers `name` (what consuming from it,
+    or watching the messages passing through it, needs); administrators are no exception."""
+    try:
+        registry.check(who.name, vhost, "read", resource, name)
+    except AmqpError:
+        return False
+    return True
 
 
 def refusal(

@@ -11,6 +11,9 @@ can contain anything) could not run as code even if a page put it in as markup.
 
 from __future__ import annotations
 
+import glob
+import shutil
+from functools import cache
 from pathlib import Path
 
 from broker.management.http import Response
@@ -45,10 +48,38 @@ def _asset(name: str) -> bytes | None:
     return _ASSETS.get(name)
 
 
+RABBITMQADMIN_PLACES = (
+    "/usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/rabbitmq_management-*/priv/www/cli/rabbitmqadmin",
+)
+
+
+@cache
+def rabbitmqadmin() -> bytes | None:
+    """The rabbitmqadmin script RabbitMQ serves at /cli/rabbitmqadmin, when this machine has one
+    (on the PATH or in an installed management plugin): hashbroker does not ship RabbitMQ's."""
+    candidates = [shutil.which("rabbitmqadmin") or ""]
+    for pattern in RABBITMQADMIN_PLACES:
+        candidates += sorted(glob.glob(pattern), reverse=True)
+    for candidate in candidates:
+        path = Path(candidate)
+        if candidate and path.is_file():
+            try:
+                return path.read_bytes()
+            except OSError:
+                continue
+    return None
+
+
 def serve(method: str, segments: list[str]) -> Response | None:
-    """`/` -> index.html, `/static/NAME` -> that asset; None for anything else (a 404)."""
+    """`/` -> index.html, `/static/NAME` -> that asset, `/cli/rabbitmqadmin` -> the script when
+    there is one; None for anything else (a 404)."""
     if method not in ("GET", "HEAD"):
         return None
+    if segments == ["cli", "rabbitmqadmin"]:
+        script = rabbitmqadmin()
+        if script is None:
+            return None
+        return Response(200, script, {"content-type": "application/octet-stream", **SECURITY_HEADERS})
     if segments in ([], [""]):
         name = "index.html"
     elif len(segments) == 2 and segments[0] == "static":

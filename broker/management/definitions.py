@@ -17,8 +17,11 @@ import does. Policies are stored last, only when every declaration succeeded.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import html
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +30,8 @@ from broker.entities.policy import Policy, PolicyCrash, validation_errors
 from broker.management.http import Response
 from broker.management.render import bad_request, key_missing
 from broker.management.values import table_to_json
+
+log = logging.getLogger("hashbroker.management.definitions")
 
 if TYPE_CHECKING:
     from broker.management.state import BrokerState
@@ -162,12 +167,35 @@ class ImportPlan:
     permissions: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    reason: Any = None
+    """RabbitMQ's 400 reason for the first problem it would refuse the same way, else None."""
+
+    def refuse(self, problem: str, reason: Any) -> None:
+        self.problems.append(problem)
+        if self.reason is None:
+            self.reason = reason
 
     def vhosts(self) -> list[str]:
         seen: dict[str, None] = {}
         for d in (self.queues, self.exchanges, self.bindings):
             seen.update(dict.fromkeys(d))
         return list(seen)
+
+
+def _user_refusal(user: dict[str, Any]) -> Any:
+    """What RabbitMQ's import answers for a user it cannot store, or None: a password_hash that is
+    not base64 (["not_base64", value]), tags neither a string nor a list of strings."""
+    password_hash = user.get("password_hash", "")
+    if not isinstance(password_hash, str):
+        return "function_clause"
+    try:
+        base64.b64decode("".join(password_hash.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return ["not_base64", password_hash]
+    tags = user.get("tags", "")
+    if isinstance(tags, list):
+        return None if all(isinstance(t, str) for t in tags) else "badarg"
+    return None if isinstance(tags, str) else "function_clause"
 
 
 def _list(doc: dict[str, Any], key: str, plan: ImportPlan) -> list[dict[str, Any]]:
@@ -197,6 +225,8 @@ def plan_import(state: BrokerState, doc: Any, vhost: str | None = None) -> Impor
                 plan.problems.append(f"user {u!r}: lacks a name")
             elif u.get("hashing_algorithm", SHA256) != SHA256:
                 plan.problems.append(f"user '{u['name']}': only {SHA256} password hashes are supported")
+            elif (bad := _user_refusal(u)) is not None:
+                plan.refuse(f"user '{u['name']}': {bad}", bad)
             else:
                 plan.users.append(u)
                 known_users.add(u["name"])
@@ -252,6 +282,15 @@ def plan_import(state: BrokerState, doc: Any, vhost: str | None = None) -> Impor
             missing = [k for k in required if k not in item]
             if missing:
                 plan.problems.append(f"{key} entry {item!r} lacks {', '.join(missing)}")
+                continue
+            if key != "bindings" and str(item["name"]).startswith("amq."):
+                # rabbit_definitions skips server-named and reserved objects (amq.gen-* queues
+                # from an export of a running broker among them) with a warning
+                what = key[:-1]
+                log.warning(
+                    "Skipping import of a %s whose name begins with 'amq.', name: %s", what, item["name"]
+                )
+                plan.ignored.append(f"{what} '{item['name']}' (names beginning with 'amq.' are reserved)")
                 continue
             vh = where(item)
             if vh is not None:

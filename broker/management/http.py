@@ -32,12 +32,24 @@ MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024  # enough for a publish of a large message from the UI
 
 
+MAX_HEADER_VALUE = 4096
+"""cowboy's max_header_value_length: a longer header value is answered 431 (RabbitMQ's own edge
+moves a little with how the head arrives: measured at 4,295 bytes for a head sent at once)."""
+MAX_HEADERS = 100
+"""cowboy's max_headers: the 101st header is a 431."""
+MAX_REQUEST_LINE = 8000
+"""cowboy's max_request_line_length: a longer request line is a 414."""
+
+
 @dataclass(frozen=True)
 class Timeouts:
-    """How long a client may take. `idle`: between requests on a kept-alive connection; `head`:
-    from a request's first byte to its last header; a body must arrive at `min_body_rate` bytes
-    per second or more after a grace of `body` seconds (a slow upload is fine, a trickle is not)."""
+    """How long a client may take. `first`: from connecting to a first request (cowboy's
+    request_timeout, 5 s as measured on RabbitMQ); `idle`: between requests on a kept-alive
+    connection (60 s, as measured); `head`: from a request's first byte to its last header; a body
+    must arrive at `min_body_rate` bytes per second or more after a grace of `body` seconds (a slow
+    upload is fine, a trickle is not)."""
 
+    first: float = 5.0
     idle: float = 60.0
     head: float = 10.0
     body: float = 10.0
@@ -56,21 +68,73 @@ class Request:
     password: str = ""  # kept to open AMQP connections as the same user (user_id checks)
 
     def json(self) -> Any:
-        return json.loads(self.body.decode("utf-8")) if self.body.strip() else {}
+        """The body decoded as JSON ({} when empty); ValueError when it is not JSON RabbitMQ's
+        decoder would take (NaN/Infinity, numbers out of a double's range) or is nested too deeply
+        for this decoder (RabbitMQ answers those 400 "not_json" too)."""
+        return decode_json(self.body) if self.body.strip() else {}
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number out of range: {text[:20]}")
+    return value
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"not JSON: {text}")
+
+
+def decode_json(data: bytes) -> Any:
+    """Strict JSON: ValueError (never RecursionError) for anything that is not plain JSON."""
+    try:
+        return json.loads(data.decode("utf-8"), parse_float=_finite, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+ENCODE_BATCH = 1000
+"""List items JSON-encoded between two yields to the event loop (a long list is encoded in
+batches, so a 100k-binding answer does not hold up the broker's other work)."""
 
 
 @dataclass
 class Response:
+    """An answer. A JSON one keeps its `payload` (sorting, paging and `?columns=` work on it); a
+    long list's body is encoded later, in batches (`encode_body`), by the server."""
+
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+    payload: Any = None
+    deferred: bool = False
 
     @classmethod
     def json(cls, payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-        data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         h = {"content-type": "application/json", "cache-control": "no-cache"}
         h.update(headers or {})
-        return cls(status, data, h)
+        if isinstance(payload, list) and len(payload) > ENCODE_BATCH:
+            return cls(status, b"", h, payload, deferred=True)
+        return cls(status, _dumps(payload), h, payload)
+
+
+def _dumps(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+async def encode_body(resp: Response) -> None:
+    """Encode a deferred list body, yielding to the loop between batches of ENCODE_BATCH items."""
+    if not resp.deferred:
+        return
+    items = resp.payload
+    parts = [b"["]
+    for start in range(0, len(items), ENCODE_BATCH):
+        chunk = _dumps(items[start : start + ENCODE_BATCH])
+        parts.append(chunk[1:-1] if start == 0 else b"," + chunk[1:-1])
+        await asyncio.sleep(0)
+    parts.append(b"]")
+    resp.body = b"".join(parts)
+    resp.deferred = False
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -95,6 +159,14 @@ def request_from_head(event: h11.Request, peer_host: str) -> Request:
     return Request(
         event.method.decode("ascii").upper(), parts.path, parse_qs(parts.query), headers, b"", peer_host
     )
+
+
+def check_head(event: h11.Request) -> None:
+    """cowboy's limits on a request head: HttpError 414 or 431 past them."""
+    if len(event.method) + len(event.target) + len(" HTTP/1.1") + 1 > MAX_REQUEST_LINE:
+        raise HttpError(414)
+    if len(event.headers) > MAX_HEADERS or any(len(value) > MAX_HEADER_VALUE for _n, value in event.headers):
+        raise HttpError(431)
 
 
 def declared_length(req: Request) -> int | None:
@@ -188,11 +260,14 @@ class _Exchange:
     async def serve(self) -> None:
         h11 = self.h11
         t = self.server.timeouts
+        idle = min(t.first, t.idle)  # nothing sent yet: the shorter wait
         while True:
-            event = await self._next(idle=t.idle, deadline=None)
+            event = await self._next(idle=idle, deadline=None)
+            idle = t.idle
             if isinstance(event, h11.ConnectionClosed):
                 return
             assert isinstance(event, h11.Request)
+            check_head(event)
             req = request_from_head(event, self.peer)
             if "transfer-encoding" not in req.headers and not declared_length(req):
                 req.body = await self._body()  # h11's EndOfMessage of a bodiless request
@@ -272,6 +347,7 @@ class _Exchange:
 
     async def _send(self, req: Request, resp: Response) -> None:
         h11 = self.h11
+        await encode_body(resp)
         headers = [("server", "hashbroker"), *resp.headers.items()]
         if resp.status != 204 and resp.status >= 200:
             headers.append(("content-length", str(len(resp.body))))

@@ -21,6 +21,7 @@ from collections.abc import Collection, Mapping, Sized
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from amqpwire.errors import AmqpError
     from amqpwire.fields import FieldTable
     from broker.entities.cluster import Cluster
     from broker.entities.policy import Policy
@@ -128,6 +129,8 @@ class ConnectionReads(TracksClient, Protocol):
     def auth_mechanism(self) -> str: ...
     @property
     def channels(self) -> Mapping[int, ChannelReads]: ...
+    def fail(self, err: AmqpError, culprit: tuple[int, int], fatal: bool = False, detail: str = "") -> None:
+        """Close the connection with `err` (DELETE /api/connections/{name} sends 320)."""
 
 
 # -- node ----------------------------------------------------------------------------------------

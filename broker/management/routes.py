@@ -14,6 +14,8 @@ from broker.management.views import (
     definitions,
     exchanges,
     hash_trace,
+    health,
+    meta,
     overview,
     policies,
     queues,
@@ -21,6 +23,7 @@ from broker.management.views import (
     vhosts,
 )
 
+PUBLIC = Rule(Level.PUBLIC)
 MANAGEMENT = Rule(Level.MANAGEMENT)
 MONITOR = Rule(Level.MONITOR)
 ADMIN = Rule(Level.ADMIN)
@@ -40,6 +43,8 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
         {"GET": vhosts.get_vhosts, "PUT": vhosts.put_vhost, "DELETE": vhosts.delete_vhost},
     ),
     (("vhosts", "*", "permissions"), ADMIN, {"GET": users.get_vhost_permissions}),
+    (("vhosts", "*", "connections"), VHOST, {"GET": connections.get_connections}),
+    (("vhosts", "*", "channels"), VHOST, {"GET": connections.get_channels}),
     (("users",), ADMIN, {"GET": users.get_users}),
     (("users", "*"), ADMIN, {"GET": users.get_users, "PUT": users.put_user, "DELETE": users.delete_user}),
     (("users", "*", "permissions"), ADMIN, {"GET": users.get_user_permissions}),
@@ -50,7 +55,14 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
         {"GET": users.get_permission, "PUT": users.put_permission, "DELETE": users.delete_permission},
     ),
     (("connections",), MANAGEMENT, {"GET": connections.get_connections}),
+    (
+        ("connections", "*"),
+        MANAGEMENT,
+        {"GET": connections.get_connection, "DELETE": connections.delete_connection},
+    ),
+    (("connections", "*", "channels"), MANAGEMENT, {"GET": connections.get_connection_channels}),
     (("channels",), MANAGEMENT, {"GET": connections.get_channels}),
+    (("channels", "*"), MANAGEMENT, {"GET": connections.get_channel}),
     (("consumers",), MANAGEMENT, {"GET": connections.get_consumers}),
     (("consumers", "*"), MANAGEMENT, {"GET": connections.get_consumers}),  # filtered, never refused
     (("exchanges",), MANAGEMENT, {"GET": exchanges.get_exchanges}),
@@ -103,6 +115,33 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
         Rule(Level.VHOST, 2),
         {"GET": hash_trace.get_hash_trace},
     ),
+    (("health", "checks", "alarms"), MANAGEMENT, {"GET": health.get_alarms}),
+    (("health", "checks", "local-alarms"), MANAGEMENT, {"GET": health.get_local_alarms}),
+    (("health", "checks", "port-listener", "*"), MANAGEMENT, {"GET": health.get_port_listener}),
+    (("health", "checks", "protocol-listener", "*"), MANAGEMENT, {"GET": health.get_protocol_listener}),
+    (("health", "checks", "virtual-hosts"), MANAGEMENT, {"GET": health.get_virtual_hosts}),
+    (("health", "checks", "node-is-quorum-critical"), MANAGEMENT, {"GET": health.get_single_node}),
+    (("health", "checks", "node-is-mirror-sync-critical"), MANAGEMENT, {"GET": health.get_single_node}),
+    (
+        ("health", "checks", "certificate-expiration", "*", "*"),
+        MANAGEMENT,
+        {"GET": health.get_certificate_expiration},
+    ),
+    (("aliveness-test", "*"), VHOST, {"GET": health.get_aliveness}),
+    (("healthchecks", "node"), MANAGEMENT, {"GET": health.get_node_health}),
+    (("healthchecks", "node", "*"), MANAGEMENT, {"GET": health.get_node_health}),
+    (("extensions",), MANAGEMENT, {"GET": meta.get_extensions}),
+    (("auth",), PUBLIC, {"GET": meta.get_auth}),
+    (("feature-flags",), ADMIN, {"GET": meta.get_feature_flags}),
+    (("global-parameters",), ADMIN, {"GET": meta.get_global_parameters}),
+    (("global-parameters", "*"), ADMIN, {"GET": meta.get_global_parameters}),
+    (("topic-permissions",), ADMIN, {"GET": meta.get_topic_permissions}),
+    (("users", "*", "topic-permissions"), ADMIN, {"GET": meta.get_topic_permissions}),
+    (("vhosts", "*", "topic-permissions"), ADMIN, {"GET": meta.get_topic_permissions}),
+    (("vhost-limits",), MANAGEMENT, {"GET": meta.get_vhost_limits}),
+    (("vhost-limits", "*"), VHOST, {"GET": meta.get_vhost_limits}),
+    (("user-limits",), MANAGEMENT, {"GET": meta.get_user_limits}),
+    (("user-limits", "*"), MANAGEMENT, {"GET": meta.get_user_limits}),
     (("hashbroker", "nodes"), MONITOR, {"GET": overview.get_cluster_nodes}),
     (
         ("hashbroker", "nodes", "*"),

@@ -23,7 +23,7 @@ from broker.entities import hash_watch
 from broker.entities.info import BindingView, ExchangeView, QueueView
 from broker.entities.message_stats import exchange_stats
 from broker.management.rates import DEPTHS, TOTALS, RateSamples, SampleKey, exchange_key, vhost_key
-from broker.management.sessions import Sessions, unacked_bytes
+from broker.management.sessions import Sessions, is_listed, unacked_bytes
 
 if TYPE_CHECKING:
     from broker.entities.cluster import Cluster
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from broker.entities.queues.catalog import Queue
     from broker.entities.users import Permission, Registry, User
     from broker.entities.vhost import VHost
-    from broker.management.ports import AlarmReads, ManagementBroker
+    from broker.management.ports import AlarmReads, ConnectionReads, ManagementBroker
 
 
 @dataclass(frozen=True)
@@ -228,6 +228,13 @@ class BrokerState:
         """The session views of every connection now (and the way from a view's session reference
         to its view)."""
         return Sessions(self._broker.connections, self.amqp_host, self.amqp_port)
+
+    def connection(self, name: str) -> ConnectionReads | None:
+        """The listed connection called `name` (as /api/connections names it), or None."""
+        for conn in list(self._broker.connections):
+            if conn.name == name and is_listed(conn):
+                return conn
+        return None
 
     # -- node -----------------------------------------------------------------------------------
 

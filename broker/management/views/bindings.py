@@ -10,6 +10,7 @@ from broker.management.http import Request, Response
 from broker.management.render import (
     access_refused,
     exchange_name,
+    formatted,
     json_body,
     not_found,
     operation_failed,
@@ -36,7 +37,9 @@ async def get_bindings(ctx: Context, req: Request, segs: list[str]) -> Response:
         return not_found()
     vhost = segs[1] if len(segs) == 2 else None
     seen = ctx.visible_vhosts(req)
-    return Response.json([fmt_binding(b) for b in ctx.state.bindings(vhost) if b.vhost in seen])
+    return Response.json(
+        await formatted([b for b in ctx.state.bindings(vhost) if b.vhost in seen], fmt_binding)
+    )
 
 
 async def get_queue_bindings(ctx: Context, req: Request, segs: list[str]) -> Response:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from broker.entities.info import ChannelView, ConnectionView, ConsumerView, QueueView
+from broker.management.connection_close import force_close
 from broker.management.context import Context
 from broker.management.http import Request, Response
-from broker.management.render import (
-    not_found,
-)
+from broker.management.render import formatted, not_authorised, not_found
 from broker.management.sessions import Sessions
 from broker.management.values import table_to_json
 
@@ -107,15 +106,29 @@ def _own(ctx: Context, req: Request, user: str) -> bool:
 
 
 async def get_connections(ctx: Context, req: Request, segs: list[str]) -> Response:
-    return Response.json(
-        [fmt_connection(ctx, c) for c in ctx.state.sessions().connections() if _own(ctx, req, c.user)]
-    )
+    """/api/connections, or /api/vhosts/{vhost}/connections for one vhost's."""
+    vhost = segs[1] if segs[0] == "vhosts" else None
+    if vhost is not None and not ctx.state.has_vhost(vhost):
+        return not_found()
+    conns = [
+        c
+        for c in ctx.state.sessions().connections()
+        if _own(ctx, req, c.user) and (vhost is None or c.vhost == vhost)
+    ]
+    return Response.json(await formatted(conns, lambda c: fmt_connection(ctx, c)))
 
 
 async def get_channels(ctx: Context, req: Request, segs: list[str]) -> Response:
-    return Response.json(
-        [fmt_channel(ctx, ch) for ch in ctx.state.sessions().channels() if _own(ctx, req, ch.connection.user)]
-    )
+    """/api/channels, or /api/vhosts/{vhost}/channels for one vhost's."""
+    vhost = segs[1] if segs[0] == "vhosts" else None
+    if vhost is not None and not ctx.state.has_vhost(vhost):
+        return not_found()
+    chans = [
+        ch
+        for ch in ctx.state.sessions().channels()
+        if _own(ctx, req, ch.connection.user) and (vhost is None or ch.connection.vhost == vhost)
+    ]
+    return Response.json(await formatted(chans, lambda ch: fmt_channel(ctx, ch)))
 
 
 async def get_consumers(ctx: Context, req: Request, segs: list[str]) -> Response:
@@ -132,3 +145,47 @@ async def get_consumers(ctx: Context, req: Request, segs: list[str]) -> Response
             for c in q.consumers
         ]
     )
+
+
+def _visible_connection(ctx: Context, req: Request, name: str) -> ConnectionView | Response:
+    """The connection `name` as the caller may see it: 404 when it is absent or someone else's
+    (unless the caller is a monitor)."""
+    for c in ctx.state.sessions().connections():
+        if c.name == name:
+            return c if _own(ctx, req, c.user) else not_authorised("User not authorised to access object")
+    return not_found()
+
+
+async def get_connection(ctx: Context, req: Request, segs: list[str]) -> Response:
+    c = _visible_connection(ctx, req, segs[1])
+    return c if isinstance(c, Response) else Response.json(fmt_connection(ctx, c))
+
+
+async def delete_connection(ctx: Context, req: Request, segs: list[str]) -> Response:
+    """Close it with 320 CONNECTION_FORCED and the X-Reason header's text (RabbitMQ's default
+    otherwise)."""
+    c = _visible_connection(ctx, req, segs[1])
+    if isinstance(c, Response):
+        return c
+    conn = ctx.state.connection(segs[1])
+    if conn is not None:
+        force_close(conn, req.headers.get("x-reason"))
+    return Response(204)
+
+
+async def get_connection_channels(ctx: Context, req: Request, segs: list[str]) -> Response:
+    c = _visible_connection(ctx, req, segs[1])
+    if isinstance(c, Response):
+        return c
+    return Response.json(
+        [fmt_channel(ctx, ch) for ch in ctx.state.sessions().channels() if ch.connection.name == c.name]
+    )
+
+
+async def get_channel(ctx: Context, req: Request, segs: list[str]) -> Response:
+    for ch in ctx.state.sessions().channels():
+        if f"{ch.connection.name} ({ch.number})" == segs[1]:
+            if not _own(ctx, req, ch.connection.user):
+                return not_authorised("User not authorised to access object")
+            return Response.json(fmt_channel(ctx, ch))
+    return not_found()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from broker.management import definitions as definitions_doc
 from broker.management.context import Context
-from broker.management.http import Request, Response
+from broker.management.http import Request, Response, decode_json
 from broker.management.render import (
     bad_request,
     flag,
@@ -43,10 +42,12 @@ async def post_definitions(ctx: Context, req: Request, segs: list[str]) -> Respo
         return Response(400)
     if isinstance(doc, dict) and isinstance(doc.get("file"), str):  # the web UI's form upload
         try:
-            doc = json.loads(doc["file"])
+            doc = decode_json(doc["file"].encode("utf-8"))
         except ValueError:
             return bad_request("not_json")
     plan = definitions_doc.plan_import(ctx.state, doc, vhost)
+    if plan.reason is not None:
+        return bad_request(plan.reason)  # RabbitMQ's own refusal of the first such item
     if plan.problems:
         return bad_request("hashbroker cannot import these definitions:\n" + "\n".join(plan.problems))
     try:
@@ -70,5 +71,5 @@ def uploaded_file(content_type: str, body: bytes) -> Any:
     for part in message.iter_parts():
         if part.get_param("name", header="content-disposition") == "file":
             payload = part.get_payload(decode=True)
-            return json.loads(payload.decode("utf-8")) if isinstance(payload, bytes) else None
+            return decode_json(payload) if isinstance(payload, bytes) else None
     return None

@@ -16,6 +16,7 @@ from broker.management.render import (
     body_bool,
     exchange_name,
     flag,
+    formatted,
     has_null,
     json_body,
     not_found,
@@ -67,7 +68,8 @@ async def get_exchanges(ctx: Context, req: Request, segs: list[str]) -> Response
         return Response.json(fmt_exchange(ctx, e, detail=True)) if e is not None else not_found()
     vhost = segs[1] if len(segs) == 2 else None
     seen = ctx.visible_vhosts(req)
-    return Response.json([fmt_exchange(ctx, e) for e in ctx.state.exchanges(vhost) if e.vhost in seen])
+    exchanges = [e for e in ctx.state.exchanges(vhost) if e.vhost in seen]
+    return Response.json(await formatted(exchanges, lambda e: fmt_exchange(ctx, e)))
 
 
 async def put_exchange(ctx: Context, req: Request, segs: list[str]) -> Response:

@@ -7,6 +7,9 @@ buffer with what was hashed (the routing key, or the header or property the exch
 the bucket it hit, the destination that bucket belongs to and the queues the message reached. With
 nobody polling, nothing is recorded and publishing pays nothing for it.
 
+The caller needs AMQP read permission on the exchange (as to consume what passes through it): the
+entries show routing keys and hashed headers.
+
 Query: `size` (entries kept, 1..500, default 50), `since` (return only entries with a larger
 `seq`, for incremental polls).
 """
@@ -14,9 +17,10 @@ Query: `size` (entries kept, 1..500, default 50), `since` (return only entries w
 from __future__ import annotations
 
 from broker.entities import hash_watch
+from broker.management import authz
 from broker.management.context import Context
 from broker.management.http import Request, Response
-from broker.management.render import bad_request, exchange_name, not_found
+from broker.management.render import access_refused, bad_request, exchange_name, not_found
 
 
 def _int(req: Request, key: str, default: int, low: int, high: int) -> int | None:
@@ -33,6 +37,8 @@ async def get_hash_trace(ctx: Context, req: Request, segs: list[str]) -> Respons
     x = ctx.state.exchange(vhost, name)
     if x is None:
         return not_found()
+    if not authz.may_read(ctx.state.registry, ctx.who(req), vhost, "exchange", name):
+        return access_refused()  # the trace shows the routing keys and headers of the traffic
     if x.type not in hash_watch.HASH_TYPES:
         return bad_request(f"exchange type '{x.type}' does not hash (x-consistent-hash, x-modulus-hash)")
     size = _int(req, "size", hash_watch.DEFAULT_SIZE, 1, hash_watch.MAX_SIZE)

@@ -51,6 +51,18 @@ def message_stats(ctx: Context, vhosts: list[str]) -> dict[str, Any]:
     return with_rates(totals, *totals, rates=rates)
 
 
+def contexts(ctx: Context) -> list[dict[str, Any]]:
+    """The HTTP contexts the node serves (the management API and UI)."""
+    return [
+        {
+            "node": ctx.state.node_name,
+            "description": "RabbitMQ Management",
+            "path": "/",
+            "port": str(ctx.http_port),
+        }
+    ]
+
+
 async def get_overview(ctx: Context, req: Request, segs: list[str]) -> Response:
     """The whole node for monitors; for other users, only their vhosts and their own connections,
     without the node's listeners (rabbit_mgmt_wm_overview)."""
@@ -124,14 +136,7 @@ async def get_overview(ctx: Context, req: Request, segs: list[str]) -> Response:
                 "socket_opts": {},
             },
         ],
-        "contexts": [
-            {
-                "node": node,
-                "description": "RabbitMQ Management",
-                "path": "/",
-                "port": str(ctx.http_port),
-            }
-        ],
+        "contexts": contexts(ctx),
     }
     if not full:
         for key in ("node", "listeners", "contexts"):
@@ -172,6 +177,8 @@ async def get_nodes(ctx: Context, req: Request, segs: list[str]) -> Response:
         ],
         "applications": [{"name": "hashbroker", "description": "hashbroker", "version": __version__}],
         "enabled_plugins": ["rabbitmq_management"],
+        "contexts": [{k: v for k, v in c.items() if k != "node"} for c in contexts(ctx)],
+        "cluster_links": [],  # no Erlang distribution: the emulated members share this process
     }
     nodes = [{**node, "name": name} for name in ctx.state.cluster.nodes]  # the emulated cluster
     if len(segs) == 2:

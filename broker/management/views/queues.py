@@ -12,6 +12,7 @@ from broker.management.render import (
     bad_request,
     body_bool,
     flag,
+    formatted,
     json_body,
     not_authorised,
     not_found,
@@ -158,7 +159,8 @@ async def get_queues(ctx: Context, req: Request, segs: list[str]) -> Response:
         return Response.json(fmt_queue(ctx, q, sessions, detail=True)) if q is not None else not_found()
     vhost = segs[1] if len(segs) == 2 else None
     seen = ctx.visible_vhosts(req)
-    return Response.json([fmt_queue(ctx, q, sessions) for q in ctx.state.queues(vhost) if q.vhost in seen])
+    queues = [q for q in ctx.state.queues(vhost) if q.vhost in seen]
+    return Response.json(await formatted(queues, lambda q: fmt_queue(ctx, q, sessions)))
 
 
 async def put_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
