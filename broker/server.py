@@ -193,7 +193,8 @@ class Broker:
             raise
         self._clock = LoopClock(loop)
         self.vhosts = {}
-        self.vhosts[self.settings.default_vhost] = self.new_vhost(self.settings.default_vhost)
+        default = self.vhosts[self.settings.default_vhost] = self.new_vhost(self.settings.default_vhost)
+        default.description = "Default virtual host"  # as RabbitMQ creates it
         # -- store: rebuild before any client can act (no await until the store runs)
         if store.persistent:
             from broker.runtime import durability
@@ -353,6 +354,7 @@ class Broker:
         if name in self.vhosts:
             return False
         vhost = self.new_vhost(name)
+        vhost.description, vhost.tags = description, tags
         if self.store is not None and self.store.persistent:
             from broker.store import VHostRecord
 

@@ -116,6 +116,9 @@ class VHost:
         # single-active-consumer selection mode ("first" | "consistent-hash")
         self.hooks: Any = None
         self.active_consumer_selection = "first"
+        # what `PUT /api/vhosts/{name}` (or a definitions import) said about it
+        self.description = ""
+        self.tags: tuple[str, ...] = ()
         # the broker's enabled plugins (None = all): a disabled plugin's exchange type is unknown
         self.plugins: Container[str] | None = None
         # message_stats above the queues (the overview sums the vhosts')

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from broker.entities.patterns import PatternError, compile_user_pattern
 from broker.management.http import Request, Response
 from broker.management.render import bad_request
 
@@ -96,15 +97,14 @@ def pagination(req: Request) -> Pagination | None:
 
 
 def name_matcher(pattern: str) -> Callable[[str], bool]:
-    """re:run(Name, Pattern, [caseless]): the one place a `use_regex` filter is compiled.
-
-    Python's `re` stands in for the bounded matcher user patterns should go through; a pattern it
-    cannot compile is RabbitMQ's "Pagination parameters are invalid"."""
+    """re:run(Name, Pattern, [caseless]): the one place a `use_regex` filter is compiled, through
+    the bounded matcher every user pattern goes through (no pattern can stall the broker); a
+    pattern it cannot compile is RabbitMQ's "Pagination parameters are invalid"."""
     try:
-        compiled = re.compile(pattern, re.IGNORECASE)
-    except (re.error, RecursionError, OverflowError):
+        compiled = compile_user_pattern("(?i)" + pattern)
+    except PatternError:
         raise PagingError("bad_request", "Pagination parameters are invalid") from None
-    return lambda name: compiled.search(name) is not None
+    return compiled.search
 
 
 def _erlang_order(value: Any) -> tuple[Any, ...]:

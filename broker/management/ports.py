@@ -20,6 +20,8 @@ import builtins
 from collections.abc import Collection, Mapping, Sized
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from broker.session.ports import ChannelServer
+
 if TYPE_CHECKING:
     from amqpwire.errors import AmqpError
     from amqpwire.fields import FieldTable
@@ -167,7 +169,7 @@ class PolicyAdmin(Protocol):
 # -- the broker ----------------------------------------------------------------------------------
 
 
-class ManagementBroker(Protocol):
+class ManagementBroker(ChannelServer, Protocol):
     """The running broker as the management plugin sees it.
 
     Call everything on the broker's event loop (the management server runs there), which is what

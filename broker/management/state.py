@@ -118,6 +118,11 @@ class BrokerState:
     def has_vhost(self, name: str) -> bool:
         return name in self._broker.vhosts
 
+    def vhost_metadata(self, vhost: str) -> tuple[str, tuple[str, ...]]:
+        """The vhost's description and tags."""
+        v = self._broker.vhosts[vhost]
+        return v.description, v.tags
+
     def tracing(self, vhost: str) -> bool:
         """Whether the firehose tracer is on in `vhost`."""
         return self._broker.vhosts[vhost].tracing

@@ -250,6 +250,8 @@ def rebuild(broker: VHostRegistry, store: Store, snap: Snapshot) -> None:
     for vrec in snap.vhosts:
         if vrec.name not in broker.vhosts:
             broker.vhosts[vrec.name] = broker.new_vhost(vrec.name)
+        broker.vhosts[vrec.name].description = vrec.description
+        broker.vhosts[vrec.name].tags = tuple(vrec.tags)
     vhosts = broker.vhosts
     for v in vhosts.values():
         attach(v, None)
@@ -425,4 +427,5 @@ def record_new_vhosts(broker: VHostRegistry, store: Store, snap: Snapshot) -> No
     known = {v.name for v in snap.vhosts}
     for name in broker.vhosts:
         if name not in known:
-            store.put_vhost(VHostRecord(name))
+            vhost = broker.vhosts[name]
+            store.put_vhost(VHostRecord(name, vhost.description, vhost.tags))

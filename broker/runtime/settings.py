@@ -65,6 +65,9 @@ class Settings(BaseModel):
     """Most channels per connection proposed in connection.tune."""
     handshake_timeout: float = Field(default=10.0, gt=0)
     """Seconds a connection may take to reach connection.open (RabbitMQ's handshake_timeout)."""
+    silent_close_delay: float = Field(default=3.0, ge=0)
+    """Seconds a connection refused at login, failed in its handshake or closed for a fatal frame
+    error is kept, unread, before its socket is reset (RabbitMQ's ?SILENT_CLOSE_DELAY)."""
     max_message_size: int = Field(default=134217728, ge=1, le=536870912)
     """Largest message body accepted (RabbitMQ's max_message_size: default 128 MiB, at most 512 MiB);
     a larger one is refused as soon as its content header declares the size."""

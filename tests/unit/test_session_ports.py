@@ -42,6 +42,7 @@ class FakeSettings:
     heartbeat: int = 0
     max_message_size: int = 1 << 20
     loopback_users: tuple[str, ...] = ("guest",)
+    silent_close_delay: float = 3.0
 
 
 @dataclass
@@ -263,8 +264,13 @@ def test_a_wrong_password_is_refused_by_the_access_port(server: FakeServer) -> N
     (close,) = [v for _c, v in out if isinstance(v, commands.Connection.Close)]
     assert close.reply_code == 403 and "ACCESS_REFUSED" in close.reply_text
     assert client.conn.user == ""
+    assert not client.transport.reading and not client.transport.closed
+    client.clock.advance(3.0)
+    assert client.transport.closed
     silent = Client(server)  # a client that did not ask to be told: the socket just closes
     assert methods(silent.login("alice", "wrong")) == [(0, "Connection.Start")]
+    assert not silent.transport.closed
+    silent.clock.advance(3.0)
     assert silent.transport.closed and silent.conn in server.lost
 
 

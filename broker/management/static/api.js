@@ -99,5 +99,5 @@ export async function fetchRaw(path) {
  * the feature is not available, naming the endpoint, instead of calling it and failing.
  */
 export const FEATURES = {
-  closeConnection: false, // DELETE /api/connections/{name} (with an X-Reason header)
+  closeConnection: true, // DELETE /api/connections/{name} (with an X-Reason header)
 };

@@ -21,7 +21,7 @@ def fmt_vhost(ctx: Context, name: str) -> dict[str, Any]:
     qs = ctx.state.queues(name)
     ready = sum(q.messages_ready for q in qs)
     unacked = sum(q.messages_unacknowledged for q in qs)
-    description = "Default virtual host" if name == "/" else ""
+    description, tags = ctx.state.vhost_metadata(name)
     d: dict[str, Any] = {
         "cluster_state": {ctx.state.node_name: "running"},
         "default_queue_type": "undefined",
@@ -29,9 +29,9 @@ def fmt_vhost(ctx: Context, name: str) -> dict[str, Any]:
         "messages": ready + unacked,
         "messages_ready": ready,
         "messages_unacknowledged": unacked,
-        "metadata": {"description": description, "tags": []},
+        "metadata": {"description": description, "tags": list(tags)},
         "name": name,
-        "tags": [],
+        "tags": list(tags),
         "tracing": ctx.state.tracing(name),
     }
     stats = ctx.state.vhost_stats(name)
