@@ -21,7 +21,10 @@ def json_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_value(v) for v in value]
     if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", errors="replace")
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:  # rabbit_mgmt_format:utf8_safe
+            return "Not UTF-8, base64 is: " + base64.b64encode(value).decode("ascii")
     if value is None or isinstance(value, bool | int | float | str):
         return value
     try:  # decimal.Decimal, datetime
