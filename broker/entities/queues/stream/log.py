@@ -255,11 +255,10 @@ class StreamLog:
             return self.chunks[-1] if len(self) else nxt
         if spec.kind == "offset":  # past the end: the consumer waits for that offset
             return max(spec.value, first)
-        stamps = self.stamps
-        for i in range(self.head, len(stamps)):  # timestamp: the first chunk at or after it
-            if stamps[i] >= spec.value:
-                return self.offsets[i]
-        return nxt
+        # timestamp: the first chunk at or after it; chunk times only grow along the log, so a
+        # binary search over the column finds it without a scan
+        i = bisect.bisect_left(self.stamps, spec.value, lo=self.head)
+        return self.offsets[i] if i < len(self.stamps) else nxt
 
     def clear(self) -> None:
         for column in (self.offsets, self.stamps, self.chunks, self.msgs):
