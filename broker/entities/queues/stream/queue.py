@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError, internal_error, not_implemented
@@ -33,7 +33,7 @@ from broker.entities.queues.base import Entry, Queue, QueueHost, register, resou
 from broker.entities.queues.consumers import Consumer
 from broker.entities.queues.stream import arguments as SA
 from broker.entities.queues.stream import convert
-from broker.entities.queues.stream.log import StreamLog, resident_cost
+from broker.entities.queues.stream.log import StreamLog, record_size, resident_cost
 from broker.protocol import properties as P
 
 if TYPE_CHECKING:
@@ -347,6 +347,21 @@ class StreamQueue(Queue):
         self.seq = self.log.write_offset
         self._committed_below = self.log.next_offset
         self._evict()
+
+    def restore_index(self, rows: Iterable[tuple[int, int, int, int, int, int]]) -> None:
+        """Records from the store's index at boot, oldest first: (seq, chunk time ms or 0 to join
+        the chunk before, exchange, routing key, properties and body sizes). The bodies stay in
+        the store and are read back a page at a time when a consumer reaches them, so a restart
+        costs the index, not the log."""
+        log = self.log
+        now = self._now_ms()
+        for seq, ts, exchange, routing_key, props, body in rows:
+            timestamp = ts or (None if len(log) else now)
+            log.restore_index(seq - 1, record_size(exchange, routing_key, props, body), body, timestamp)
+            self.count += 1
+            self.bytes += body
+        self.seq = log.write_offset
+        self._committed_below = log.next_offset
 
     def _append(self, msg: StoredMessage, now_ms: int) -> None:
         dropped = self.log.append(msg, now_ms)
