@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from amqpwire.fields import Field, FieldTable
 from broker.entities.persistence import failed
 from broker.entities.queues.base import Queue
+from broker.entities.queues.stream.arguments import MAX_SEGMENT_BYTES
 from broker.entities.queues.stream.arguments import OffsetSpec as LogSpec
 from broker.entities.queues.stream.queue import StreamQueue, amqp10_record, record_message
 from broker.streamproto import chunk as C
@@ -308,6 +309,8 @@ class BrokerStreams:
                 except ValueError:
                     raise Crashed(f"binary_to_integer({value!r})") from None
                 if key == "initial-cluster-size" and number <= 0:
+                    return Code.PRECONDITION_FAILED
+                if key == "stream-max-segment-size-bytes" and number > MAX_SEGMENT_BYTES:
                     return Code.PRECONDITION_FAILED
                 fields.append((name, Field("long", number)))
             else:

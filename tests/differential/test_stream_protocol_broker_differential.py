@@ -68,6 +68,8 @@ async def creation_program(stream_port: int, amqp_port: int, prefix: str) -> dic
         ("cluster size 0", "d", {"initial-cluster-size": 0}),
         ("bad locator", "e", {"queue-leader-locator": "nowhere"}),
         ("good locator", "f", {"queue-leader-locator": "balanced", "initial-cluster-size": 1}),
+        ("segment size at the ceiling", "h", {"stream-max-segment-size-bytes": 3_000_000_000}),
+        ("segment size above it", "i", {"stream-max-segment-size-bytes": 3_000_000_001}),
         ("classic queue", "g", {}),
     ]
     await asyncio.to_thread(_classic_queue, amqp_port, f"{prefix}-g")
@@ -81,7 +83,7 @@ async def creation_program(stream_port: int, amqp_port: int, prefix: str) -> dic
             except Exception as e:
                 out["delete classic"] = type(e).__name__
         finally:
-            for suffix in "abcdef":
+            for suffix in "abcdefhi":
                 await producer.delete_stream(f"{prefix}-{suffix}", missing_ok=True)
             await asyncio.to_thread(_classic_queue, amqp_port, f"{prefix}-g", True)
     return out
