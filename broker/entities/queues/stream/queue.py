@@ -544,7 +544,14 @@ class StreamQueue(Queue):
         return out
 
     def details(self) -> dict[str, object]:
-        return {"first_offset": self.log.first_offset, "next_offset": self.log.next_offset}
+        """Offsets, and membership as rabbit_stream_queue reports it: the members (the node the
+        stream lives on, which the read model fills in when none was placed; RabbitMQ 3.10.8 shows
+        ["rabbit@<node>"] for `members` and `online`, and a null leader over the management API)."""
+        return {
+            "first_offset": self.log.first_offset,
+            "next_offset": self.log.next_offset,
+            "members": list(self.members),
+        }
 
 
 def _int_or_none(v: object) -> int | None:
