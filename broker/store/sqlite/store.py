@@ -388,6 +388,16 @@ class SqliteStore(Store):
 
         return reader_for(self.location).read_from(vhost, queue, seq, limit)
 
+    def read_stream_index(
+        self, vhost: str, queue: str, after: int, limit: int
+    ) -> list[tuple[int, int, int, int, int, int]]:
+        """A stream's index after position `after`, without bodies: (seq, chunk time or 0, exchange,
+        routing key, properties and body sizes), so a restart rebuilds the log's offsets, chunks
+        and retention and leaves the bodies to `read_stream_page`."""
+        from broker.store.sqlite.stream_pages import reader_for
+
+        return reader_for(self.location).read_index(vhost, queue, after, limit)
+
     def sync(self) -> asyncio.Future[None]:
         fut = self._writer.new_future()
         if not fut.done():

@@ -22,6 +22,18 @@ READ_RANGE = (
     "ORDER BY qm.seq LIMIT ?"
 )
 
+#: The index of a stream: per position its chunk time (0: joins the chunk before it) and the sizes
+#: its chunk accounting needs. SQLite's length() of a column reads the stored size without loading
+#: the value, so this scan reads no body.
+READ_INDEX = (
+    "SELECT qm.seq, qm.timestamp, length(m.exchange), length(m.routing_key), length(m.properties), "
+    "length(m.body) FROM queue_messages qm JOIN messages m ON m.id = qm.msg_id "
+    "WHERE qm.vhost = ? AND qm.queue = ? AND qm.seq > ? ORDER BY qm.seq LIMIT ?"
+)
+#: One index row: (seq, chunk time ms or 0, exchange bytes, routing key bytes, properties bytes,
+#: body bytes).
+IndexRow = tuple[int, int, int, int, int, int]
+
 
 #: One stored message: (seq, properties, body, exchange, routing_key); properties are
 #: StoredMessage.props.
@@ -51,6 +63,13 @@ class StreamReader:
              bytes(k).decode("utf-8", "surrogateescape"))
             for s, p, b, x, k in rows
         ]  # fmt: skip
+
+    def read_index(self, vhost: str, queue: str, after: int, limit: int) -> list[IndexRow]:
+        """Up to `limit` index rows of the stream after position `after`, in order."""
+        if self.location == ":memory:":
+            return []
+        rows = self._connection().execute(READ_INDEX, (to_blob(vhost), to_blob(queue), after, limit))
+        return [(int(s), int(t), int(x), int(k), int(p), int(b)) for s, t, x, k, p, b in rows]
 
     def close(self) -> None:
         if self._conn is not None:

@@ -77,6 +77,11 @@ def _max_age(f: Field, _a: FieldTable) -> object | None:
     return None
 
 
+#: rabbit_stream_queue's ceiling for x-stream-max-segment-size-bytes, checked once the arguments
+#: passed their value checks (observed: 3,000,000,000 is taken, one more refused).
+MAX_SEGMENT_BYTES = 3_000_000_000
+
+
 #: The value checks of the arguments a stream takes, in rabbit_amqqueue:declare_args() order
 #: (x-queue-type is checked before the type is chosen). Keys a stream does not take are refused
 #: as such, their values never checked (observed: x-max-priority 300 is "of queue type ...").
@@ -109,6 +114,9 @@ def check_declare(args: FieldTable, rs: str, *, durable: bool, exclusive: bool, 
     for bad, prop in flags:
         if bad:
             raise precondition_failed(f"invalid property '{prop}' for {rs}")
+    segment = args.get("x-stream-max-segment-size-bytes")
+    if segment is not None and segment.type in A.INTEGER_TYPES and int(segment.value) > MAX_SEGMENT_BYTES:
+        raise precondition_failed("Exceeded max value for x-stream-max-segment-size-bytes")
 
 
 # -- consuming ---------------------------------------------------------------------------------------

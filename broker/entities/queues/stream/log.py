@@ -57,14 +57,20 @@ def resident_cost(msg: StoredMessage) -> int:
     return len(msg.body) + MESSAGE_OVERHEAD
 
 
-def chunk_size(msg: StoredMessage) -> int:
-    n = len(msg.body)
-    size = _CHUNK_BASE + len(msg.exchange.encode()) + len(msg.routing_key.encode()) + n
-    if n > 255:
+def record_size(exchange: int, routing_key: int, props: int, body: int) -> int:
+    """A record's chunk size from the byte lengths of its parts (see the module docstring)."""
+    size = _CHUNK_BASE + exchange + routing_key + body
+    if body > 255:
         size += 3
-    if msg.flags:
-        size += len(msg.props) - 2
+    if props > 2:  # some property is set
+        size += props - 2
     return size
+
+
+def chunk_size(msg: StoredMessage) -> int:
+    return record_size(
+        len(msg.exchange.encode()), len(msg.routing_key.encode()), len(msg.props), len(msg.body)
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -117,6 +123,7 @@ class StreamLog:
     msgs: list[StoredMessage | None] = field(default_factory=list)  # None: paged out
     segments: list[Segment] = field(default_factory=list)
     head: int = 0  # index of the first retained record
+    size: int = 0  # the segments' total size, kept as they change (retention reads no segment list)
     chunk_open: bool = False  # the next record joins the last chunk (its owner batches writes)
     segment_chunks: int = MAX_SEGMENT_CHUNKS
 
@@ -156,38 +163,60 @@ class StreamLog:
     def append(self, msg: StoredMessage, now_ms: int) -> Dropped | None:
         """Write one record at `write_offset`, into the last chunk while it is open
         (`chunk_open`), else as a new chunk; returns what retention dropped, if any."""
+        size, body_bytes = chunk_size(msg), len(msg.body)
         if self.chunk_open and len(self.offsets) > self.head:
-            self._write(self.next_offset, self.stamps[-1], self.chunks[-1], msg)
+            self._write(self.next_offset, self.stamps[-1], self.chunks[-1], msg, size, body_bytes)
             return None
         rolled = False
         if not self.segments:
-            self.segments.append(Segment())
+            self._open_segment(Segment())
         elif self._full():
-            self.segments.append(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms, 1))
+            self._open_segment(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms, 1))
             self.next_offset += 1
             rolled = True
         offset = self.next_offset
-        self._write(offset, now_ms, offset, msg)
+        self._write(offset, now_ms, offset, msg, size, body_bytes)
         return self._retain(now_ms) if rolled else None
 
     def restore(self, offset: int, msg: StoredMessage, timestamp: int | None) -> None:
         """Put back a record read from the store at its offset, starting a chunk at `timestamp`
         or (None) joining the chunk before it; a gap before it (a tracking chunk, or messages the
         store did not keep) starts a new segment and chunk."""
+        self._restore(offset, msg, chunk_size(msg), len(msg.body), timestamp)
+
+    def restore_index(self, offset: int, size: int, body_bytes: int, timestamp: int | None) -> None:
+        """`restore` from the store's index alone: the body stays in the store (paged out)."""
+        self._restore(offset, None, size, body_bytes, timestamp)
+
+    def _restore(
+        self, offset: int, msg: StoredMessage | None, size: int, body_bytes: int, timestamp: int | None
+    ) -> None:
         gap = not self.segments or offset > self.next_offset
         if gap:
             tracked = bool(self.segments)
-            size = SEGMENT_HEADER + (TRACKING_CHUNK if tracked else 0)
-            self.segments.append(Segment(size, chunks=int(tracked)))
+            opening = SEGMENT_HEADER + (TRACKING_CHUNK if tracked else 0)
+            self._open_segment(Segment(opening, chunks=int(tracked)))
         self.next_offset = offset
         has_last = len(self.offsets) > self.head
         if timestamp is None and has_last and not gap:
-            self._write(offset, self.stamps[-1], self.chunks[-1], msg)
+            self._write(offset, self.stamps[-1], self.chunks[-1], msg, size, body_bytes)
         else:
             ts = timestamp if timestamp is not None else self.stamps[-1] if has_last else 0
-            self._write(offset, ts, offset, msg)
+            self._write(offset, ts, offset, msg, size, body_bytes)
 
-    def _write(self, offset: int, timestamp: int, chunk: int, msg: StoredMessage) -> None:
+    def _open_segment(self, seg: Segment) -> None:
+        self.segments.append(seg)
+        self.size += seg.size
+
+    def _write(
+        self,
+        offset: int,
+        timestamp: int,
+        chunk: int,
+        msg: StoredMessage | None,
+        size: int,
+        body_bytes: int,
+    ) -> None:
         seg = self.segments[-1]
         self.next_offset = offset + 1
         self.offsets.append(offset)
@@ -195,17 +224,19 @@ class StreamLog:
         self.chunks.append(chunk)
         self.msgs.append(msg)
         joins = chunk != offset
-        seg.size += chunk_size(msg) - (CHUNK_HEADER if joins else 0)
+        grown = size - (CHUNK_HEADER if joins else 0)
+        seg.size += grown
+        self.size += grown
         seg.chunks += not joins
         seg.records += 1
-        seg.body_bytes += len(msg.body)
+        seg.body_bytes += body_bytes
         seg.last_timestamp = timestamp
 
     def _retain(self, now_ms: int) -> Dropped | None:
         segs = self.segments
         drop = 0
         if self.max_bytes is not None:
-            total = sum(s.size for s in segs)
+            total = self.size
             while len(segs) - drop > 1 and total > self.max_bytes:
                 total -= segs[drop].size
                 drop += 1
@@ -217,6 +248,7 @@ class StreamLog:
             return None
         n = sum(s.records for s in segs[:drop])
         body_bytes = sum(s.body_bytes for s in segs[:drop])
+        self.size -= sum(s.size for s in segs[:drop])
         del segs[:drop]
         start, stop = self.head, self.head + n
         seqs = [offset + 1 for offset in self.offsets[start:stop]]
@@ -255,15 +287,15 @@ class StreamLog:
             return self.chunks[-1] if len(self) else nxt
         if spec.kind == "offset":  # past the end: the consumer waits for that offset
             return max(spec.value, first)
-        stamps = self.stamps
-        for i in range(self.head, len(stamps)):  # timestamp: the first chunk at or after it
-            if stamps[i] >= spec.value:
-                return self.offsets[i]
-        return nxt
+        # timestamp: the first chunk at or after it; chunk times only grow along the log, so a
+        # binary search over the column finds it without a scan
+        i = bisect.bisect_left(self.stamps, spec.value, lo=self.head)
+        return self.offsets[i] if i < len(self.stamps) else nxt
 
     def clear(self) -> None:
         for column in (self.offsets, self.stamps, self.chunks, self.msgs):
             del column[:]
         self.segments.clear()
+        self.size = 0
         self.head = 0
         self.chunk_open = False

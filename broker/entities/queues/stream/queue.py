@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections import deque
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError, internal_error, not_implemented
@@ -31,7 +32,8 @@ from broker.entities.queues import arguments as A
 from broker.entities.queues.base import Entry, Queue, QueueHost, register, resource
 from broker.entities.queues.consumers import Consumer
 from broker.entities.queues.stream import arguments as SA
-from broker.entities.queues.stream.log import StreamLog, resident_cost
+from broker.entities.queues.stream import convert
+from broker.entities.queues.stream.log import StreamLog, record_size, resident_cost
 from broker.protocol import properties as P
 
 if TYPE_CHECKING:
@@ -90,12 +92,48 @@ def stream_message(msg: StoredMessage) -> StoredMessage:
 
 
 _OFFSET_KEY = OFFSET_HEADER.encode()
+_NO_PROPS = b"\x00\x00"
 _OFFSET_ENTRY = bytes((len(_OFFSET_KEY),)) + _OFFSET_KEY + b"l"
 
 
-def delivered_message(msg: StoredMessage, offset: int) -> StoredMessage:
+def record_message(record: bytes) -> StoredMessage:
+    """An AMQP 1.0 record written by a stream-protocol publisher, kept as it came: the body holds
+    the record, with no properties, no exchange and no routing key. No AMQP 0-9-1 publish reaches
+    a stream that way (the default exchange routes an empty key nowhere; CC headers or an x-death
+    would be properties)."""
+    return StoredMessage("", "", _NO_PROPS, record)
+
+
+def is_record(msg: StoredMessage) -> bool:
+    """Whether `msg` is a stream-protocol record (`record_message`)."""
+    return not msg.flags and not msg.routing_key and not msg.exchange and not msg.extra_keys
+
+
+def amqp10_record(msg: StoredMessage) -> bytes:
+    """The AMQP 1.0 bytes a stream-protocol consumer reads for a log record: the record as
+    published over the stream protocol, or RabbitMQ's conversion of an AMQP 0-9-1 publish."""
+    if is_record(msg):
+        return msg.body
+    props = {name: P.decode_value(msg.props, name, span) for name, span in P.locate(msg.props).items()}
+    return convert.from_amqp091(props, msg.body, exchange=msg.exchange, routing_key=msg.routing_key)
+
+
+def amqp091_message(msg: StoredMessage, stream: str) -> StoredMessage:
+    """A log record as an AMQP 0-9-1 message: a stream-protocol record converted as RabbitMQ's
+    rabbit_msg_record does (one it cannot convert is a channel crash, 541)."""
+    if not is_record(msg):
+        return msg
+    try:
+        m = convert.to_amqp091(msg.body, stream=stream)
+    except convert.UnconvertibleError:
+        raise internal_error() from None
+    return StoredMessage(m.exchange, m.routing_key, P.encode(m.props), m.body)
+
+
+def delivered_message(msg: StoredMessage, offset: int, stream: str = "") -> StoredMessage:
     """A log record as a consumer receives it: `x-stream-offset` (long) appended to the headers,
-    replacing any header of that name."""
+    replacing any header of that name (a stream-protocol record converted first)."""
+    msg = amqp091_message(msg, stream)
     props = P.append_header(msg.props, _OFFSET_KEY, _OFFSET_ENTRY + _I64.pack(offset))
     if props is not None:
         return msg.with_props(props)
@@ -112,8 +150,15 @@ def _int_setting(args: FieldTable, key: str) -> int | None:
 
 
 def _age_setting(args: FieldTable) -> int | None:
+    """A max-age the AMQP declare refuses ("1X") can come from the stream protocol, which
+    RabbitMQ 3.10.8 accepts without checking: it then limits nothing."""
     f = args.get("x-max-age")
-    return SA.max_age_ms(f.value) if f is not None and f.type == "longstr" else None
+    if f is None or f.type != "longstr":
+        return None
+    try:
+        return SA.max_age_ms(f.value)
+    except Exception:
+        return None
 
 
 @register
@@ -152,6 +197,9 @@ class StreamQueue(Queue):
         self._page: dict[int, StoredMessage] = {}
         self._boot_stamps: dict[int, tuple[int, int, int]] | None = None  # seq -> (.., chunk ms)
         self._in_pass = False  # a publish in this pass of the event loop made a chunk already
+        #: told (once per commit, coalesced) that records were appended: stream-protocol readers
+        self.watchers: list[Callable[[], None]] = []
+        self._grew_pending = False
         self.apply_policy(None)
 
     # -- declaration --------------------------------------------------------------------------
@@ -241,6 +289,31 @@ class StreamQueue(Queue):
                 self._in_pass = True
                 self.clock.call_later(0.0, self._close_chunk)
         self.try_deliver()
+        if self.watchers and not self._grew_pending:
+            self._grew_pending = True
+            if persistence is not None:
+                persistence.when_committed(self, self._grew)
+            else:
+                self.clock.call_later(0.0, self._grew)
+
+    def _grew(self) -> None:
+        self._grew_pending = False
+        for watcher in list(self.watchers):
+            watcher()
+
+    def open_chunk(self) -> None:
+        """The records enqueued next join the chunk the last one started (a stream-protocol
+        publish frame is one chunk), until `close_chunk`."""
+        self.log.chunk_open = True
+        self.seq = self.log.write_offset
+
+    def close_chunk(self) -> None:
+        """The next record starts a new chunk."""
+        self._close_chunk()
+
+    def message_at(self, i: int) -> StoredMessage:
+        """The message of the log's record at index `i` (read back from the store if paged out)."""
+        return self._message(i)
 
     def _close_chunk(self) -> None:
         """The event loop moved on: the next publish starts a chunk (and may roll the segment)."""
@@ -274,6 +347,21 @@ class StreamQueue(Queue):
         self.seq = self.log.write_offset
         self._committed_below = self.log.next_offset
         self._evict()
+
+    def restore_index(self, rows: Iterable[tuple[int, int, int, int, int, int]]) -> None:
+        """Records from the store's index at boot, oldest first: (seq, chunk time ms or 0 to join
+        the chunk before, exchange, routing key, properties and body sizes). The bodies stay in
+        the store and are read back a page at a time when a consumer reaches them, so a restart
+        costs the index, not the log."""
+        log = self.log
+        now = self._now_ms()
+        for seq, ts, exchange, routing_key, props, body in rows:
+            timestamp = ts or (None if len(log) else now)
+            log.restore_index(seq - 1, record_size(exchange, routing_key, props, body), body, timestamp)
+            self.count += 1
+            self.bytes += body
+        self.seq = log.write_offset
+        self._committed_below = log.next_offset
 
     def _append(self, msg: StoredMessage, now_ms: int) -> None:
         dropped = self.log.append(msg, now_ms)
@@ -377,7 +465,7 @@ class StreamQueue(Queue):
                     offset = log.offsets[i]
                     pos = offset + 1
                     self.positions[c] = pos
-                    self.deliver_to(c, Entry(0, delivered_message(self._message(i), offset), 0.0))
+                    self.deliver_to(c, Entry(0, delivered_message(self._message(i), offset, self.name), 0.0))
                 self.positions[c] = pos
         finally:
             self._delivering = False
@@ -456,7 +544,14 @@ class StreamQueue(Queue):
         return out
 
     def details(self) -> dict[str, object]:
-        return {"first_offset": self.log.first_offset, "next_offset": self.log.next_offset}
+        """Offsets, and membership as rabbit_stream_queue reports it: the members (the node the
+        stream lives on, which the read model fills in when none was placed; RabbitMQ 3.10.8 shows
+        ["rabbit@<node>"] for `members` and `online`, and a null leader over the management API)."""
+        return {
+            "first_offset": self.log.first_offset,
+            "next_offset": self.log.next_offset,
+            "members": list(self.members),
+        }
 
 
 def _int_or_none(v: object) -> int | None:

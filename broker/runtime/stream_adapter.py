@@ -1,0 +1,404 @@
+"""The broker behind the stream protocol (`broker.streamproto.ports.StreamBroker`): the same users,
+vhosts and permissions as AMQP 0-9-1, and the stream queues themselves as the logs.
+
+A stream created over the stream protocol is a stream queue (x-queue-type stream), declared with
+the arguments RabbitMQ's stream manager maps the create-stream arguments to; one declared over
+AMQP 0-9-1 is read and written over the stream protocol the same way. Each stream-protocol record
+keeps its AMQP 1.0 bytes in the log (the stream queue converts it for an AMQP 0-9-1 consumer, and
+converts an AMQP 0-9-1 publish for a stream-protocol one), so both protocols see one log with the
+same offsets, chunks and timestamps.
+
+What the stream protocol adds to a log (publisher deduplication state, consumer offsets stored
+with store-offset) lives in the `QueueStream` view of each stream while the broker runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from amqpwire.fields import Field, FieldTable
+from broker.entities.persistence import failed
+from broker.entities.queues.base import Queue
+from broker.entities.queues.stream.arguments import MAX_SEGMENT_BYTES
+from broker.entities.queues.stream.arguments import OffsetSpec as LogSpec
+from broker.entities.queues.stream.queue import StreamQueue, amqp10_record, record_message
+from broker.streamproto import chunk as C
+from broker.streamproto.constants import AUTH_MECHANISMS, Code, OffsetType
+from broker.streamproto.frames import OffsetSpec, SubBatch
+from broker.streamproto.ports import AuthRefused, Crashed, LoopbackOnly, Permission, StreamListener
+
+if TYPE_CHECKING:
+    from broker.entities.users import Registry
+    from broker.entities.vhost import VHost
+    from broker.runtime.alarms import Alarms
+
+#: create-stream argument -> (queue argument, its AMQP field type)
+_ARGUMENTS = {
+    "max-length-bytes": ("x-max-length-bytes", "long"),
+    "max-age": ("x-max-age", "longstr"),
+    "stream-max-segment-size-bytes": ("x-stream-max-segment-size-bytes", "long"),
+    "initial-cluster-size": ("x-initial-cluster-size", "long"),
+    "queue-leader-locator": ("x-queue-leader-locator", "longstr"),
+}
+_LOCATORS = ("client-local", "balanced", "random", "least-leaders")
+_GZIP = 1
+#: How often the disk alarm is looked at for stream connections (they are told of changes).
+ALARM_POLL_SECONDS = 0.5
+_LOG_SPECS = {
+    OffsetType.FIRST: "first",
+    OffsetType.LAST: "last",
+    OffsetType.NEXT: "next",
+    OffsetType.OFFSET: "offset",
+    OffsetType.TIMESTAMP: "timestamp",
+}
+
+
+class StreamHost(Protocol):
+    """What the adapter needs of the broker (`broker.server.Broker` satisfies it)."""
+
+    @property
+    def vhosts(self) -> Mapping[str, VHost]: ...
+
+    @property
+    def auth(self) -> Registry: ...
+
+    @property
+    def alarms(self) -> Alarms: ...
+
+
+def _is_loopback(host: str) -> bool:
+    return host.startswith("127.") or host in ("::1", "::ffff:127.0.0.1", "localhost")
+
+
+def _records(entry: C.Entry) -> list[bytes]:
+    """The records of one published entry (a sub-batch: uncompressed or gzip)."""
+    if not isinstance(entry, SubBatch):
+        return [entry]
+    if entry.compression == _GZIP:
+        data = zlib.decompress(entry.data, 31)
+        entry = SubBatch(0, entry.count, len(data), data)
+    try:
+        return entry.records()
+    except ValueError as e:  # a compression codec the broker does not have
+        raise Crashed(str(e)) from None
+
+
+class QueueReader:
+    """A subscription's position in a stream queue's log: the next chunk from `next_offset`."""
+
+    __slots__ = ("_offset", "_stream")
+
+    def __init__(self, stream: QueueStream, offset: int) -> None:
+        self._stream = stream
+        self._offset = offset
+
+    @property
+    def next_offset(self) -> int:
+        return self._offset
+
+    def next_chunk(self) -> C.Chunk | None:
+        q = self._stream.queue
+        if q.deleted:
+            return None
+        log = q.log
+        end = log.end
+        i = log.index_of(self._offset)
+        if i >= end:
+            return None
+        offsets, starts = log.offsets, log.chunks
+        start = starts[i]
+        j = i + 1
+        while j < end and starts[j] == start:
+            j += 1
+        records = [amqp10_record(q.message_at(k)) for k in range(i, j)]
+        self._offset = offsets[j - 1] + 1
+        return C.Chunk.of(records, first_offset=offsets[i], timestamp=log.stamps[i])
+
+
+class QueueStream:
+    """One stream queue as the stream protocol sees it (`broker.streamproto.ports.StreamLog`)."""
+
+    def __init__(self, vhost: VHost, queue: StreamQueue) -> None:
+        self.vhost = vhost
+        self.queue = queue
+        self.listeners: list[StreamListener] = []
+        self.writers: dict[str, int] = {}
+        self.tracking: dict[str, int] = {}
+
+    @property
+    def name(self) -> str:
+        return self.queue.name
+
+    def append(
+        self,
+        entries: Sequence[tuple[int, C.Entry]],
+        writer: str | None,
+        confirm: Callable[[list[int]], None],
+    ) -> None:
+        ids = [i for i, _ in entries]
+        kept = entries
+        if writer is not None and writer in self.writers:
+            last = self.writers[writer]
+            kept = [(i, e) for i, e in entries if i > last]
+        if not kept:
+            confirm(ids)
+            return
+        records = [rec for _, e in kept for rec in _records(e)]
+        q, vhost = self.queue, self.vhost
+        persistence = vhost.persistence if q.store is not None else None
+        commit = None
+        for n, rec in enumerate(records):
+            msg = record_message(rec)
+            seq = 0
+            if persistence is not None:
+                commit, seqs = persistence.publish(vhost, msg, [q])
+                seq = seqs[0]
+            q.enqueue(msg, seq)
+            if n == 0:
+                q.open_chunk()
+        q.close_chunk()
+        if writer is not None:
+            self.writers[writer] = kept[-1][0]
+        if commit is None:
+            confirm(ids)
+        else:
+            commit.add_done_callback(lambda c: None if failed(c) else confirm(ids))
+
+    def reader(self, spec: OffsetSpec) -> QueueReader:
+        log = self.queue.log
+        offset = log.start_offset(LogSpec(_LOG_SPECS[spec.kind], spec.value))
+        i = log.index_of(offset)
+        if i < log.end:  # RabbitMQ sends the whole chunk holding the offset
+            offset = log.chunks[i]
+        return QueueReader(self, offset)
+
+    def listen(self, listener: StreamListener) -> None:
+        if listener not in self.listeners:
+            self.listeners.append(listener)
+        if self._grew not in self.queue.watchers:
+            self.queue.watchers.append(self._grew)
+
+    def unlisten(self, listener: StreamListener) -> None:
+        if listener in self.listeners:
+            self.listeners.remove(listener)
+        if not self.listeners and self._grew in self.queue.watchers:
+            self.queue.watchers.remove(self._grew)
+
+    def _grew(self) -> None:
+        for listener in list(self.listeners):
+            listener.stream_grew(self)
+
+    def deleted(self) -> None:
+        self.queue.watchers.clear()
+        for listener in list(self.listeners):
+            listener.stream_deleted(self)
+        self.listeners.clear()
+
+    def store_offset(self, reference: str, offset: int) -> None:
+        """osiris writes a tracking chunk: it takes one offset of the log."""
+        self.tracking[reference] = offset
+        q = self.queue
+        q.close_chunk()
+        q.log.next_offset = q.log.write_offset + 1
+        q.seq = q.log.write_offset
+
+    def query_offset(self, reference: str) -> int | None:
+        return self.tracking.get(reference)
+
+    def writer_sequence(self, reference: str) -> int | None:
+        return self.writers.get(reference)
+
+    @property
+    def committed_offset(self) -> int:
+        return self.queue.log.next_offset - 1
+
+
+class BrokerStreams:
+    """The broker as the stream protocol needs it (`broker.streamproto.ports.StreamBroker`)."""
+
+    def __init__(
+        self,
+        broker: StreamHost,
+        *,
+        loopback_users: Collection[str],
+        advertised_host: str,
+        advertised_port: int,
+        cluster_name: str = "rabbit@localhost",
+    ) -> None:
+        self.broker = broker
+        self.loopback_users = loopback_users
+        self.advertised_host = advertised_host
+        self.advertised_port = advertised_port
+        self.cluster_name = cluster_name
+        self._streams: dict[int, QueueStream] = {}  # by id() of the stream queue
+        self._watched: set[int] = set()  # vhosts whose deletions are followed (by id())
+        self._alarm_watchers: list[Callable[[bool], None]] = []
+        self._alarm_state = False
+        self._alarm_timer: asyncio.TimerHandle | None = None
+
+    # -- connection ---------------------------------------------------------------------------
+
+    def server_properties(self) -> Mapping[str, str]:
+        return {
+            "product": "RabbitMQ",
+            "version": "3.10.8",
+            "cluster_name": self.cluster_name,
+            "platform": "Erlang/OTP 24.3.4.6",
+            "copyright": "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.",
+            "information": "Licensed under the MPL 2.0. Website: https://rabbitmq.com",
+        }
+
+    def auth_mechanisms(self) -> Sequence[str]:
+        return AUTH_MECHANISMS
+
+    def authenticate(self, username: str, password: str, peer_host: str) -> object:
+        if not self.broker.auth.check_credentials(username, password):
+            raise AuthRefused(username)
+        if username in self.loopback_users and not _is_loopback(peer_host):
+            raise LoopbackOnly(username)
+        return username
+
+    def check_vhost_access(self, user: object, vhost: str, peer_host: str) -> bool:
+        return vhost in self.broker.vhosts and (vhost, str(user)) in self.broker.auth.permissions
+
+    def check_permission(self, user: object, vhost: str, stream: str, permission: Permission) -> bool:
+        p = self.broker.auth.permissions.get((vhost, str(user)))
+        return p is not None and p.allows(permission, stream)
+
+    def advertised_endpoint(self) -> tuple[str, int]:
+        return self.advertised_host, self.advertised_port
+
+    # -- streams ------------------------------------------------------------------------------
+
+    def _view(self, vh: VHost, q: StreamQueue) -> QueueStream:
+        view = self._streams.get(id(q))
+        if view is None or view.queue is not q:
+            view = self._streams[id(q)] = QueueStream(vh, q)
+        if id(vh) not in self._watched:
+            self._watched.add(id(vh))
+            vh.on_queue_deleted.append(self._queue_deleted)
+        return view
+
+    def _queue_deleted(self, q: Queue) -> None:
+        view = self._streams.get(id(q))
+        if view is not None and view.queue is q:
+            del self._streams[id(q)]
+            view.deleted()
+
+    def lookup(self, vhost: str, stream: str) -> QueueStream | None:
+        vh = self.broker.vhosts.get(vhost)
+        q = vh.queues.get(stream) if vh is not None else None
+        if vh is None or not isinstance(q, StreamQueue) or q.deleted:
+            return None
+        return self._view(vh, q)
+
+    def create_stream(self, user: object, vhost: str, stream: str, arguments: Mapping[str, str]) -> int:
+        """rabbit_stream_manager:create: the known arguments become the queue's x-arguments (the
+        others are ignored); max-age is not checked as the AMQP declare checks it."""
+        fields: list[tuple[str, Field]] = [("x-queue-type", Field("longstr", b"stream"))]
+        for key, value in arguments.items():
+            if key not in _ARGUMENTS:
+                continue
+            name, ftype = _ARGUMENTS[key]
+            if ftype == "long":
+                try:
+                    number = int(value)
+                except ValueError:
+                    raise Crashed(f"binary_to_integer({value!r})") from None
+                if key == "initial-cluster-size" and number <= 0:
+                    return Code.PRECONDITION_FAILED
+                if key == "stream-max-segment-size-bytes" and number > MAX_SEGMENT_BYTES:
+                    return Code.PRECONDITION_FAILED
+                fields.append((name, Field("long", number)))
+            else:
+                if key == "queue-leader-locator" and value not in _LOCATORS:
+                    return Code.PRECONDITION_FAILED
+                fields.append((name, Field("longstr", value.encode())))
+        vh = self.broker.vhosts.get(vhost)
+        if vh is None:
+            return Code.INTERNAL_ERROR
+        args = FieldTable(fields)
+        existing = vh.queues.get(stream)
+        if existing is not None:
+            if not isinstance(existing, StreamQueue):
+                return Code.PRECONDITION_FAILED
+            same = _table(existing.arguments) == _table(args)
+            return Code.STREAM_ALREADY_EXISTS if same else Code.PRECONDITION_FAILED
+        q = Queue(vh, stream, durable=True, exclusive_owner=None, auto_delete=False, arguments=args)
+        vh.add_queue(q)
+        return Code.OK
+
+    def delete_stream(self, user: object, vhost: str, stream: str) -> int:
+        vh = self.broker.vhosts.get(vhost)
+        q = vh.queues.get(stream) if vh is not None else None
+        if vh is None or not isinstance(q, StreamQueue):
+            return Code.STREAM_DOES_NOT_EXIST
+        view = self._view(vh, q)  # its listeners hear of the deletion (`_queue_deleted`)
+        vh.delete_queue(q)
+        if view.listeners:  # deleted before this adapter followed the vhost
+            self._queue_deleted(q)
+        return Code.OK
+
+    # -- super streams ------------------------------------------------------------------------
+
+    def _partition_bindings(self, vhost: str, super_stream: str) -> list[tuple[str, str, int]] | None:
+        vh = self.broker.vhosts.get(vhost)
+        x = vh.exchanges.get(super_stream) if vh is not None else None
+        if vh is None or x is None:
+            return None
+        out = []
+        for b in x.bindings_in_order():
+            if b.destination.kind != "queue" or b.destination.name not in vh.queues:
+                continue
+            order = b.arguments.get("x-stream-partition-order")
+            rank = int(order.value) if order is not None and isinstance(order.value, int) else -1
+            out.append((b.destination.name, b.key, rank))
+        return out
+
+    def route(self, vhost: str, super_stream: str, routing_key: str) -> list[str] | None:
+        bindings = self._partition_bindings(vhost, super_stream)
+        if bindings is None:
+            return None
+        return [name for name, key, _ in bindings if key == routing_key]
+
+    def partitions(self, vhost: str, super_stream: str) -> list[str] | None:
+        bindings = self._partition_bindings(vhost, super_stream)
+        if bindings is None:
+            return None
+        return [name for name, _, _ in sorted(bindings, key=lambda b: b[2])]
+
+    # -- alarms -------------------------------------------------------------------------------
+
+    def resource_alarm(self) -> bool:
+        """rabbit_stream_reader reacts to the disk alarm only."""
+        return self.broker.alarms.disk_alarm
+
+    def watch_alarm(self, callback: Callable[[bool], None]) -> Callable[[], None]:
+        self._alarm_watchers.append(callback)
+        if self._alarm_timer is None:
+            self._alarm_state = self.resource_alarm()
+            self._alarm_timer = asyncio.get_running_loop().call_later(ALARM_POLL_SECONDS, self._poll_alarm)
+
+        def stop() -> None:
+            if callback in self._alarm_watchers:
+                self._alarm_watchers.remove(callback)
+            if not self._alarm_watchers and self._alarm_timer is not None:
+                self._alarm_timer.cancel()
+                self._alarm_timer = None
+
+        return stop
+
+    def _poll_alarm(self) -> None:
+        state = self.resource_alarm()
+        if state != self._alarm_state:
+            self._alarm_state = state
+            for cb in list(self._alarm_watchers):
+                cb(state)
+        self._alarm_timer = asyncio.get_running_loop().call_later(ALARM_POLL_SECONDS, self._poll_alarm)
+
+
+def _table(args: FieldTable) -> dict[str, tuple[str, object]]:
+    return {k: (f.type, f.value) for k, f in args}
