@@ -104,6 +104,7 @@ class Broker:
         self._reply_channels: dict[str, ReplyTarget] = {}
         self.management: Any = None
         self.prometheus: Any = None  # the rabbitmq_prometheus listener, while it runs
+        self.stream_server: Any = None  # the rabbitmq_stream listener, while it runs
         from broker.runtime.settings import enabled_plugins
 
         self.plugins = enabled_plugins(settings)
@@ -235,6 +236,28 @@ class Broker:
             self.prometheus = await start_prometheus(
                 self, self.settings.management_host or self.host, metrics_port
             )
+        if self.settings.stream_port is not None and "rabbitmq_stream" in self.plugins:
+            await self._start_streams(self.settings.stream_port)
+
+    async def _start_streams(self, port: int) -> None:
+        """RabbitMQ's stream protocol on `port` over this broker's streams (loaded only when on)."""
+        import socket
+
+        from broker.runtime.stream_adapter import BrokerStreams
+        from broker.streamproto.server import StreamServer
+
+        s = self.settings
+        streams = BrokerStreams(
+            self,
+            loopback_users=s.loopback_users,
+            advertised_host=s.stream_advertised_host or socket.gethostname(),
+            advertised_port=port,
+            cluster_name=self.cluster.local,
+        )
+        self.stream_server = StreamServer(streams, host=self.host, port=port)
+        await self.stream_server.start()
+        streams.advertised_port = self.stream_server.port
+        log.info("stream protocol listening on %s:%d", self.host, self.stream_server.port)
 
     def _protocol_factory(self) -> asyncio.Protocol:
         from broker.runtime.transport import AmqpProtocol
@@ -247,6 +270,9 @@ class Broker:
         drop whoever is left, then commit what the store has pending."""
         if self._server is None:
             return
+        if self.stream_server is not None:
+            await self.stream_server.stop()
+            self.stream_server = None
         if self.prometheus is not None:
             await self.prometheus.close()
             self.prometheus = None

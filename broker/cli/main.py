@@ -48,6 +48,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="RabbitMQ-style management HTTP API port (off by default; 0 = any free port)",
     )
     serve.add_argument(
+        "--stream-port",
+        type=int,
+        default=None,
+        help="RabbitMQ stream protocol port (off by default; RabbitMQ's is 5552; 0 = any free port)",
+    )
+    serve.add_argument(
         "--nodes",
         default=None,
         help="emulated cluster node names, comma-separated; the first is local (default rabbit@localhost)",
@@ -133,6 +139,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             port=args.port,
             log_level=args.log_level,
             management_port=args.management_port,
+            stream_port=args.stream_port,
             data_dir=args.data_dir,
             store_sync=args.store_sync,
             nodes=args.nodes,

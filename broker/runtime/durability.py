@@ -383,6 +383,7 @@ def restore_depths(vhosts: Mapping[str, VHost], store: Store, snap: Snapshot) ->
     if not snap.depths:
         return 0  # nothing stored: the paging module stays unloaded
     from broker.entities.queues.classic.paging import restore_backlog
+    from broker.entities.queues.stream.queue import StreamQueue
 
     messages = 0
     for (vname, qname), (count, size, last) in snap.depths.items():
@@ -391,6 +392,12 @@ def restore_depths(vhosts: Mapping[str, VHost], store: Store, snap: Snapshot) ->
         if q is None:
             continue
         messages += count
+        if isinstance(q, StreamQueue):  # the index only: bodies are paged in as consumers read
+            after = 0
+            while index := store.read_stream_index(vname, qname, after, _RESTORE_BATCH):
+                q.restore_index(index)
+                after = index[-1][0]
+            continue
         backlog = StoreBacklog(store, vname, qname, count, size, last)
         if q.type_name == "classic" and not getattr(q, "max_priority", 1) and store.pages is not None:
             restore_backlog(q, backlog, last, store.pages.new_spool)  # type: ignore[arg-type]

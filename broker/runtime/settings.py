@@ -75,6 +75,12 @@ class Settings(BaseModel):
     """The RabbitMQ version whose routing and reply codes to reproduce ("3.10.8", "3.13.0", "4.3.0")."""
     management_port: int | None = Field(default=None, ge=0, le=65535)
     """RabbitMQ-style management HTTP API; None (default) = off, 0 = any free port."""
+    stream_port: int | None = Field(default=None, ge=0, le=65535)
+    """RabbitMQ's stream protocol (the rabbitmq_stream plugin, 5552 there); None (default) = off,
+    0 = any free port."""
+    stream_advertised_host: str | None = None
+    """The host stream clients are told to connect to in metadata (RabbitMQ's
+    stream.advertised_host); None = the machine's host name, as RabbitMQ does."""
     management_host: str | None = None
     """Address of the management listener; None = the AMQP `host`."""
     log_level: LogLevel = "INFO"

@@ -69,6 +69,14 @@ class Store(ABC):
         as (seq, redelivered, exchange, routing key, properties, body)."""
         return []
 
+    def read_stream_index(
+        self, vhost: str, queue: str, after: int, limit: int
+    ) -> list[tuple[int, int, int, int, int, int]]:
+        """Up to `limit` index rows of a stream after position `after`, in seq order, as (seq,
+        chunk time ms or 0, exchange, routing key, properties and body sizes in bytes): what a
+        restart rebuilds a stream's log from, its bodies left in the store."""
+        return []
+
     def queue_seqs(self, vhost: str, queue: str, after: int, upto: int) -> list[int]:
         """The committed positions of a queue with `after` < seq <= `upto`."""
         return []

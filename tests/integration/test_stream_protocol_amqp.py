@@ -28,9 +28,7 @@ from rstream import (
 )
 from rstream._pyamqp.message import Properties  # type: ignore[attr-defined]  # not re-exported
 
-from broker.runtime.stream_adapter import BrokerStreams
 from broker.server import Broker
-from broker.streamproto.server import StreamServer
 from tests.integration.test_streamproto_rstream import EXPECTED, program
 
 USER = PASSWORD = "guest"
@@ -38,23 +36,15 @@ USER = PASSWORD = "guest"
 
 @contextlib.asynccontextmanager
 async def running(data_dir: Path) -> AsyncIterator[tuple[Broker, int]]:
-    """A broker on `data_dir` with a stream listener over it: (broker, stream port)."""
-    broker = Broker(host="127.0.0.1", port=0, data_dir=str(data_dir))
+    """A broker on `data_dir` with its stream listener on (`stream_port`): (broker, stream port)."""
+    broker = Broker(host="127.0.0.1", port=0, data_dir=str(data_dir), stream_port=0)
     await broker.start()
-    streams = BrokerStreams(
-        broker,
-        loopback_users=broker.settings.loopback_users,
-        advertised_host="127.0.0.1",
-        advertised_port=0,
-    )
-    server = StreamServer(streams, host="127.0.0.1", port=0)
-    await server.start()
-    streams.advertised_port = server.port
+    assert broker.stream_server is not None
     try:
-        yield broker, server.port
+        yield broker, broker.stream_server.port
     finally:
-        await server.stop()
         await broker.stop()
+    assert broker.stream_server is None
 
 
 def _amqp_read(port: int, queue: str, n: int, declare: bool = False) -> list[tuple[bytes, Any]]:

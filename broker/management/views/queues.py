@@ -28,6 +28,10 @@ from broker.management.writes import ACK_MODES, AmqpOpError
 def fmt_queue(ctx: Context, q: QueueView, sessions: Sessions, detail: bool = False) -> dict[str, Any]:
     """A queue as /api/queues shows it; `sessions` has the views of its owner and consumers."""
     d = _fmt_quorum(ctx, q) if q.type == "quorum" else _fmt_classic(ctx, q)
+    if q.type == "stream":  # a stream's replicas, as rabbit_stream_queue reports them (no leader key)
+        members = _names(q.details.get("members")) or [ctx.state.queue_node(q.name)]
+        d["members"] = members
+        d["online"] = ctx.state.online(members)
     rates = ctx.state.queue_rates(q.vhost, q.name)
     with_rates(d, "messages", "messages_ready", "messages_unacknowledged", rates=rates)
     if q.stats:

@@ -150,22 +150,23 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
             )
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: cannot read the store ({exc})") from None
-    snap.queue_state, snap.dead_letters = load_queue_state(c, path)
+    snap.queue_state, snap.dead_letters = load_queue_state(c, path, timestamps=messages)
     return snap
 
 
 def _queue_ids(c: sqlite3.Connection, where: str) -> tuple[set[tuple[str, str]], list[int]]:
     """(the queues whose messages a restarted broker reads as their head advances: classic queues
-    without priorities, see broker.runtime.durability.restore_depths; the ids of the others, loaded whole)."""
+    without priorities, and streams, which read their index and page their bodies, see
+    broker.runtime.durability.restore_depths; the ids of the others, loaded whole)."""
     lazy: set[tuple[str, str]] = set()
     others: list[int] = []
     for qid, vhost, name, raw in c.execute("SELECT id, vhost, name, arguments FROM queues"):
         args = _table(raw, where)
         qtype = args.get("x-queue-type")
         prio = args.get("x-max-priority")
-        if (qtype is None or (qtype.type == "longstr" and qtype.value == b"classic")) and (
-            prio is None or (isinstance(prio.value, int) and prio.value == 0)
-        ):
+        stream = qtype is not None and qtype.type == "longstr" and qtype.value == b"stream"
+        classic = qtype is None or (qtype.type == "longstr" and qtype.value == b"classic")
+        if stream or (classic and (prio is None or (isinstance(prio.value, int) and prio.value == 0))):
             lazy.add((from_blob(vhost), from_blob(name)))
         else:
             others.append(int(qid))
@@ -200,17 +201,21 @@ DeadLetters = dict[tuple[str, str], dict[int, tuple[str, int]]]
 """(vhost, queue) -> seq -> (reason, order), as `Snapshot.dead_letters`."""
 
 
-def load_queue_state(c: sqlite3.Connection, path: Path) -> tuple[QueueState, DeadLetters]:
-    """In one pass over the positions, by queue: those with a delivery count, a return order or a
-    timestamp (quorum queues, streams), and those held in their quorum queue's dead-letter store
-    (reason, order)."""
+def load_queue_state(
+    c: sqlite3.Connection, path: Path, *, timestamps: bool = True
+) -> tuple[QueueState, DeadLetters]:
+    """In one pass over the positions, by queue: those with a delivery count, a return order or
+    (with `timestamps`) a stream chunk's timestamp, and those held in their quorum queue's
+    dead-letter store (reason, order). Without `timestamps` streams read theirs with their index
+    (`broker.store.sqlite.stream_pages`), so a long stream costs no entry here."""
     state: QueueState = {}
     held: DeadLetters = {}
+    stamped = " OR timestamp != 0" if timestamps else ""
     try:
         for vhost, queue, seq, count, order, ts, reason, dl_order in c.execute(
             "SELECT vhost, queue, seq, delivery_count, return_order, timestamp, dead_letter, "
             "dead_letter_order FROM queue_messages "
-            "WHERE delivery_count != 0 OR return_order != 0 OR timestamp != 0 OR dead_letter != ''"
+            f"WHERE delivery_count != 0 OR return_order != 0{stamped} OR dead_letter != ''"
         ):
             key = (from_blob(vhost), from_blob(queue))
             if reason:
