@@ -403,9 +403,10 @@ class QuorumQueue(Queue):
 
     def get(self, no_ack: bool) -> Entry | None:
         """basic.get: 405 on a single-active-consumer queue; the message always shows its count.
-        Expired messages are dropped from the head before the fetch and after it: get-ok's count
-        leaves out the expired ones the fetch brought to the head (observed on 3.10.8: m.0 then
-        two expired messages then m.3, fetched: message_count 1)."""
+        Expired messages are dropped from the head before the fetch; a settled (no-ack) fetch
+        drops those it brought to the head too before get-ok's count, as rabbit_fifo settles it at
+        once and expires at that command, while an unsettled fetch's count still includes them
+        (observed on 3.10.8: m.0, two expired messages, m.3: message_count 1 without ack, 3 with)."""
         if self.single_active:
             raise resource_locked(
                 f"cannot obtain access to locked {self.rs}. basic.get "
@@ -419,7 +420,8 @@ class QuorumQueue(Queue):
         if entry is None:
             self.stat_empty_get = True
             return None
-        self.ready.drop_expired()
+        if no_ack:
+            self.ready.drop_expired()
         self.count_get(entry, no_ack)
         if isinstance(entry, QuorumEntry):
             entry.msg = with_delivery_count(entry.orig, entry.count)
