@@ -488,7 +488,7 @@ class QuorumQueue(Queue):
         self.dlx_store.clear()
         n = self.ready.count
         self.deleted = True
-        self.selection.cancel_all()
+        self.selection.cancel_all(self.clock)
         self.ready.cancel_timer()
         self.idle.cancel()
         self.purge()
