@@ -8,6 +8,7 @@ The scenarios talk raw frames (pamqp) and record the server's frames in order.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -34,7 +35,9 @@ def _connect(ctx: Ctx) -> Any:
         ),
     )
     tune = raw.expect(commands.Connection.Tune)
-    raw.send(0, commands.Connection.TuneOk(channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=0))
+    raw.send(
+        0, commands.Connection.TuneOk(channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=0)
+    )
     raw.send(0, commands.Connection.Open(virtual_host=raw.vhost))
     raw.expect(commands.Connection.OpenOk)
     return raw
@@ -134,10 +137,8 @@ def scenario_py_amqp_queue_delete_returns_then_sees_the_cancel(ctx: Ctx) -> Any:
         except amqp.exceptions.ConsumerCancelled as exc:
             out["queue_delete"] = f"raised {type(exc).__name__}"
         out["cancelled_by_then"] = list(cancelled)
-        try:
+        with contextlib.suppress(TimeoutError):
             conn.drain_events(timeout=1)
-        except TimeoutError:
-            pass
         out["cancelled_after_a_read"] = list(cancelled)
         # without on_cancel (kombu's consumers), the cancel raises where it is read
         q2 = ctx.queue("q2")
