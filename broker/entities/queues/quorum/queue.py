@@ -504,6 +504,8 @@ class QuorumQueue(Queue):
     def remove_consumer(self, consumer: Consumer) -> None:
         if not self.selection.remove(consumer, self.name, self.vhost.active_consumer_selection):
             return
+        if self.draining:  # forget those settled since (the list stays as short as the live ones)
+            self.draining = [c for c in self.draining if c.unacked > 0]
         if consumer.unacked > 0:
             self.draining.append(consumer)
         if self.consumers:
