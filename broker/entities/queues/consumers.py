@@ -80,9 +80,9 @@ def notify_cancelled(clock: Clock, consumers: Sequence[Consumer]) -> None:
     has been answered: RabbitMQ's queue process tells each channel by message, so the channel that
     deleted the queue sends queue.delete-ok first and the consumer's basic.cancel after it (py-amqp,
     and kombu and Celery with it, raise ConsumerCancelled out of queue_delete() otherwise). Observed
-    on 3.10.8 for a delete on the consuming channel and on another channel of the connection, and
-    with a method pipelined behind the delete (its reply comes before the cancel too). A consumer
-    its channel cancelled or closed meanwhile is no longer the channel's, which then sends nothing."""
+    on 3.10.8 for every queue type deleted on its consuming channel; across two channels of one
+    connection RabbitMQ writes the two in either order, here delete-ok comes first. A consumer its
+    channel cancelled or closed meanwhile is no longer the channel's, which then sends nothing."""
     if consumers:
         clock.call_later(0.0, lambda: _notify(consumers))
 
