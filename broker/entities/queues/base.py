@@ -359,6 +359,10 @@ class Queue:
     def check_reject(self) -> None:
         """basic.reject / basic.nack's refusal, for types that keep every message (streams)."""
 
+    def check_recover(self) -> None:
+        """basic.recover's refusal while the channel holds an unacked delivery of this queue, for
+        types whose requeue RabbitMQ cannot do (a stream's crashes its channel: `internal_error`)."""
+
     def check_global_qos(self, global_prefetch: int) -> None:
         """basic.consume's refusal of a channel-wide prefetch, for types that do not support one."""
 

@@ -242,7 +242,7 @@ class ClassicQueue(Queue):
     def delete(self) -> int:
         n = self.ready.count
         self.deleted = True
-        self.selection.cancel_all()
+        self.selection.cancel_all(self.clock)
         self.ready.cancel_timer()
         self.idle.cancel()
         self.purge()

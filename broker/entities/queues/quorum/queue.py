@@ -111,6 +111,8 @@ class QuorumQueue(Queue):
         self.single_active = bool(sac is not None and sac.type == "bool" and sac.value)
         self.selection = QueueConsumers(self.single_active)
         self.consumers = self.selection.members
+        #: cancelled consumers that held unacked deliveries when they left (see `consumer_count`)
+        self.draining: list[Consumer] = []
         self.idle = IdleExpiry(self.clock, self._expired_unused, A.int_value(arguments.get("x-expires")))
         self.seq = 0
         self.delivery_limit = QA.delivery_limit(arguments.get("x-delivery-limit"))
@@ -200,6 +202,20 @@ class QuorumQueue(Queue):
     @property
     def overflow(self) -> str:
         return self._overflow
+
+    @property
+    def consumer_count(self) -> int:
+        """The size of rabbit_fifo's consumer map, which declare-ok reports: with single active
+        consumer only the active one is in it (the others wait apart); a cancelled consumer stays
+        until its unacked deliveries are settled; and every unsettled basic.get is a consumer of
+        its own (the channel dequeues under the delivery tag, released on settlement). Observed on
+        3.10.8 once the settlements were applied (they reach the queue asynchronously there)."""
+        members = self.consumers
+        live = (1 if members else 0) if self.single_active else len(members)
+        self.draining = [c for c in self.draining if c.unacked > 0]
+        held = sum(c.unacked for c in members) + sum(c.unacked for c in self.draining)
+        # every unsettled delivery is a consumer's or a basic.get's: the rest are gets
+        return live + len(self.draining) + max(0, self.unacked - held)
 
     @property
     def message_count(self) -> int:
@@ -387,8 +403,10 @@ class QuorumQueue(Queue):
 
     def get(self, no_ack: bool) -> Entry | None:
         """basic.get: 405 on a single-active-consumer queue; the message always shows its count.
-        Expired messages are dropped from the head before the fetch only: get-ok's count still
-        includes an expired message the fetch exposed (rabbit_fifo expires at the next command)."""
+        Expired messages are dropped from the head before the fetch; a settled (no-ack) fetch
+        drops those it brought to the head too before get-ok's count, as rabbit_fifo settles it at
+        once and expires at that command, while an unsettled fetch's count still includes them
+        (observed on 3.10.8: m.0, two expired messages, m.3: message_count 1 without ack, 3 with)."""
         if self.single_active:
             raise resource_locked(
                 f"cannot obtain access to locked {self.rs}. basic.get "
@@ -402,6 +420,8 @@ class QuorumQueue(Queue):
         if entry is None:
             self.stat_empty_get = True
             return None
+        if no_ack:
+            self.ready.drop_expired()
         self.count_get(entry, no_ack)
         if isinstance(entry, QuorumEntry):
             entry.msg = with_delivery_count(entry.orig, entry.count)
@@ -420,11 +440,12 @@ class QuorumQueue(Queue):
         self._return(entries, front=True)
 
     def _return(self, entries: Sequence[Entry], *, front: bool) -> None:
+        """A returned message goes back even if it expired meanwhile: like any other it expires
+        once it reaches the head (observed on 3.10.8: an expired message rejected with requeue
+        behind a live one is counted until the live one is taken)."""
         over: list[Entry] = []
-        expired: list[Entry] = []
         kept: list[tuple[int, bool, int, int]] = []
         ready = self.ready
-        now = self.clock.now() if ready.uses_ttl else 0.0
         for entry in entries:
             if not isinstance(entry, QuorumEntry):
                 continue
@@ -433,9 +454,6 @@ class QuorumQueue(Queue):
             entry.msg = entry.orig
             if self.delivery_limit is not None and entry.count > self.delivery_limit:
                 over.append(entry)
-                continue
-            if entry.expires and entry.expires <= now:
-                expired.append(entry)
                 continue
             ready.add(entry, RETURNS if front else MESSAGES)
             self._rank += 1
@@ -447,8 +465,6 @@ class QuorumQueue(Queue):
             persistence.delivery_state(self, kept)
         if over:
             self.dead_letter(over, "delivery_limit")
-        if expired:
-            self.dead_letter(expired, "expired")
         self._enforce_limits()
         ready.drop_expired()
         self.try_deliver()
@@ -472,7 +488,7 @@ class QuorumQueue(Queue):
         self.dlx_store.clear()
         n = self.ready.count
         self.deleted = True
-        self.selection.cancel_all()
+        self.selection.cancel_all(self.clock)
         self.ready.cancel_timer()
         self.idle.cancel()
         self.purge()
@@ -488,6 +504,10 @@ class QuorumQueue(Queue):
     def remove_consumer(self, consumer: Consumer) -> None:
         if not self.selection.remove(consumer, self.name, self.vhost.active_consumer_selection):
             return
+        if self.draining:  # forget those settled since (the list stays as short as the live ones)
+            self.draining = [c for c in self.draining if c.unacked > 0]
+        if consumer.unacked > 0:
+            self.draining.append(consumer)
         if self.consumers:
             self.try_deliver()
         elif self.auto_delete and self.selection.ever_had:

@@ -1,0 +1,188 @@
+"""Quorum queues' counts as a client reads them, RabbitMQ 3.10.8 against hashbroker.
+
+Declare-Ok's consumer_count of a quorum queue is the size of rabbit_fifo's consumer map: an
+unsettled basic.get and a cancelled consumer still holding unacked messages are in it, the waiting
+consumers of a single-active-consumer queue are not. Get-Ok's message_count is read after the
+expired heads were dropped; an expired message returned by a reject waits for its turn at the head.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.differential_support import Registry, run_differential
+
+registry = Registry()
+scenario = registry.scenario
+
+QUORUM = {"x-queue-type": "quorum"}
+
+
+def _counts(ch: Any, queue: str) -> list[int]:
+    ok = ch.queue_declare(queue, durable=True, arguments=QUORUM, passive=True).method
+    return [ok.message_count, ok.consumer_count]
+
+
+def _applied() -> None:
+    """Settlements reach a quorum queue asynchronously (the channel pipelines them to the Raft
+    leader, and a closed channel's are seen when its process is gone), while queue.declare reads
+    the leader's state at once: give RabbitMQ time to apply them before counting."""
+    time.sleep(0.3)
+
+
+@scenario
+def scenario_unsettled_get_counts_as_consumer(ctx: Any) -> Any:
+    conn = ctx.connect()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    q = ctx.queue()
+    ch.queue_declare(q, durable=True, arguments=QUORUM)
+    for i in range(4):
+        ch.basic_publish("", q, f"m.{i}".encode())
+    out: dict[str, Any] = {"start": _counts(ch, q)}
+    m1, _, _ = ch.basic_get(q, auto_ack=False)
+    out["one_get"] = _counts(ch, q)
+    m2, _, _ = ch.basic_get(q, auto_ack=False)
+    out["two_gets_same_channel"] = _counts(ch, q)
+    other = ctx.channel(conn)
+    m3, _, _ = other.basic_get(q, auto_ack=False)
+    out["get_on_other_channel"] = _counts(ch, q)
+    ch.basic_ack(m1.delivery_tag)
+    _applied()
+    out["first_acked"] = _counts(ch, q)
+    ch.basic_ack(m2.delivery_tag)
+    _applied()
+    out["second_acked"] = _counts(ch, q)
+    other.basic_nack(m3.delivery_tag, requeue=True)
+    _applied()
+    out["other_nacked"] = _counts(ch, q)
+    ch.basic_get(q, auto_ack=True)
+    out["no_ack_get"] = _counts(ch, q)
+    ch.basic_get(q, auto_ack=False)
+    out["get_before_close"] = _counts(ch, q)
+    ch.close()
+    _applied()
+    out["channel_closed"] = _counts(other, q)
+    return out
+
+
+@scenario
+def scenario_cancelled_consumer_with_unacked_counts(ctx: Any) -> Any:
+    conn = ctx.connect()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    q = ctx.queue()
+    ch.queue_declare(q, durable=True, arguments=QUORUM)
+    for i in range(3):
+        ch.basic_publish("", q, f"m.{i}".encode())
+    cch = ctx.channel(conn)
+    cch.basic_qos(prefetch_count=2)
+    got: list[Any] = []
+    tag = cch.basic_consume(q, lambda c, m, p, b: got.append(m), consumer_tag=ctx.token("ctag"))
+    deadline = time.monotonic() + 5
+    while len(got) < 2 and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.05)
+    out: dict[str, Any] = {"consuming": _counts(ch, q), "got": len(got)}
+    cch.basic_cancel(tag)
+    out["cancelled"] = _counts(ch, q)
+    cch.basic_ack(got[0].delivery_tag)
+    _applied()
+    out["one_acked"] = _counts(ch, q)
+    cch.basic_nack(got[1].delivery_tag, requeue=True)
+    _applied()
+    out["all_settled"] = _counts(ch, q)
+    # a second consumer, cancelled with unacked messages, then its channel closes
+    tag2 = cch.basic_consume(q, lambda c, m, p, b: got.append(m), consumer_tag=ctx.token("ctag2"))
+    deadline = time.monotonic() + 5
+    while len(got) < 4 and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.05)
+    cch.basic_cancel(tag2)
+    out["second_cancelled"] = _counts(ch, q)
+    cch.close()
+    _applied()
+    out["channel_closed"] = _counts(ch, q)
+    return out
+
+
+@scenario
+def scenario_single_active_consumer_count(ctx: Any) -> Any:
+    conn = ctx.connect()
+    ch = conn.channel()
+    q = ctx.queue()
+    args = {**QUORUM, "x-single-active-consumer": True}
+    ch.queue_declare(q, durable=True, arguments=args)
+    out: dict[str, Any] = {}
+    tags = []
+    for i in range(3):
+        tags.append(ch.basic_consume(q, lambda *a: None, consumer_tag=ctx.token(f"c{i}")))
+        out[f"consumers_{i + 1}"] = _counts(ch, q)
+    ch.basic_cancel(tags[1])
+    out["waiting_cancelled"] = _counts(ch, q)
+    ch.basic_cancel(tags[0])
+    out["active_cancelled"] = _counts(ch, q)
+    ch.basic_cancel(tags[2])
+    out["none"] = _counts(ch, q)
+    return out
+
+
+@scenario
+def scenario_get_ok_count_after_expired_heads(ctx: Any) -> Any:
+    """A settled (no-ack) basic.get's count leaves out the expired messages the fetch brought to
+    the head; an unsettled one's still counts them (they go at the next command)."""
+    conn = ctx.connect()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    out: dict[str, Any] = {}
+    for auto_ack in (True, False):
+        q = ctx.queue(f"q_{auto_ack}")
+        ch.queue_declare(q, durable=True, arguments=QUORUM)
+        ch.basic_publish("", q, b"m.0")
+        for i in (1, 2):
+            ch.basic_publish("", q, f"m.{i}".encode(), properties=_expiring("50"))
+        ch.basic_publish("", q, b"m.3")
+        time.sleep(0.4)
+        reads = []
+        for _ in range(3):
+            m, _, body = ch.basic_get(q, auto_ack=auto_ack)
+            reads.append(None if m is None else [body.decode(), m.message_count])
+        out[f"auto_ack_{auto_ack}"] = {"reads": reads, "after": _counts(ch, q)}
+    return out
+
+
+@scenario
+def scenario_expired_message_rejected_with_requeue(ctx: Any) -> Any:
+    conn = ctx.connect()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    q = ctx.queue()
+    ch.queue_declare(q, durable=True, arguments=QUORUM)
+    ch.basic_publish("", q, b"m.0", properties=_expiring("200"))
+    ch.basic_publish("", q, b"m.1")
+    m, _, body = ch.basic_get(q, auto_ack=False)
+    out: dict[str, Any] = {"got": [body.decode(), m.message_count]}
+    time.sleep(0.4)
+    ch.basic_reject(m.delivery_tag, requeue=True)
+    _applied()
+    out["after_reject"] = _counts(ch, q)
+    reads = []
+    for _ in range(3):
+        g, _, b = ch.basic_get(q, auto_ack=True)
+        reads.append(None if g is None else [b.decode(), g.message_count])
+    out["reads"] = reads
+    out["after"] = _counts(ch, q)
+    return out
+
+
+def _expiring(ms: str) -> Any:
+    import pika
+
+    return pika.BasicProperties(expiration=ms)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("name", "target"), registry.params())
+def test_differential(name: str, target: str, request: pytest.FixtureRequest) -> None:
+    run_differential(registry, name, target, request)
