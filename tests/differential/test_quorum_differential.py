@@ -15,7 +15,7 @@ import pytest
 from tests.qs_scenarios import QsCtx, _hash_destinations, registry
 
 RECORDED: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "data" / "quorum_stream_observations.json").read_text()
+    (Path(__file__).parents[1] / "data" / "quorum_stream_observations.json").read_text()
 )
 
 #: Quorum scenarios that match the recording exactly on hashbroker.

@@ -238,7 +238,7 @@ def test_differential(name: str, target: str, request: pytest.FixtureRequest) ->
 
 
 #: Stream scenarios of tests/qs_scenarios.py run on both brokers (those that need the management
-#: API on hashbroker are compared with the recording in tests/test_stream_recorded.py).
+#: API on hashbroker are compared with the recording in tests/integration/test_stream_recorded.py).
 LIVE = (
     "st_consume_rules",
     "st_offsets",

@@ -15,8 +15,8 @@ import pytest
 
 from amqpwire.errors import AmqpError
 from broker.entities.message import parse_expiration
+from tests.differential.test_broker_protocol import _frame, _method, _port, _read_frame, _ss, open_connection
 from tests.differential_support import RABBITMQ_SERVER_PROPERTY_KEYS
-from tests.test_broker_protocol import _frame, _method, _port, _read_frame, _ss, open_connection
 
 
 def _close_fields(payload: bytes) -> tuple[int, str, int, int]:
@@ -182,7 +182,7 @@ def test_trace_exchange_is_predeclared_and_internal(hashbroker: str) -> None:
         conn.close()
 
 
-_OBSERVATIONS = json.loads((Path(__file__).parent / "data" / "rabbitmq_observations.json").read_text())
+_OBSERVATIONS = json.loads((Path(__file__).parents[1] / "data" / "rabbitmq_observations.json").read_text())
 
 
 @pytest.mark.parametrize("observation", _OBSERVATIONS["redeclare"], ids=lambda o: o["case"])

@@ -11,7 +11,7 @@ import pytest
 
 from broker.cli import demo
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _table_counts(text: str) -> dict[str, int]:

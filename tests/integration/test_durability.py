@@ -30,7 +30,7 @@ import pytest
 
 from broker.embedded import BrokerThread
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
 QUEUES = ("q1", "q2", "q3", "q4")
 WEIGHTS = ("1", "1", "2", "2")

@@ -163,7 +163,7 @@ def test_a_store_written_before_delivery_counts_were_kept(tmp_path: Path) -> Non
         assert gets(amqp.channel(), "old") == [("m1", True, 1), ("m2", False, 0)]
 
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def serve(data: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -29,7 +29,7 @@ import pytest
 
 from broker.embedded import BrokerThread
 
-OBSERVATIONS = Path(__file__).resolve().parent / "data" / "restart_ring_observations.json"
+OBSERVATIONS = Path(__file__).resolve().parents[1] / "data" / "restart_ring_observations.json"
 PREFIX = "hbrestart."
 
 

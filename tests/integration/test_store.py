@@ -35,7 +35,7 @@ from broker.store import (
 )
 from broker.store.sqlite.store import SCHEMA_VERSION, STORE_FILE, SqliteStore
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROPS = bytes.fromhex("9000") + b"\x0atext/plain" + b"\x02"  # content_type + delivery_mode 2, as sent
 
 

@@ -4,7 +4,7 @@ Each stream scenario of `tests/qs_scenarios.py` runs against an embedded hashbro
 management API) and must give exactly the observation `tools/probe_quorum_streams.py` recorded on
 the live RabbitMQ 3.10.8 in `tests/data/quorum_stream_observations.json`. The recording is
 deterministic (the probe writes byte-identical files on two runs), so comparing with it costs one
-run; `tests/test_stream_differential.py` runs scenarios against the live broker as well.
+run; `tests/differential/test_stream_differential.py` runs scenarios against the live broker as well.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from broker.embedded import BrokerThread
 from tests.qs_scenarios import registry
 
 RECORDED: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "data" / "quorum_stream_observations.json").read_text()
+    (Path(__file__).parents[1] / "data" / "quorum_stream_observations.json").read_text()
 )
 
 #: The stream scenarios of the recording.

@@ -164,7 +164,7 @@ def test_transaction_chunks_are_one_of_rabbitmqs_outcomes() -> None:
     hashbroker's follows the event loop: [tx0] [tx1 tx2])."""
     import json
 
-    recorded = json.loads((Path(__file__).parent / "data" / "stream_chunk_observations.json").read_text())
+    recorded = json.loads((Path(__file__).parents[1] / "data" / "stream_chunk_observations.json").read_text())
     seen = recorded["last_reads_seen"]
     assert len(seen) >= 2  # the recording caught both splits
     with BrokerThread(host="127.0.0.1", port=0) as b:

@@ -18,7 +18,7 @@ from broker.embedded import BrokerThread
 from tests.differential_support import RawAmqp
 from tests.trace_support import call, firehose_scenario, q, raw_get
 
-RECORDED = Path(__file__).resolve().parent / "data" / "rabbitmq-3.10.8-firehose.json"
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "rabbitmq-3.10.8-firehose.json"
 
 
 @pytest.fixture(scope="module")

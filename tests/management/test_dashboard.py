@@ -21,9 +21,9 @@ import pytest
 
 import exchanges
 from broker.embedded import BrokerThread
-from tests.test_management_api import http
+from tests.management.test_management_api import http
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 BINDINGS = [("orders.eu", "1"), ("orders.us", "3"), ("orders.apac", "2"), ("orders.latam", "1")]
 KEYS = [f"customer-{i}" for i in range(3000)]
 

@@ -22,8 +22,8 @@ from broker.entities.vhost import VHost
 from broker.protocol import properties as P
 from exchanges import Binding, Destination, SimpleMessage, create_exchange
 from exchanges.compat import Compat
-from tests.test_dashboard import run_chromium
-from tests.test_management_api import http
+from tests.management.test_dashboard import run_chromium
+from tests.management.test_management_api import http
 
 KEYS = [f"key-{i}" for i in range(2000)]
 WEIGHTS = [("qa", "1"), ("qb", "3"), ("qc", "2")]

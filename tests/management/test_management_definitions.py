@@ -22,7 +22,7 @@ import pytest
 import exchanges
 from broker.embedded import BrokerThread
 from tests.conftest import RABBITMQ_URL, rabbitmq_reachable
-from tests.test_management_api import RABBIT_API, http
+from tests.management.test_management_api import RABBIT_API, http
 
 TOP_LEVEL_KEYS = [
     "rabbit_version", "rabbitmq_version", "product_name", "product_version", "users", "vhosts",

@@ -9,7 +9,7 @@ import pytest
 
 from broker.embedded import BrokerThread
 from tests.conftest import rabbitmq_reachable
-from tests.test_management_api import RABBIT_API, http
+from tests.management.test_management_api import RABBIT_API, http
 
 
 @pytest.fixture

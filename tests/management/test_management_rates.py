@@ -18,8 +18,8 @@ import pytest
 from broker.embedded import BrokerThread
 from tests import conftest
 from tests.differential_support import optional_rabbitmq_url
+from tests.management.test_management_api import http
 from tests.management_support import mgmt_base
-from tests.test_management_api import http
 
 STATS_KEYS = (
     "publish",

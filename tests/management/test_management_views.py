@@ -19,7 +19,7 @@ from broker.embedded import BrokerThread
 from broker.entities.queues.consumer_ring import HashRing
 from broker.management.sessions import TracksClient
 from tests.conftest import rabbitmq_reachable
-from tests.test_management_api import RABBIT_API, http
+from tests.management.test_management_api import RABBIT_API, http
 
 
 @pytest.fixture

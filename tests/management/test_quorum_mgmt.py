@@ -18,7 +18,7 @@ import pytest
 from tests.qs_scenarios import QQ, QsCtx, QsRegistry, confirm_channel, count, publish_confirmed, registry
 
 RECORDED: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "data" / "quorum_stream_observations.json").read_text()
+    (Path(__file__).parents[1] / "data" / "quorum_stream_observations.json").read_text()
 )
 
 #: Recorded scenarios that read quorum queues back from the management API.

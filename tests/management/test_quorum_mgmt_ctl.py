@@ -23,7 +23,7 @@ from broker.embedded import BrokerThread
 from tests.qs_scenarios import CTL_COLUMNS
 
 RECORDED: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "data" / "quorum_stream_observations.json").read_text()
+    (Path(__file__).parents[1] / "data" / "quorum_stream_observations.json").read_text()
 )["qs_ctl_list_queues"]
 
 #: Columns that do not lag on RabbitMQ (its message and consumer columns come from periodic stats).

@@ -21,7 +21,7 @@ import pytest
 
 from broker.embedded import BrokerThread
 from tests.conftest import rabbitmq_reachable
-from tests.test_management_api import RABBIT_API, http
+from tests.management.test_management_api import RABBIT_API, http
 
 CANDIDATES = [
     "/usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/rabbitmq_management-*/priv/www/cli/rabbitmqadmin",

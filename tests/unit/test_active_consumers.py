@@ -11,7 +11,7 @@ import pytest
 from broker.entities.queues.consumer_ring import ConsumerInfo, HashRing, murmur3_32, pulsar_hash
 from broker.entities.queues.consumers import ActiveConsumerSelector
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.active_consumers import measure
 
 # MurmurHash3 x86_32, seed 0: published vectors (SMHasher / Guava Murmur3_32HashFunctionTest)

@@ -15,7 +15,7 @@ from exchanges.erlang.rand import jump_consistent_hash
 from exchanges.erlang.terms import UNDEFINED, phash2
 from exchanges.types.consistent_hash import ConsistentHashExchange
 
-OBSERVATIONS = json.loads((Path(__file__).parent / "data" / "rabbitmq_observations.json").read_text())
+OBSERVATIONS = json.loads((Path(__file__).parents[1] / "data" / "rabbitmq_observations.json").read_text())
 
 
 def q(name: str) -> Destination:

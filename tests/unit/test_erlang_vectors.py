@@ -19,7 +19,7 @@ from exchanges.erlang.rand import Exs1024, exs1024_seed, jump_consistent_hash
 from exchanges.erlang.terms import Atom, ImproperList, phash2, phash2_binary
 from exchanges.hashing.jump_table import build_table
 
-VECTORS = Path(__file__).parent / "data" / "erlang_vectors.json"
+VECTORS = Path(__file__).parents[1] / "data" / "erlang_vectors.json"
 
 
 @cache

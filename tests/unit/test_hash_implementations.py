@@ -23,7 +23,7 @@ from exchanges.erlang.terms import phash2
 from exchanges.hashing import hashcore as pure
 from exchanges.hashing import native as hashing
 from exchanges.hashing.jump_table import TABLES, RingLookup
-from tests.test_erlang_vectors import PHASH_CASES, decode_term, vectors
+from tests.unit.test_erlang_vectors import PHASH_CASES, decode_term, vectors
 
 
 def _native() -> types.ModuleType | None:

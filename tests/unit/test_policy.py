@@ -24,7 +24,7 @@ from broker.entities.policy import (
     resolve,
 )
 
-OBS = json.loads((Path(__file__).parent / "data" / "sharding_observations.json").read_text())
+OBS = json.loads((Path(__file__).parents[1] / "data" / "sharding_observations.json").read_text())
 
 
 def _set(store: PolicyStore, definition: str, **kw: Any) -> str | None:

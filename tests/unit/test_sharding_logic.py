@@ -27,7 +27,7 @@ from broker.entities.sharding import (
     shard_queue_name,
 )
 
-OBS = json.loads((Path(__file__).parent / "data" / "sharding_observations.json").read_text())
+OBS = json.loads((Path(__file__).parents[1] / "data" / "sharding_observations.json").read_text())
 NODE = OBS["node"]
 
 
