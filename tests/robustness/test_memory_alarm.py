@@ -112,7 +112,10 @@ class Flood:
     def run(self) -> None:
         params = pika.ConnectionParameters("127.0.0.1", self.port, heartbeat=0)
         self.conn = pika.SelectConnection(
-            params, on_open_callback=self._opened, on_open_error_callback=self._failed
+            params,
+            on_open_callback=self._opened,
+            on_open_error_callback=self._failed,
+            on_close_callback=lambda _c, _e: self.conn.ioloop.stop(),
         )
         self.conn.add_on_connection_blocked_callback(self._blocked)
         self.conn.add_on_connection_unblocked_callback(lambda _c, _f: self.unblocked.set())
