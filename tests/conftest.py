@@ -65,11 +65,12 @@ PLUGINS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "test_rabbitmqadmin": (MANAGEMENT, CONSISTENT_HASH),
 }
 
-#: Test directories whose modules get a marker without saying so themselves: the client libraries
-#: are slow, Spark needs PySpark. The differential directory gets none: its files compare with
+#: Test directories whose modules get markers without saying so themselves: the client libraries
+#: start their own runtimes (JVM, Node, Ruby) and Spark a JVM per module, so both run in the slow
+#: step; Spark needs PySpark. The differential directory gets none: its files compare with
 #: RabbitMQ 3.10.8, live or recorded, and each test that needs the live broker is marked ``live`` by
 #: asking for ``rabbitmq_url`` (so the recorded comparisons still run where no RabbitMQ answers).
-MARKERS_BY_DIRECTORY = {"clients": "slow", "spark": "spark"}
+MARKERS_BY_DIRECTORY: dict[str, tuple[str, ...]] = {"clients": ("slow",), "spark": ("spark", "slow")}
 
 
 def rabbitmq_reachable() -> bool:
@@ -88,8 +89,7 @@ def plugins_needed(item: pytest.Item) -> tuple[str, ...]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
-        marker = MARKERS_BY_DIRECTORY.get(item.path.parent.name)
-        if marker is not None:
+        for marker in MARKERS_BY_DIRECTORY.get(item.path.parent.name, ()):
             item.add_marker(marker)
         if "rabbitmq_url" in getattr(item, "fixturenames", ()):
             item.add_marker("live")

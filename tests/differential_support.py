@@ -431,12 +431,18 @@ class Registry:
 
     def __init__(self) -> None:
         self.scenarios: dict[str, ScenarioFn] = {}
+        self.slow: set[str] = set()
 
     def scenario(self, fn: ScenarioFn) -> ScenarioFn:
         name = fn.__name__.removeprefix("scenario_")
         assert name not in self.scenarios, name
         self.scenarios[name] = fn
         return fn
+
+    def slow_scenario(self, fn: ScenarioFn) -> ScenarioFn:
+        """A scenario that takes many seconds on each broker: its tests are marked ``slow``."""
+        self.slow.add(fn.__name__.removeprefix("scenario_"))
+        return self.scenario(fn)
 
     def run(self, name: str, url: str, timeout: float = SCENARIO_TIMEOUT) -> Observation:
         """Run scenario ``name`` against ``url`` and return its scrubbed observation.
@@ -458,8 +464,9 @@ class Registry:
         """pytest params: every scenario against RabbitMQ first, then against hashbroker."""
         out = []
         for name in self.scenarios:
-            out.append(pytest.param(name, "rabbitmq", id=f"{name}-rabbitmq", marks=pytest.mark.live))
-            out.append(pytest.param(name, "hashbroker", id=f"{name}-hashbroker", marks=pytest.mark.live))
+            marks = [pytest.mark.live, *([pytest.mark.slow] if name in self.slow else [])]
+            out.append(pytest.param(name, "rabbitmq", id=f"{name}-rabbitmq", marks=marks))
+            out.append(pytest.param(name, "hashbroker", id=f"{name}-hashbroker", marks=marks))
         return out
 
 

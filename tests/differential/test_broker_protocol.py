@@ -172,6 +172,7 @@ def _until_closed(sock: socket.socket, limit: float) -> tuple[list[tuple[float, 
             buf = buf[8 + size :]
 
 
+@pytest.mark.slow
 @pytest.mark.live
 def test_handshake_timeout_matches_rabbitmq(hashbroker: str, rabbitmq_url: str) -> None:
     """A client that sends only the protocol header: connection.start, then after 10 s (RabbitMQ's
@@ -281,6 +282,7 @@ def test_undecodable_headers_close_with_internal_error(case: str, hashbroker: st
     assert got == expected
 
 
+@pytest.mark.slow
 @pytest.mark.live
 def test_no_close_ok_resets_after_30s(hashbroker: str, rabbitmq_url: str) -> None:
     """After connection.close the server keeps the socket 30 s for the close-ok, then resets it."""

@@ -145,6 +145,7 @@ def _exists(url: str, name: str) -> bool:
             conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("xtype", "rk"), [("x-modulus-hash", ""), ("x-consistent-hash", "1"), ("direct", "")]
 )

@@ -98,7 +98,7 @@ def _destinations(ctx: Ctx, xtype: str, weights: tuple[str, ...], args: dict[str
     return "".join(where.get(k, "-") for k in KEYS)
 
 
-@scenario
+@registry.slow_scenario
 def scenario_hash_routing_into_streams(ctx: Ctx) -> Any:
     out: dict[str, Any] = {}
     for xtype, weights in (("x-consistent-hash", ("1", "2", "3")), ("x-modulus-hash", ("", "", ""))):
@@ -241,7 +241,7 @@ def test_differential(name: str, target: str, request: pytest.FixtureRequest) ->
 #: API on hashbroker are compared with the recording in tests/integration/test_stream_recorded.py).
 LIVE = (
     "st_consume_rules",
-    "st_offsets",
+    pytest.param("st_offsets", marks=pytest.mark.slow),  # 20 consumers, each waits out a quiet spell
     "st_next_and_last_then_publish",
     "st_prefetch_and_acks",
     "st_redeclare_and_passive",

@@ -100,6 +100,7 @@ def route_all(b: BrokerThread, n: int) -> dict[str, str]:
     return placed
 
 
+@pytest.mark.slow
 def test_restart_keeps_consistent_hash_routing(tmp_path: Path) -> None:
     n = 100_000
     data = tmp_path / "data"
@@ -355,6 +356,7 @@ def drain_committed(url: str) -> list[int]:
         conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sigkill_loses_no_confirmed_message(tmp_path: Path) -> None:
     data = tmp_path / "data"

@@ -21,6 +21,7 @@ def broker() -> Iterator[BrokerThread]:
         yield b
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_celery_task_through_a_quorum_queue(broker: BrokerThread) -> None:
     major, minor = (int(x) for x in celery.__version__.split(".")[:2])
@@ -40,6 +41,7 @@ def test_celery_task_through_a_quorum_queue(broker: BrokerThread) -> None:
     assert q.type_name == "quorum" and q.durable
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_celery_native_delayed_delivery_declares_its_quorum_queues(broker: BrokerThread) -> None:
     """Celery 5.5's native delayed delivery declares celery_delayed_0..27 as quorum queues with

@@ -102,6 +102,7 @@ def one_binding_moved_to_the_end(ours: list[list[Any]], theirs: list[list[Any]])
     return any(ours[:i] + ours[i + 1 :] + [ours[i]] == theirs for i in range(len(ours)))
 
 
+@pytest.mark.slow
 def test_restart_rebuilds_rings_as_rabbitmq_does(observed: dict[str, Any], tmp_path: Path) -> None:
     assert observed["rabbitmq_version"] == "3.10.8"
     topologies: dict[str, dict[str, Any]] = observed["topologies"]

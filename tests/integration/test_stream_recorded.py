@@ -29,14 +29,14 @@ STREAM_SCENARIOS = (
     "st_declare_arguments",
     "st_redeclare_and_passive",
     "st_consume_rules",
-    "st_offsets",
+    pytest.param("st_offsets", marks=pytest.mark.slow),  # 20 consumers, each waits out a quiet spell
     "st_next_and_last_then_publish",
     "st_prefetch_and_acks",
     "st_retention_segments",
     # with a quorum queue or a classic queue beside the stream, for contrast
     "st_headers_and_properties",
     "st_delete_with_consumers",
-    "hash_routing_into_quorum_and_stream",
+    pytest.param("hash_routing_into_quorum_and_stream", marks=pytest.mark.slow),  # 8 topologies, 1,000 keys
 )
 
 

@@ -37,6 +37,7 @@ def _route_100k(container: RabbitMqContainer, results: dict[str, dict[str, int]]
     connection.close()
 
 
+@pytest.mark.slow
 def test_testcontainers_style_two_containers_consistent_hash() -> None:
     results: dict[str, dict[str, int]] = {}
     with (

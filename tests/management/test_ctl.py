@@ -127,6 +127,7 @@ def test_json_formatter_matches_rabbitmqctl(
     assert sorted(our_rows, key=key) == sorted(live_rows, key=key)
 
 
+@pytest.mark.slow
 @pytest.mark.live
 def test_policies_and_consumers_match_rabbitmqctl(
     capsys: pytest.CaptureFixture[str], vhost: str, hb: str

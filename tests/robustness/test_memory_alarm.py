@@ -231,6 +231,7 @@ def run_flood(tmp_path: Path, watermark: int | None = None) -> dict[str, Any]:
         stop(proc)
 
 
+@pytest.mark.slow
 def test_flood_is_blocked_bounded_and_fully_delivered(tmp_path: Path) -> None:
     r = run_flood(tmp_path)
     assert r["reasons"] == ["low on memory"]
@@ -243,6 +244,7 @@ def test_flood_is_blocked_bounded_and_fully_delivered(tmp_path: Path) -> None:
     assert "memory resource limit alarm cleared on node rabbit@localhost" in r["log"]
 
 
+@pytest.mark.slow
 def test_consumer_keeps_receiving_while_publisher_is_blocked(tmp_path: Path) -> None:
     """A connection that never published is not blocked: it consumes, declares and gets on while
     the flood's connection is held (rabbit_reader blocks publishers only)."""

@@ -266,6 +266,7 @@ async def flood(port: int, ids: range, body: bytes, window: int = 500) -> tuple[
         await conn.close()
 
 
+@pytest.mark.slow
 def test_disk_full_under_concurrent_publishers(small_fs: Path, tmp_path: Path) -> None:
     """The same with 500 confirms in flight: failed batches hold many messages at once."""
     data, log = small_fs / "data", tmp_path / "broker.log"
