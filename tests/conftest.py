@@ -7,7 +7,7 @@ no RabbitMQ answers or when the RabbitMQ lacks a plugin the test needs (see ``ra
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -154,6 +154,15 @@ def rabbitmq_url(request: pytest.FixtureRequest) -> str:
     if reason is not None:
         pytest.skip(reason)
     return session_target().url
+
+
+@pytest.fixture(scope="module")
+def qs_broker_url() -> Iterator[str]:
+    """An embedded hashbroker with its management API for the scenarios of ``tests.qs_scenarios``."""
+    from tests.qs_scenarios import embedded_broker
+
+    with embedded_broker() as url:
+        yield url
 
 
 @cache

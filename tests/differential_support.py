@@ -507,7 +507,11 @@ def run_differential(registry: Registry, name: str, target: str, request: pytest
     expected = _RABBIT_CACHE[key]
     if target == "rabbitmq":
         return
-    actual = registry.run(name, hashbroker_url(request))
+    assert_same_observation(name, registry.run(name, hashbroker_url(request)), expected)
+
+
+def assert_same_observation(name: str, actual: Any, expected: Any) -> None:
+    """Fail, showing both observations, where hashbroker's (actual) differs from RabbitMQ's."""
     if actual != expected:
         pytest.fail(
             "hashbroker differs from RabbitMQ 3.10.8 in scenario "

@@ -28,11 +28,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from functools import cache
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pika
@@ -251,6 +253,27 @@ class QsRegistry(Registry):
 
 registry = QsRegistry()
 scenario = registry.scenario
+
+#: tools/probe_quorum_streams.py's recording of these scenarios on RabbitMQ 3.10.8.
+RECORDING = Path(__file__).resolve().parent / "data" / "quorum_stream_observations.json"
+
+
+@cache
+def recorded() -> dict[str, Any]:
+    """The recorded observations, by scenario name."""
+    data: dict[str, Any] = json.loads(RECORDING.read_text())
+    return data
+
+
+@contextlib.contextmanager
+def embedded_broker() -> Iterator[str]:
+    """An embedded hashbroker whose management API the registry knows; its AMQP URL."""
+    from broker.embedded import BrokerThread
+
+    with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
+        registry.mgmt_urls[b.url] = str(b.broker.management.url)
+        yield b.url
+
 
 QQ = {"x-queue-type": "quorum"}
 ST = {"x-queue-type": "stream"}

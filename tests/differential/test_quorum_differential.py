@@ -5,18 +5,14 @@ with a fresh run there too (tests marked live)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.qs_scenarios import QsCtx, _hash_destinations, registry
+from tests.differential_support import assert_same_observation
+from tests.qs_scenarios import QsCtx, _hash_destinations, recorded, registry
 
-RECORDED: dict[str, Any] = json.loads(
-    (Path(__file__).parents[1] / "data" / "quorum_stream_observations.json").read_text()
-)
+RECORDED = recorded()
 
 #: Quorum scenarios that match the recording exactly on hashbroker.
 QUORUM_SCENARIOS = [
@@ -46,41 +42,23 @@ def _without_mgmt(obs: dict[str, Any]) -> dict[str, Any]:
     return {k: {f: v for f, v in case.items() if f != "mgmt"} for k, case in obs.items()}
 
 
-@pytest.fixture(scope="module")
-def broker_url() -> Iterator[str]:
-    from broker.embedded import BrokerThread
-
-    with BrokerThread(port=0, management_port=0) as b:
-        registry.mgmt_urls[b.url] = str(b.broker.management.url)
-        yield b.url
-
-
-def _compare(name: str, actual: Any, expected: Any) -> None:
-    if actual != expected:
-        pytest.fail(
-            f"hashbroker differs from RabbitMQ 3.10.8 in scenario {name!r}\n--- rabbitmq\n"
-            f"{json.dumps(expected, indent=1, sort_keys=True)}\n--- hashbroker\n"
-            f"{json.dumps(actual, indent=1, sort_keys=True)}",
-            pytrace=False,
-        )
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", QUORUM_SCENARIOS)
-def test_quorum_matches_recording(name: str, broker_url: str) -> None:
-    _compare(name, registry.run(name, broker_url), RECORDED[name])
+def test_quorum_matches_recording(name: str, qs_broker_url: str) -> None:
+    assert_same_observation(name, registry.run(name, qs_broker_url), RECORDED[name])
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", DECLARE_SCENARIOS)
-def test_quorum_declarations_match_recording(name: str, broker_url: str) -> None:
-    _compare(name, _without_mgmt(registry.run(name, broker_url)), _without_mgmt(RECORDED[name]))
+def test_quorum_declarations_match_recording(name: str, qs_broker_url: str) -> None:
+    actual = _without_mgmt(registry.run(name, qs_broker_url))
+    assert_same_observation(name, actual, _without_mgmt(RECORDED[name]))
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", DECLARE_SCENARIOS)
-def test_quorum_declarations_in_management_match_recording(name: str, broker_url: str) -> None:
-    _compare(name, registry.run(name, broker_url), RECORDED[name])
+def test_quorum_declarations_in_management_match_recording(name: str, qs_broker_url: str) -> None:
+    assert_same_observation(name, registry.run(name, qs_broker_url), RECORDED[name])
 
 
 #: The same scenarios against the live RabbitMQ, where the management API is not needed.
@@ -90,8 +68,8 @@ LIVE_SCENARIOS = QUORUM_SCENARIOS
 @pytest.mark.live
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", LIVE_SCENARIOS)
-def test_quorum_matches_live_rabbitmq(name: str, broker_url: str, rabbitmq_url: str) -> None:
-    _compare(name, registry.run(name, broker_url), registry.run(name, rabbitmq_url))
+def test_quorum_matches_live_rabbitmq(name: str, qs_broker_url: str, rabbitmq_url: str) -> None:
+    assert_same_observation(name, registry.run(name, qs_broker_url), registry.run(name, rabbitmq_url))
 
 
 @pytest.mark.timeout(120)
@@ -99,13 +77,13 @@ def test_quorum_matches_live_rabbitmq(name: str, broker_url: str, rabbitmq_url: 
     ("xtype", "weights"), [("x-consistent-hash", ("1", "2", "3")), ("x-modulus-hash", ("", "", ""))]
 )
 def test_hash_routing_into_quorum_queues_is_routing_into_classic(
-    xtype: str, weights: tuple[str, str, str], broker_url: str
+    xtype: str, weights: tuple[str, str, str], qs_broker_url: str
 ) -> None:
     """1,000 keys through x-consistent-hash (weights 1, 2, 3) and x-modulus-hash into three quorum
     queues reach the same queue, key by key, as on RabbitMQ 3.10.8 into classic ones (recorded),
     and the same as into classic queues on hashbroker."""
     expected = RECORDED["hash_routing_into_quorum_and_stream"][xtype]["destinations_classic"]
-    ctx = QsCtx(broker_url)
+    ctx = QsCtx(qs_broker_url)
     try:
         for tag, qargs in (("qq", {"x-queue-type": "quorum"}), ("cq", {})):
             kinds = [(w, qargs) for w in weights]

@@ -9,19 +9,10 @@ run; `tests/differential/test_stream_differential.py` runs scenarios against the
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from broker.embedded import BrokerThread
-from tests.qs_scenarios import registry
-
-RECORDED: dict[str, Any] = json.loads(
-    (Path(__file__).parents[1] / "data" / "quorum_stream_observations.json").read_text()
-)
+from tests.differential_support import assert_same_observation
+from tests.qs_scenarios import recorded, registry
 
 #: The stream scenarios of the recording.
 STREAM_SCENARIOS = (
@@ -40,20 +31,7 @@ STREAM_SCENARIOS = (
 )
 
 
-@pytest.fixture(scope="module")
-def hashbroker_urls() -> Iterator[tuple[str, str]]:
-    with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
-        yield b.url, f"http://127.0.0.1:{b.broker.management.port}"
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", STREAM_SCENARIOS)
-def test_stream_scenario_matches_recording(name: str, hashbroker_urls: tuple[str, str]) -> None:
-    url, mgmt = hashbroker_urls
-    registry.mgmt_urls[url] = mgmt
-    actual = registry.run(name, url)
-    expected = RECORDED[name]
-    assert actual == expected, (
-        f"--- rabbitmq\n{json.dumps(expected, indent=1, sort_keys=True)}\n"
-        f"--- hashbroker\n{json.dumps(actual, indent=1, sort_keys=True)}"
-    )
+def test_stream_scenario_matches_recording(name: str, qs_broker_url: str) -> None:
+    assert_same_observation(name, registry.run(name, qs_broker_url), recorded()[name])

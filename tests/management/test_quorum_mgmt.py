@@ -6,20 +6,25 @@ and, where RabbitMQ is reachable, with a fresh run there (tests marked live)."""
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.parse
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.qs_scenarios import QQ, QsCtx, QsRegistry, confirm_channel, count, publish_confirmed, registry
-
-RECORDED: dict[str, Any] = json.loads(
-    (Path(__file__).parents[1] / "data" / "quorum_stream_observations.json").read_text()
+from tests.differential_support import assert_same_observation
+from tests.qs_scenarios import (
+    QQ,
+    QsCtx,
+    QsRegistry,
+    confirm_channel,
+    count,
+    publish_confirmed,
+    recorded,
+    registry,
 )
+
+RECORDED = recorded()
 
 #: Recorded scenarios that read quorum queues back from the management API.
 MGMT_SCENARIOS = [
@@ -31,6 +36,7 @@ MGMT_SCENARIOS = [
 ]
 
 local = QsRegistry()
+local.mgmt_urls = registry.mgmt_urls  # the qs_broker_url fixture registers with registry
 
 
 def _put_policy(ctx: QsCtx, label: str, pattern: str, definition: dict[str, Any], priority: int) -> Any:
@@ -76,46 +82,26 @@ def scenario_qq_policy_priority_fallthrough(ctx: QsCtx) -> Any:
     return out
 
 
-@pytest.fixture(scope="module")
-def broker_url() -> Iterator[str]:
-    from broker.embedded import BrokerThread
-
-    with BrokerThread(port=0, management_port=0) as b:
-        registry.mgmt_urls[b.url] = str(b.broker.management.url)
-        local.mgmt_urls[b.url] = str(b.broker.management.url)
-        yield b.url
-
-
-def _compare(name: str, actual: Any, expected: Any) -> None:
-    if actual != expected:
-        pytest.fail(
-            f"hashbroker differs from RabbitMQ 3.10.8 in scenario {name!r}\n--- rabbitmq\n"
-            f"{json.dumps(expected, indent=1, sort_keys=True)}\n--- hashbroker\n"
-            f"{json.dumps(actual, indent=1, sort_keys=True)}",
-            pytrace=False,
-        )
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", MGMT_SCENARIOS)
-def test_quorum_management_matches_recording(name: str, broker_url: str) -> None:
-    _compare(name, registry.run(name, broker_url), RECORDED[name])
+def test_quorum_management_matches_recording(name: str, qs_broker_url: str) -> None:
+    assert_same_observation(name, registry.run(name, qs_broker_url), RECORDED[name])
 
 
 @pytest.mark.live
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", ["qq_management_fields", "qq_policy"])
-def test_quorum_management_matches_live_rabbitmq(name: str, broker_url: str, rabbitmq_url: str) -> None:
-    _compare(name, registry.run(name, broker_url), registry.run(name, rabbitmq_url))
+def test_quorum_management_matches_live_rabbitmq(name: str, qs_broker_url: str, rabbitmq_url: str) -> None:
+    assert_same_observation(name, registry.run(name, qs_broker_url), registry.run(name, rabbitmq_url))
 
 
 @pytest.mark.live
 @pytest.mark.timeout(120)
-def test_policy_priority_falls_through_to_an_applicable_policy(broker_url: str, rabbitmq_url: str) -> None:
+def test_policy_priority_falls_through_to_an_applicable_policy(qs_broker_url: str, rabbitmq_url: str) -> None:
     name = "qq_policy_priority_fallthrough"
     expected = local.run(name, rabbitmq_url)
     assert expected["quorum"]["policy"] == "<low>" and expected["quorum"]["count"] == 3, expected
-    _compare(name, local.run(name, broker_url), expected)
+    assert_same_observation(name, local.run(name, qs_broker_url), expected)
 
 
 def _definitions_entry(ctx: QsCtx, name: str) -> dict[str, Any]:
@@ -151,17 +137,17 @@ def scenario_qq_definitions_round_trip(ctx: QsCtx) -> Any:
 
 
 @pytest.mark.timeout(60)
-def test_quorum_definitions_round_trip(broker_url: str) -> None:
-    got = local.run("qq_definitions_round_trip", broker_url)
+def test_quorum_definitions_round_trip(qs_broker_url: str) -> None:
+    got = local.run("qq_definitions_round_trip", qs_broker_url)
     assert got["reimported"]["type"] == "quorum" and got["redeclare"] == "ok", got
     assert got["exported"]["arguments"] == got["reimported"]["arguments"]
 
 
 @pytest.mark.live
 @pytest.mark.timeout(120)
-def test_quorum_definitions_round_trip_matches_live_rabbitmq(broker_url: str, rabbitmq_url: str) -> None:
+def test_quorum_definitions_round_trip_matches_live_rabbitmq(qs_broker_url: str, rabbitmq_url: str) -> None:
     name = "qq_definitions_round_trip"
-    _compare(name, local.run(name, broker_url), local.run(name, rabbitmq_url))
+    assert_same_observation(name, local.run(name, qs_broker_url), local.run(name, rabbitmq_url))
 
 
 @pytest.mark.timeout(60)

@@ -12,7 +12,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pika
@@ -20,11 +19,9 @@ import pytest
 
 from broker.cli import ctl
 from broker.embedded import BrokerThread
-from tests.qs_scenarios import CTL_COLUMNS
+from tests.qs_scenarios import CTL_COLUMNS, recorded
 
-RECORDED: dict[str, Any] = json.loads(
-    (Path(__file__).parents[1] / "data" / "quorum_stream_observations.json").read_text()
-)["qs_ctl_list_queues"]
+RECORDED: dict[str, Any] = recorded()["qs_ctl_list_queues"]
 
 #: Columns that do not lag on RabbitMQ (its message and consumer columns come from periodic stats).
 STATIC_COLUMNS = [
