@@ -103,18 +103,16 @@ async def test_round_trip_every_entity_kind(tmp_path: Path) -> None:
         ),
         BindingRecord("/", "hash", "exchange", "ae", "1"),
     ]
-    for v in vhosts:
-        s.put_vhost(v)
-    for u in users:
-        s.put_user(u)
-    for p in policies:
-        s.put_policy(p)
-    for x in xs:
-        s.put_exchange(x)
-    for q in qs:
-        s.put_queue(q)
-    for b in bs:
-        s.add_binding(b)
+    for records, put in (
+        (vhosts, s.put_vhost),
+        (users, s.put_user),
+        (policies, s.put_policy),
+        (xs, s.put_exchange),
+        (qs, s.put_queue),
+        (bs, s.add_binding),
+    ):
+        for record in records:
+            put(record)
     await s.persist("/", [("q1", 1), (odd, 7)], PROPS, b"body-1", "hash", "rk\udc80")
     await s.persist("/", [("q1", 2)], b"\x00\x00", b"", "", "q1")
     s.mark_redelivered("/", "q1", [2])

@@ -70,6 +70,14 @@ class Serve:
     def connect(self) -> pika.BlockingConnection:
         return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", self.port, heartbeat=0))
 
+    def confirming_channel(self) -> tuple[pika.BlockingConnection, Any]:
+        """A connection and a channel in confirm mode, QUEUE declared durable."""
+        conn = self.connect()
+        ch = conn.channel()
+        ch.queue_declare(QUEUE, durable=True)
+        ch.confirm_delivery()
+        return conn, ch
+
     def node(self) -> dict[str, Any]:
         """This broker's /api/nodes entry."""
         import base64
@@ -213,10 +221,7 @@ def test_disk_full_nacks_without_queueing_and_resumes_without_restart(small_fs: 
     body = b"m" * 8192
     confirmed: list[int] = []
     with serving(data, log) as serve:
-        conn = serve.connect()
-        ch = conn.channel()
-        ch.queue_declare(QUEUE, durable=True)
-        ch.confirm_delivery()
+        conn, ch = serve.confirming_channel()
         acked, nacked = publish(ch, range(0, 100), body)
         assert nacked == 0
         confirmed += acked
@@ -303,10 +308,7 @@ def test_deleted_store_files_stop_confirming(tmp_path: Path) -> None:
     were confirmed."""
     data, log = tmp_path / "data", tmp_path / "broker.log"
     with serving(data, log) as serve:
-        conn = serve.connect()
-        ch = conn.channel()
-        ch.queue_declare(QUEUE, durable=True)
-        ch.confirm_delivery()
+        conn, ch = serve.confirming_channel()
         acked, nacked = publish(ch, range(0, 50), b"before")
         assert (len(acked), nacked) == (50, 0)
         for suffix in ("", "-wal", "-shm"):
@@ -331,10 +333,7 @@ def test_immutable_shm_pauses_writes_without_killing_the_broker(tmp_path: Path) 
     SIGBUS. The broker must stay up, nack, log one line and resume once the file is writable."""
     data, log = tmp_path / "data", tmp_path / "broker.log"
     with serving(data, log) as serve:
-        conn = serve.connect()
-        ch = conn.channel()
-        ch.queue_declare(QUEUE, durable=True)
-        ch.confirm_delivery()
+        conn, ch = serve.confirming_channel()
         confirmed, _ = publish(ch, range(0, 20), b"x")
         shm = data / f"{STORE}-shm"
         if subprocess.run(["chattr", "+i", str(shm)], capture_output=True).returncode != 0:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import random
 from decimal import Decimal
 from pathlib import Path
 
@@ -22,7 +21,15 @@ from pamqp import commands
 
 from broker.server import Broker
 from broker.session.connection import Connection
-from tests.sansio_support import FRAME_MAX, MemoryTransport, m, parse_frames, publish, queue_contents
+from tests.sansio_support import (
+    FRAME_MAX,
+    MemoryTransport,
+    m,
+    parse_frames,
+    publish,
+    queue_contents,
+    random_pieces,
+)
 
 
 def setup_stream() -> bytes:
@@ -157,12 +164,7 @@ async def test_fast_path_matches_frame_by_frame(tmp_path: Path) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_fast_path_any_read_boundaries(tmp_path: Path, seed: int) -> None:
     stream = setup_stream() + publishes()
-    rng = random.Random(seed)
-    pieces, pos = [], 0
-    while pos < len(stream):
-        n = rng.choice((1, 7, 13, 50, 333, 4096, 20000))
-        pieces.append(stream[pos : pos + n])
-        pos += n
+    pieces = random_pieces(stream, seed, (1, 7, 13, 50, 333, 4096, 20000))
     whole_out, whole_queues = await run_stream([stream], True, tmp_path / "whole")
     split_out, split_queues = await run_stream(pieces, True, tmp_path / "split")
     assert split_queues == whole_queues

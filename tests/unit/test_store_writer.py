@@ -98,6 +98,20 @@ class DiskFull:
             raise sqlite3.OperationalError("database or disk is full")
 
 
+async def full_disk_holding(conn: sqlite3.Connection, value: int) -> tuple[GroupCommitWriter, DiskFull]:
+    """A started writer on a full disk that keeps an insert of `value`: the sync after it failed."""
+    writer = make_writer(conn)
+    writer.start(asyncio.get_running_loop())
+    disk = DiskFull()
+    writer.commit_hook = disk
+    sync = writer.new_future()
+    writer.submit([(INSERT, (value,))])
+    writer.submit([], sync)
+    with pytest.raises(StoreError):
+        await asyncio.wait_for(sync, 10)
+    return writer, disk
+
+
 async def test_a_failed_batch_fails_its_futures_keeps_the_rest_and_resumes(
     conn: sqlite3.Connection, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,15 +166,7 @@ async def test_kept_statements_are_retried_without_new_traffic(
 ) -> None:
     monkeypatch.setattr(sqlite_writer, "RETRY_SECONDS", 0.05)
     monkeypatch.setattr(sqlite_writer, "SETTLE_SECONDS", 0.05)
-    writer = make_writer(conn)
-    writer.start(asyncio.get_running_loop())
-    disk = DiskFull()
-    writer.commit_hook = disk
-    probe = writer.new_future()
-    writer.submit([(INSERT, (7,))])
-    writer.submit([], probe)
-    with pytest.raises(StoreError):
-        await asyncio.wait_for(probe, 10)
+    writer, disk = await full_disk_holding(conn, 7)
     disk.full = False
     assert await until(lambda: writer.fault is None)
     assert rows(conn) == [7]
@@ -202,15 +208,7 @@ async def test_a_flapping_fault_is_reported_once_and_ends_when_commits_settle(
 
 
 async def test_a_sync_in_a_fault_waits_for_the_kept_statements(conn: sqlite3.Connection) -> None:
-    writer = make_writer(conn)
-    writer.start(asyncio.get_running_loop())
-    disk = DiskFull()
-    writer.commit_hook = disk
-    first = writer.new_future()
-    writer.submit([(INSERT, (1,))])
-    writer.submit([], first)
-    with pytest.raises(StoreError):
-        await asyncio.wait_for(first, 10)
+    writer, _disk = await full_disk_holding(conn, 1)
     sync = writer.new_future()
     writer.submit([], sync)  # nothing new, but the kept insert has not committed: not synced
     with pytest.raises(StoreError):
