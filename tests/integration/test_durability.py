@@ -17,9 +17,7 @@ import contextlib
 import os
 import random
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -29,17 +27,11 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
+from tests.serve_support import free_port, start_serve
 
-REPO = Path(__file__).resolve().parents[2]
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
 QUEUES = ("q1", "q2", "q3", "q4")
 WEIGHTS = ("1", "1", "2", "2")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def declare_seed(ch: pika.adapters.blocking_connection.BlockingChannel) -> None:
@@ -251,24 +243,8 @@ def test_tx_commit_and_confirms_wait_for_the_store(tmp_path: Path) -> None:
 
 
 def start_server(port: int, data: Path) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "broker.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port)),
-            *("--data-dir", str(data), "--log-level", "ERROR"),
-        ],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    deadline = time.time() + 15
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                raise RuntimeError(f"broker did not start (rc={proc.poll()})") from None
-            time.sleep(0.02)
+    args = ("--host", "127.0.0.1", "--data-dir", str(data), "--log-level", "ERROR")
+    return start_serve(*args, port=port, wait=15)[0]
 
 
 async def publish_and_consume(

@@ -8,12 +8,8 @@ restart returns them from the store's checked-out marks."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +18,7 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
+from tests.serve_support import start_serve
 
 QQ = {"x-queue-type": "quorum", "x-delivery-limit": 5}
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
@@ -163,32 +160,10 @@ def test_a_store_written_before_delivery_counts_were_kept(tmp_path: Path) -> Non
         assert gets(amqp.channel(), "old") == [("m1", True, 1), ("m2", False, 0)]
 
 
-REPO = Path(__file__).resolve().parents[2]
-
-
 def serve(data: Path) -> tuple[subprocess.Popen[bytes], str]:
     """`hashbroker serve` in a subprocess (so that it can be SIGKILLed) and its AMQP URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "broker.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port)),
-            *("--data-dir", str(data), "--log-level", "ERROR"),
-        ],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc, f"amqp://guest:guest@127.0.0.1:{port}/%2F"
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"broker did not start (rc={proc.poll()})") from None
-            time.sleep(0.05)
+    proc, port = start_serve("--host", "127.0.0.1", "--data-dir", str(data), "--log-level", "ERROR")
+    return proc, f"amqp://guest:guest@127.0.0.1:{port}/%2F"
 
 
 @pytest.mark.timeout(120)

@@ -39,12 +39,18 @@ REPO = Path(__file__).resolve().parents[2]
 PROPS = bytes.fromhex("9000") + b"\x0atext/plain" + b"\x02"  # content_type + delivery_mode 2, as sent
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    s = open_store(tmp_path / "data")
+def started(path: Path) -> SqliteStore:
+    """The store at `path`, loaded (the snapshot is not needed) and started."""
+    s = open_store(path)
     assert isinstance(s, SqliteStore)
     s.load()
     s.start()
+    return s
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    s = started(tmp_path / "data")
     yield s
     await s.close()
 
@@ -139,9 +145,7 @@ async def test_round_trip_every_entity_kind(tmp_path: Path) -> None:
 
 async def test_updates_keep_position_and_deletes_cascade(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    s = open_store(data)
-    s.load()
-    s.start()
+    s = started(data)
     s.put_vhost(VHostRecord("/"))
     s.put_vhost(VHostRecord("v2"))
     s.put_exchange(ExchangeRecord("/", "a", "direct"))
@@ -181,9 +185,7 @@ async def test_updates_keep_position_and_deletes_cascade(tmp_path: Path) -> None
     assert [(p.name, p.priority) for p in snap_before.policies] == [("p1", 5), ("p2", 0), ("p", 0)]
     assert [u.name for u in snap_before.users] == ["u2"]
 
-    s = open_store(data)
-    s.load()
-    s.start()
+    s = started(data)
     s.delete_exchange("/", "a")  # bindings from a and to a go
     s.delete_queue("/", "q")  # its messages go; the shared body stays for "keep"
     s.delete_vhost("v2")
@@ -227,9 +229,7 @@ async def test_ack_purge_and_shared_bodies_are_removed(store: SqliteStore) -> No
 
 async def test_purged_queue_survives_reopen(tmp_path: Path) -> None:
     data = tmp_path / "d"
-    s = open_store(data)
-    s.load()
-    s.start()
+    s = started(data)
     s.put_queue(QueueRecord("/", "a"))
     await s.persist("/", [("a", 1)], PROPS, b"x", "", "a")
     s.purge_queue("/", "a")
@@ -247,9 +247,7 @@ async def test_binding_order_is_preserved_and_rings_match(tmp_path: Path) -> Non
     rng = random.Random(5)
     names = [f"q{i:03d}" for i in range(60)]
     rng.shuffle(names)  # not alphabetical: insertion order must win over any sort
-    s = open_store(data)
-    s.load()
-    s.start()
+    s = started(data)
     s.put_exchange(ExchangeRecord("/", "ring", "x-consistent-hash"))
     made: list[BindingRecord] = []
     for n in names:
@@ -453,9 +451,7 @@ def test_random_bytes_are_refused_untouched(tmp_path: Path) -> None:
 
 async def test_corrupt_pages_are_refused_untouched(tmp_path: Path) -> None:
     data = tmp_path / "d"
-    s = open_store(data)
-    s.load()
-    s.start()
+    s = started(data)
     s.put_queue(QueueRecord("/", "q"))
     await asyncio.gather(
         *(s.persist("/", [("q", i)], PROPS, os.urandom(500), "", "q") for i in range(1, 400))

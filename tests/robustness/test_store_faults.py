@@ -13,10 +13,7 @@ import contextlib
 import errno
 import logging
 import os
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,15 +26,10 @@ import pika
 import pika.exceptions
 import pytest
 
-PY = sys.executable
+from tests.serve_support import free_port, start_serve, stop_serve
+
 QUEUE = "storefault-q"
 STORE = "store.sqlite3"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Serve:
@@ -47,25 +39,21 @@ class Serve:
         self.data_dir = data_dir
         self.log_path = log_path
         self.port = free_port()
-        env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
+        env = {"HASHBROKER_LOG_LEVEL": "WARNING"}
         self.management_port = free_port()
         # disk_free_limit 0: these tests exercise the store when a write really fails; with the
         # default 50MB the disk alarm would block the publishers of a 20 MB filesystem first
         # (tests/robustness/test_disk_alarm.py covers that)
-        cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(self.port), "--data-dir", str(data_dir)]
-        cmd += ["--disk-free-limit", "0", "--management-port", str(self.management_port)]
+        args = ("--data-dir", str(data_dir), "--disk-free-limit", "0")
+        args += ("--management-port", str(self.management_port))
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=self._log)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except ConnectionRefusedError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise AssertionError(f"broker did not start: {self.log()}") from None
-                time.sleep(0.05)
+        try:
+            self.proc, _port = start_serve(
+                *args, port=self.port, env=env, stdout=subprocess.DEVNULL, stderr=self._log
+            )
+        except RuntimeError as exc:
+            self._log.close()
+            raise AssertionError(f"broker did not start: {self.log()}") from exc
 
     def connect(self) -> pika.BlockingConnection:
         return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", self.port, heartbeat=0))
@@ -91,15 +79,9 @@ class Serve:
         return nodes[0]
 
     def stop(self) -> int | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        code = stop_serve(self.proc, 30)
         self._log.close()
-        return self.proc.returncode
+        return code
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
