@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -791,6 +793,25 @@ def expected_readme_counts(
         conn.close()
     _TRUTH_CACHE[key] = counts
     return counts
+
+
+@contextlib.contextmanager
+def rabbitmqctl_vhost(prefix: str) -> Iterator[str]:
+    """A throw-away vhost made by rabbitmqctl on the reference RabbitMQ, guest allowed everything in
+    it, deleted afterwards; skips where rabbitmqctl or the reference RabbitMQ is not there."""
+    if shutil.which("rabbitmqctl") is None or not session_probe().reachable:
+        pytest.skip("rabbitmqctl or the reference RabbitMQ is not available to compare with")
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True)
+    try:
+        subprocess.run(
+            ["rabbitmqctl", "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
+            check=True,
+            capture_output=True,
+        )
+        yield name
+    finally:
+        subprocess.run(["rabbitmqctl", "delete_vhost", name], capture_output=True)
 
 
 def optional_rabbitmq_url(request: pytest.FixtureRequest) -> str | None:

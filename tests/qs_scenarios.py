@@ -1542,6 +1542,36 @@ def scenario_st_consume_rules(ctx: QsCtx) -> Observation:
     return out
 
 
+def read_stream(
+    conn: pika.BlockingConnection,
+    name: str,
+    offset: Any,
+    *,
+    prefetch: int = 100,
+    quiet: float = 0.5,
+    timeout: float = 3.0,
+) -> list[tuple[Any, str]]:
+    """Stream `name` read from `offset` on a channel of its own, each delivery acked, until nothing
+    arrived for `quiet` seconds (at most `timeout`): (x-stream-offset, body) per delivery."""
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=prefetch)
+    got: list[tuple[Any, str]] = []
+
+    def on_message(c: Any, method: Any, props: Any, body: bytes) -> None:
+        got.append((props.headers["x-stream-offset"], body.decode()))
+        c.basic_ack(method.delivery_tag)
+
+    ch.basic_consume(name, on_message, arguments={"x-stream-offset": offset})
+    deadline = time.monotonic() + timeout
+    seen, last = -1, time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - last < quiet:
+        conn.process_data_events(time_limit=0.05)
+        if seen != len(got):
+            seen, last = len(got), time.monotonic()
+    ch.close()  # nothing is pending: pika would reject pending messages, which a stream refuses
+    return got
+
+
 def _consume_stream(
     ctx: QsCtx,
     conn: pika.BlockingConnection,

@@ -24,6 +24,7 @@ from tests.qs_scenarios import (
     delivery_obs,
     method_fields,
     publish_confirmed,
+    read_stream,
 )
 from tests.qs_scenarios import attempt as qs_attempt
 from tests.qs_scenarios import registry as qs_registry
@@ -47,23 +48,7 @@ ST = {"x-queue-type": "stream"}
 
 def _read_stream(conn: pika.BlockingConnection, name: str) -> list[str]:
     """Everything in stream `name`, from the first offset until nothing arrived for a second."""
-    ch = conn.channel()
-    ch.basic_qos(prefetch_count=1000)
-    got: list[str] = []
-
-    def on_message(c: Any, method: Any, _props: Any, body: bytes) -> None:
-        got.append(body.decode())
-        c.basic_ack(method.delivery_tag)
-
-    ch.basic_consume(name, on_message, arguments={"x-stream-offset": "first"})
-    deadline = time.monotonic() + 30
-    seen, last = -1, time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - last < 1.0:
-        conn.process_data_events(time_limit=0.1)
-        if seen != len(got):
-            seen, last = len(got), time.monotonic()
-    ch.close()  # nothing is pending: pika would reject pending messages, which a stream refuses
-    return got
+    return [body for _offset, body in read_stream(conn, name, "first", prefetch=1000, quiet=1.0, timeout=30)]
 
 
 def _destinations(ctx: Ctx, xtype: str, weights: tuple[str, ...], args: dict[str, Any]) -> str:

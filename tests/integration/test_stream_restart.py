@@ -15,27 +15,15 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
+from tests.qs_scenarios import read_stream
 
 
 def _read(url: str, name: str, offset: Any) -> list[tuple[int, str]]:
     conn = pika.BlockingConnection(pika.URLParameters(url))
-    ch = conn.channel()
-    ch.basic_qos(prefetch_count=100)
-    got: list[tuple[int, str]] = []
-
-    def on_message(c: Any, method: Any, props: Any, body: bytes) -> None:
-        got.append((props.headers["x-stream-offset"], body.decode()))
-        c.basic_ack(method.delivery_tag)
-
-    ch.basic_consume(name, on_message, arguments={"x-stream-offset": offset})
-    deadline = time.monotonic() + 3
-    seen, last = -1, time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - last < 0.5:
-        conn.process_data_events(time_limit=0.05)
-        if seen != len(got):
-            seen, last = len(got), time.monotonic()
-    conn.close()
-    return got
+    try:
+        return read_stream(conn, name, offset)
+    finally:
+        conn.close()
 
 
 def test_persistent_stream_messages_keep_their_offsets_across_a_restart(tmp_path: Path) -> None:

@@ -8,9 +8,7 @@ sets: neither broker promises an order).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import uuid
 from collections.abc import Iterator
 from urllib.parse import quote
 
@@ -19,7 +17,7 @@ import pytest
 
 from broker.cli import ctl
 from broker.embedded import BrokerThread
-from tests.conftest import rabbitmq_reachable
+from tests.differential_support import rabbitmqctl_vhost
 
 
 def declare(url: str) -> None:
@@ -43,17 +41,9 @@ def declare(url: str) -> None:
 @pytest.fixture
 def vhost() -> Iterator[str]:
     """A throw-away vhost on the reference RabbitMQ with the topology (skips without rabbitmqctl)."""
-    if shutil.which("rabbitmqctl") is None or not rabbitmq_reachable():
-        pytest.skip("rabbitmqctl or the reference RabbitMQ is not available to compare with")
-    name = f"hbctl-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True)
-    try:
-        subprocess.run(["rabbitmqctl", "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
-                       check=True, capture_output=True)  # fmt: skip
+    with rabbitmqctl_vhost("hbctl") as name:
         declare(f"amqp://guest:guest@127.0.0.1:5672/{quote(name, safe='')}")
         yield name
-    finally:
-        subprocess.run(["rabbitmqctl", "delete_vhost", name], capture_output=True)
 
 
 @pytest.fixture

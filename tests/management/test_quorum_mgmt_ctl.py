@@ -7,10 +7,8 @@ rabbitmqctl's table and JSON output on a throw-away vhost of the reference Rabbi
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +17,7 @@ import pytest
 
 from broker.cli import ctl
 from broker.embedded import BrokerThread
+from tests.differential_support import rabbitmqctl_vhost
 from tests.qs_scenarios import CTL_COLUMNS, recorded
 
 RECORDED: dict[str, Any] = recorded()["qs_ctl_list_queues"]
@@ -99,21 +98,8 @@ def test_list_queues_json_matches_recording(capsys: pytest.CaptureFixture[str], 
 
 @pytest.fixture
 def live_vhost() -> Iterator[str]:
-    from tests.conftest import rabbitmq_reachable
-
-    if shutil.which("rabbitmqctl") is None or not rabbitmq_reachable():
-        pytest.skip("rabbitmqctl or the reference RabbitMQ is not available to compare with")
-    name = f"qctl-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True)
-    subprocess.run(
-        ["rabbitmqctl", "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
-        check=True,
-        capture_output=True,
-    )
-    try:
+    with rabbitmqctl_vhost("qctl") as name:
         yield name
-    finally:
-        subprocess.run(["rabbitmqctl", "delete_vhost", name], capture_output=True)
 
 
 @pytest.mark.live
