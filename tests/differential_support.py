@@ -255,6 +255,23 @@ class Ctx:
         return scrub(jsonable(value), self.names)
 
 
+#: A value for every basic property but headers: what a broker must hand on unchanged.
+ALL_PROPERTIES: dict[str, Any] = {
+    "content_type": "text/plain",
+    "content_encoding": "utf-8",
+    "delivery_mode": 2,
+    "priority": 3,
+    "correlation_id": "corr",
+    "reply_to": "back",
+    "expiration": "60000",
+    "message_id": "mid",
+    "timestamp": 1_700_000_000,
+    "type": "kind",
+    "user_id": "guest",
+    "app_id": "app",
+    "cluster_id": "cl",
+}
+
 RABBITMQ_SERVER_PROPERTY_KEYS = [
     "capabilities",
     "cluster_name",
@@ -605,15 +622,17 @@ class RawAmqp:
         mandatory: bool = False,
         properties: commands.Basic.Properties | None = None,
     ) -> None:
-        data = frame.marshal(
-            commands.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory), channel
+        bodies = (body,) if body else ()
+        self.sock.sendall(
+            publish_frames(
+                routing_key,
+                *bodies,
+                exchange=exchange,
+                channel=channel,
+                properties=properties,
+                mandatory=mandatory,
+            )
         )
-        data += frame.marshal(
-            header.ContentHeader(0, len(body), properties or commands.Basic.Properties()), channel
-        )
-        if body:
-            data += frame.marshal(ContentBody(body), channel)
-        self.sock.sendall(data)
 
     def recv(self, timeout: float = SOCKET_TIMEOUT) -> tuple[int, FrameT]:
         """The next frame (skipping heartbeats); raises RawClosed on EOF, TimeoutError on silence."""
@@ -669,6 +688,29 @@ class RawAmqp:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def publish_frames(
+    routing_key: str,
+    *bodies: bytes,
+    size: int | None = None,
+    exchange: str = "",
+    channel: int = 1,
+    properties: commands.Basic.Properties | None = None,
+    **publish: Any,
+) -> bytes:
+    """basic.publish (with `publish`'s flags), a content header declaring `size` bytes (by default
+    what `bodies` hold) and one body frame per body, as bytes on the wire."""
+    data = frame.marshal(
+        commands.Basic.Publish(exchange=exchange, routing_key=routing_key, **publish), channel
+    )
+    declared = sum(map(len, bodies)) if size is None else size
+    data += frame.marshal(
+        header.ContentHeader(0, declared, properties or commands.Basic.Properties()), channel
+    )
+    for body in bodies:
+        data += frame.marshal(ContentBody(body), channel)
+    return data
 
 
 def frame_obs(channel: int, value: Any) -> Any:

@@ -19,7 +19,7 @@ import aiormq.exceptions
 import pytest
 from pamqp import commands
 
-from tests.differential_support import Ctx, Registry, jsonable, run_differential
+from tests.differential_support import ALL_PROPERTIES, Ctx, Registry, jsonable, run_differential
 
 registry = Registry()
 scenario = registry.scenario
@@ -54,6 +54,10 @@ def _channel_error(exc: BaseException) -> Any:
     return [type(exc).__name__, [str(a) for a in exc.args]]
 
 
+#: The properties the aio-pika round trip sets and reads back.
+ASYNC_PROPERTIES = ("content_type", "priority", "correlation_id", "message_id", "type", "app_id")
+
+
 @scenario
 def scenario_aiopika_header_types_roundtrip(ctx: Ctx) -> Any:
     """Every AMQP field-table type survives the broker unchanged (type and value)."""
@@ -79,31 +83,15 @@ def scenario_aiopika_header_types_roundtrip(ctx: Ctx) -> Any:
                 "none": None,
                 "ts": datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=datetime.UTC),
             }
+            props = {k: ALL_PROPERTIES[k] for k in ASYNC_PROPERTIES}
             await ch.default_exchange.publish(
-                aio_pika.Message(
-                    b"body",
-                    headers=headers,
-                    content_type="application/x",
-                    priority=4,
-                    correlation_id="c",
-                    message_id="m",
-                    type="t",
-                    app_id="a",
-                ),
-                routing_key=q,
+                aio_pika.Message(b"body", headers=headers, **props), routing_key=q
             )
             msg = await queue.get(timeout=5)
             await msg.ack()
             return {
                 "headers": _typed(dict(msg.headers)),
-                "props": [
-                    msg.content_type,
-                    msg.priority,
-                    msg.correlation_id,
-                    msg.message_id,
-                    msg.type,
-                    msg.app_id,
-                ],
+                "props": [getattr(msg, k) for k in ASYNC_PROPERTIES],
                 "body": msg.body.decode(),
                 "redelivered": msg.redelivered,
             }

@@ -21,6 +21,7 @@ from tests.differential_support import (
     RawClosed,
     Registry,
     frame_obs,
+    publish_frames,
     run_differential,
 )
 
@@ -170,10 +171,7 @@ def scenario_immediate_not_implemented(ctx: Ctx) -> Any:
     """basic.publish immediate=true is a 540 NOT_IMPLEMENTED connection error."""
     raw = ctx.raw()
     raw.open_channel(1)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key="x", immediate=True), 1)
-    data += frame.marshal(header.ContentHeader(0, 1, commands.Basic.Properties()), 1)
-    data += frame.marshal(ContentBody(b"x"), 1)
-    raw.send_bytes(data)
+    raw.send_bytes(publish_frames("x", b"x", immediate=True))
     return _converse(raw)
 
 
@@ -247,11 +245,9 @@ def scenario_method_during_content(ctx: Ctx) -> Any:
     """A method frame where a content body is expected is UNEXPECTED_FRAME."""
     raw = ctx.raw()
     raw.open_channel(1)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key="x"), 1)
-    data += frame.marshal(header.ContentHeader(0, 10, commands.Basic.Properties()), 1)
-    data += frame.marshal(ContentBody(b"12345"), 1)
-    data += frame.marshal(commands.Basic.Qos(prefetch_count=1), 1)
-    raw.send_bytes(data)
+    raw.send_bytes(
+        publish_frames("x", b"12345", size=10) + frame.marshal(commands.Basic.Qos(prefetch_count=1), 1)
+    )
     return _converse(raw)
 
 
@@ -260,10 +256,7 @@ def scenario_body_larger_than_declared(ctx: Ctx) -> Any:
     """More body bytes than the content header declared is a connection error."""
     raw = ctx.raw()
     raw.open_channel(1)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key="x"), 1)
-    data += frame.marshal(header.ContentHeader(0, 3, commands.Basic.Properties()), 1)
-    data += frame.marshal(ContentBody(b"123456"), 1)
-    raw.send_bytes(data)
+    raw.send_bytes(publish_frames("x", b"123456", size=3))
     first = _converse(raw, observe_close=False)
     try:
         raw.send(1, commands.Queue.Declare(queue="", exclusive=True))
@@ -288,10 +281,7 @@ def scenario_frame_too_large(ctx: Ctx) -> Any:
     """A frame larger than the negotiated frame_max is a FRAME_ERROR."""
     raw = ctx.raw(frame_max=4096)
     raw.open_channel(1)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key="x"), 1)
-    data += frame.marshal(header.ContentHeader(0, 10_000, commands.Basic.Properties()), 1)
-    data += frame.marshal(ContentBody(b"z" * 10_000), 1)
-    raw.send_bytes(data)
+    raw.send_bytes(publish_frames("x", b"z" * 10_000))
     return _converse(raw, observe_close=False)
 
 
