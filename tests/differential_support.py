@@ -584,26 +584,46 @@ class RawAmqp:
     def handshake(
         self, *, heartbeat: int = 0, frame_max: int | None = None, channel_max: int | None = None
     ) -> None:
+        self.greet()
+        self.login()
+        self.tune_and_open(heartbeat=heartbeat, frame_max=frame_max, channel_max=channel_max)
+        self.expect(commands.Connection.OpenOk)
+
+    # the handshake's steps, for scenarios that stop or go wrong part way --------------------------
+    def greet(self) -> commands.Connection.Start:
+        """Send the protocol header; the server's connection.start."""
         self.sock.sendall(frame.marshal(header.ProtocolHeader(), 0))
-        start = self.expect(commands.Connection.Start)
+        start: commands.Connection.Start = self.expect(commands.Connection.Start)
         self.start = start
+        return start
+
+    def login(self, product: str = "hashbroker-tests") -> commands.Connection.Tune:
+        """connection.start-ok with PLAIN user and password; the server's connection.tune."""
         response = f"\0{self.user}\0{self.password}"
-        self.send(
-            0,
-            commands.Connection.StartOk(client_properties={"product": "hashbroker-tests"}, response=response),
-        )
-        tune = self.expect(commands.Connection.Tune)
+        self.send(0, commands.Connection.StartOk(client_properties={"product": product}, response=response))
+        tune: commands.Connection.Tune = self.expect(commands.Connection.Tune)
         self.tune = tune
+        return tune
+
+    def tune_and_open(
+        self,
+        *,
+        heartbeat: int = 0,
+        frame_max: int | None = None,
+        channel_max: int | None = None,
+        vhost: str | None = None,
+    ) -> None:
+        """connection.tune-ok (the server's limits unless given) and connection.open."""
+        assert self.tune is not None, "login() first"
         self.send(
             0,
             commands.Connection.TuneOk(
-                channel_max=tune.channel_max if channel_max is None else channel_max,
-                frame_max=tune.frame_max if frame_max is None else frame_max,
+                channel_max=self.tune.channel_max if channel_max is None else channel_max,
+                frame_max=self.tune.frame_max if frame_max is None else frame_max,
                 heartbeat=heartbeat,
             ),
         )
-        self.send(0, commands.Connection.Open(virtual_host=self.vhost))
-        self.expect(commands.Connection.OpenOk)
+        self.send(0, commands.Connection.Open(virtual_host=self.vhost if vhost is None else vhost))
 
     # io --------------------------------------------------------------------------------------------
     def send(self, channel: int, value: Any) -> None:
@@ -661,6 +681,24 @@ class RawAmqp:
             if not chunk:
                 raise RawClosed("EOF")
             self.buf += chunk
+
+    def read_until_closed(self, seconds: float, poll: float = 0.2) -> tuple[bytes, float | None]:
+        """The raw bytes the server sends for up to `seconds`, and how many seconds passed before
+        it closed the socket (None if it kept it open)."""
+        start = time.monotonic()
+        self.sock.settimeout(poll)
+        data = b""
+        while time.monotonic() - start < seconds:
+            try:
+                chunk = self.sock.recv(4096)
+            except TimeoutError:
+                continue
+            except ConnectionError:
+                chunk = b""
+            if not chunk:
+                return data, time.monotonic() - start
+            data += chunk
+        return data, None
 
     def expect(self, kind: type, timeout: float = SOCKET_TIMEOUT) -> Any:
         channel, value = self.recv(timeout)

@@ -1653,13 +1653,8 @@ def scenario_headers_typed_values(ctx: Ctx) -> Any:
 
 
 def _handshake_until_tune(raw: RawAmqp) -> commands.Connection.Tune:
-    from pamqp import frame, header
-
-    raw.send_bytes(frame.marshal(header.ProtocolHeader(), 0))
-    raw.expect(commands.Connection.Start)
-    raw.send(0, commands.Connection.StartOk(client_properties={"product": "hb"}, response="\0guest\0guest"))
-    tune: commands.Connection.Tune = raw.expect(commands.Connection.Tune)
-    return tune
+    raw.greet()
+    return raw.login(product="hb")
 
 
 @scenario
@@ -1696,12 +1691,11 @@ def scenario_amqplain_and_odd_auth(ctx: Ctx) -> Any:
     separators, and connection.open of the empty vhost name."""
     import struct
 
-    from pamqp import encode, frame, header
+    from pamqp import encode
 
     def start(mechanism: str, response: bytes) -> list[Any]:
         raw = ctx.raw(handshake=False)
-        raw.send_bytes(frame.marshal(header.ProtocolHeader(), 0))
-        raw.expect(commands.Connection.Start)
+        raw.greet()
         args = (
             encode.field_table({"product": "hb"})
             + encode.short_string(mechanism)
