@@ -106,7 +106,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(reason)
 
 
-def _missing_plugin_behind(item: pytest.Item, text: str) -> str | None:
+def missing_plugin_behind(item: pytest.Item, text: str) -> str | None:
     """The reason to skip when a failure is RabbitMQ lacking a plugin that the probe found missing.
 
     This catches the live tests that PLUGINS_BY_MODULE does not list: the failure is not hashbroker's,
@@ -140,7 +140,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     if not report.failed:
         return
-    reason = _missing_plugin_behind(item, str(report.longrepr))
+    reason = missing_plugin_behind(item, str(report.longrepr))
     if reason is not None:
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {reason}")

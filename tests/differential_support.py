@@ -184,20 +184,20 @@ class Ctx:
     raws: list[RawAmqp] = field(default_factory=list)
 
     # names -----------------------------------------------------------------------------------------
-    def _name(self, label: str) -> str:
+    def name_for(self, label: str) -> str:
         real = f"hb.{label}.{uuid.uuid4().hex[:12]}"
         self.names[real] = f"<{label}>"
         return real
 
     def queue(self, label: str = "q") -> str:
         """A unique queue name, deleted at the end."""
-        real = self._name(label)
+        real = self.name_for(label)
         self.queues.append(real)
         return real
 
     def exchange(self, label: str = "x") -> str:
         """A unique exchange name, deleted at the end."""
-        real = self._name(label)
+        real = self.name_for(label)
         self.exchanges.append(real)
         return real
 
@@ -218,7 +218,7 @@ class Ctx:
 
     def token(self, label: str) -> str:
         """A unique string that is neither queue nor exchange (consumer tags, ids) but is scrubbed."""
-        return self._name(label)
+        return self.name_for(label)
 
     # connections -----------------------------------------------------------------------------------
     def connect(self, **overrides: Any) -> pika.BlockingConnection:

@@ -148,7 +148,7 @@ class QsCtx(Ctx):
     policies: list[str] = field(default_factory=list)
     node_names: dict[str, str] = field(default_factory=dict)
 
-    def _name(self, label: str) -> str:
+    def name_for(self, label: str) -> str:
         # the label comes right after the shared run id: names sort by label (modulus-hash depends
         # on the order of the bound queues' names)
         real = f"{PREFIX}{self.run}-{label}"
@@ -157,7 +157,7 @@ class QsCtx(Ctx):
         return real
 
     # management -------------------------------------------------------------------------------------
-    def _request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def api_request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         user, password = "guest", "guest"
         parsed = urllib.parse.urlparse(self.url)
         if parsed.username:
@@ -182,7 +182,7 @@ class QsCtx(Ctx):
                 return exc.code, raw.decode(errors="replace")
 
     def mgmt_get(self, path: str) -> Any:
-        status, body = self._request("GET", path)
+        status, body = self.api_request("GET", path)
         assert status == 200, (path, status, body)
         return body
 
@@ -190,10 +190,10 @@ class QsCtx(Ctx):
         """The management view of a queue; waits while the management database has not seen it yet."""
         path = f"/api/queues/%2F/{urllib.parse.quote(name, safe='')}"
         deadline = time.monotonic() + 15
-        status, body = self._request("GET", path)
+        status, body = self.api_request("GET", path)
         while status == 404 and time.monotonic() < deadline:
             time.sleep(0.3)
-            status, body = self._request("GET", path)
+            status, body = self.api_request("GET", path)
         assert status == 200, (path, status, body)
         return dict(body)
 
@@ -205,16 +205,16 @@ class QsCtx(Ctx):
         return name
 
     def set_policy(self, label: str, pattern: str, definition: dict[str, Any], apply_to: str) -> Any:
-        name = self._name(label)
+        name = self.name_for(label)
         self.policies.append(name)
         body = {"pattern": pattern, "definition": definition, "apply-to": apply_to, "priority": 0}
-        return self._request("PUT", f"/api/policies/%2F/{urllib.parse.quote(name, safe='')}", body)
+        return self.api_request("PUT", f"/api/policies/%2F/{urllib.parse.quote(name, safe='')}", body)
 
     def cleanup(self) -> None:
         super().cleanup()
         for name in self.policies:
             with contextlib.suppress(Exception):
-                self._request("DELETE", f"/api/policies/%2F/{urllib.parse.quote(name, safe='')}")
+                self.api_request("DELETE", f"/api/policies/%2F/{urllib.parse.quote(name, safe='')}")
 
 
 _PIKA_CTAG = re.compile(r"ctag\d+\.[0-9a-f]{32}")

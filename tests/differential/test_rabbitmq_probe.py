@@ -96,12 +96,12 @@ def test_failure_naming_a_missing_exchange_type_becomes_a_skip(monkeypatch: pyte
             return object() if name == "live" else None
 
     error = "ConnectionClosedByBroker: (503, \"COMMAND_INVALID - unknown exchange type 'x-consistent-hash'\")"
-    reason = conftest._missing_plugin_behind(Item(), error)  # type: ignore[arg-type]
+    reason = conftest.missing_plugin_behind(Item(), error)  # type: ignore[arg-type]
     assert reason is not None and "rabbitmq-plugins enable rabbitmq_consistent_hash_exchange" in reason
     # a failure that names a type the broker has is hashbroker's (or the test's) failure: it stays
     modulus = error.replace("x-consistent-hash", "x-modulus-hash")
-    assert conftest._missing_plugin_behind(Item(), modulus) is None  # type: ignore[arg-type]
-    assert conftest._missing_plugin_behind(Item(), "AssertionError: 3 != 4") is None  # type: ignore[arg-type]
+    assert conftest.missing_plugin_behind(Item(), modulus) is None  # type: ignore[arg-type]
+    assert conftest.missing_plugin_behind(Item(), "AssertionError: 3 != 4") is None  # type: ignore[arg-type]
 
 
 @pytest.mark.live

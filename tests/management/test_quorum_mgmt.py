@@ -40,10 +40,10 @@ local.mgmt_urls = registry.mgmt_urls  # the qs_broker_url fixture registers with
 
 
 def _put_policy(ctx: QsCtx, label: str, pattern: str, definition: dict[str, Any], priority: int) -> Any:
-    name = ctx._name(label)
+    name = ctx.name_for(label)
     ctx.policies.append(name)
     body = {"pattern": pattern, "definition": definition, "apply-to": "queues", "priority": priority}
-    return ctx._request("PUT", f"/api/policies/%2F/{urllib.parse.quote(name, safe='')}", body)
+    return ctx.api_request("PUT", f"/api/policies/%2F/{urllib.parse.quote(name, safe='')}", body)
 
 
 def _wait_policy(ctx: QsCtx, q: str) -> dict[str, Any]:
@@ -105,7 +105,7 @@ def test_policy_priority_falls_through_to_an_applicable_policy(qs_broker_url: st
 
 
 def _definitions_entry(ctx: QsCtx, name: str) -> dict[str, Any]:
-    status, doc = ctx._request("GET", "/api/definitions")
+    status, doc = ctx.api_request("GET", "/api/definitions")
     assert status == 200, (status, doc)
     return next(q for q in doc["queues"] if q["name"] == name)
 
@@ -121,7 +121,7 @@ def scenario_qq_definitions_round_trip(ctx: QsCtx) -> Any:
     ch.queue_declare(q, durable=True, arguments=args)
     exported = _definitions_entry(ctx, q)
     ch.queue_delete(q)
-    status, _body = ctx._request("POST", "/api/definitions", {"queues": [exported]})
+    status, _body = ctx.api_request("POST", "/api/definitions", {"queues": [exported]})
     mq = ctx.mgmt_queue(q)
     reimported = {k: mq.get(k) for k in ("type", "durable", "auto_delete", "arguments", "leader", "members")}
     for n in reimported["members"] or []:
