@@ -7,7 +7,7 @@ no RabbitMQ answers or when the RabbitMQ lacks a plugin the test needs (see ``ra
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -65,9 +65,12 @@ PLUGINS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "test_rabbitmqadmin": (MANAGEMENT, CONSISTENT_HASH),
 }
 
-#: Test directories whose modules get a marker without saying so themselves: the differential
-#: scenarios need the live RabbitMQ, the client libraries are slow, Spark needs PySpark.
-MARKERS_BY_DIRECTORY = {"differential": "live", "clients": "slow", "spark": "spark"}
+#: Test directories whose modules get markers without saying so themselves: the client libraries
+#: start their own runtimes (JVM, Node, Ruby) and Spark a JVM per module, so both run in the slow
+#: step; Spark needs PySpark. The differential directory gets none: its files compare with
+#: RabbitMQ 3.10.8, live or recorded, and each test that needs the live broker is marked ``live`` by
+#: asking for ``rabbitmq_url`` (so the recorded comparisons still run where no RabbitMQ answers).
+MARKERS_BY_DIRECTORY: dict[str, tuple[str, ...]] = {"clients": ("slow",), "spark": ("spark", "slow")}
 
 
 def rabbitmq_reachable() -> bool:
@@ -86,8 +89,7 @@ def plugins_needed(item: pytest.Item) -> tuple[str, ...]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
-        marker = MARKERS_BY_DIRECTORY.get(item.path.parent.name)
-        if marker is not None:
+        for marker in MARKERS_BY_DIRECTORY.get(item.path.parent.name, ()):
             item.add_marker(marker)
         if "rabbitmq_url" in getattr(item, "fixturenames", ()):
             item.add_marker("live")
@@ -104,7 +106,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(reason)
 
 
-def _missing_plugin_behind(item: pytest.Item, text: str) -> str | None:
+def missing_plugin_behind(item: pytest.Item, text: str) -> str | None:
     """The reason to skip when a failure is RabbitMQ lacking a plugin that the probe found missing.
 
     This catches the live tests that PLUGINS_BY_MODULE does not list: the failure is not hashbroker's,
@@ -138,7 +140,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     if not report.failed:
         return
-    reason = _missing_plugin_behind(item, str(report.longrepr))
+    reason = missing_plugin_behind(item, str(report.longrepr))
     if reason is not None:
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {reason}")
@@ -152,6 +154,15 @@ def rabbitmq_url(request: pytest.FixtureRequest) -> str:
     if reason is not None:
         pytest.skip(reason)
     return session_target().url
+
+
+@pytest.fixture(scope="module")
+def qs_broker_url() -> Iterator[str]:
+    """An embedded hashbroker with its management API for the scenarios of ``tests.qs_scenarios``."""
+    from tests.qs_scenarios import embedded_broker
+
+    with embedded_broker() as url:
+        yield url
 
 
 @cache

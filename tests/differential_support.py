@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -182,20 +184,20 @@ class Ctx:
     raws: list[RawAmqp] = field(default_factory=list)
 
     # names -----------------------------------------------------------------------------------------
-    def _name(self, label: str) -> str:
+    def name_for(self, label: str) -> str:
         real = f"hb.{label}.{uuid.uuid4().hex[:12]}"
         self.names[real] = f"<{label}>"
         return real
 
     def queue(self, label: str = "q") -> str:
         """A unique queue name, deleted at the end."""
-        real = self._name(label)
+        real = self.name_for(label)
         self.queues.append(real)
         return real
 
     def exchange(self, label: str = "x") -> str:
         """A unique exchange name, deleted at the end."""
-        real = self._name(label)
+        real = self.name_for(label)
         self.exchanges.append(real)
         return real
 
@@ -216,7 +218,7 @@ class Ctx:
 
     def token(self, label: str) -> str:
         """A unique string that is neither queue nor exchange (consumer tags, ids) but is scrubbed."""
-        return self._name(label)
+        return self.name_for(label)
 
     # connections -----------------------------------------------------------------------------------
     def connect(self, **overrides: Any) -> pika.BlockingConnection:
@@ -252,6 +254,23 @@ class Ctx:
     def scrub(self, value: Any) -> Any:
         return scrub(jsonable(value), self.names)
 
+
+#: A value for every basic property but headers: what a broker must hand on unchanged.
+ALL_PROPERTIES: dict[str, Any] = {
+    "content_type": "text/plain",
+    "content_encoding": "utf-8",
+    "delivery_mode": 2,
+    "priority": 3,
+    "correlation_id": "corr",
+    "reply_to": "back",
+    "expiration": "60000",
+    "message_id": "mid",
+    "timestamp": 1_700_000_000,
+    "type": "kind",
+    "user_id": "guest",
+    "app_id": "app",
+    "cluster_id": "cl",
+}
 
 RABBITMQ_SERVER_PROPERTY_KEYS = [
     "capabilities",
@@ -431,12 +450,18 @@ class Registry:
 
     def __init__(self) -> None:
         self.scenarios: dict[str, ScenarioFn] = {}
+        self.slow: set[str] = set()
 
     def scenario(self, fn: ScenarioFn) -> ScenarioFn:
         name = fn.__name__.removeprefix("scenario_")
         assert name not in self.scenarios, name
         self.scenarios[name] = fn
         return fn
+
+    def slow_scenario(self, fn: ScenarioFn) -> ScenarioFn:
+        """A scenario that takes many seconds on each broker: its tests are marked ``slow``."""
+        self.slow.add(fn.__name__.removeprefix("scenario_"))
+        return self.scenario(fn)
 
     def run(self, name: str, url: str, timeout: float = SCENARIO_TIMEOUT) -> Observation:
         """Run scenario ``name`` against ``url`` and return its scrubbed observation.
@@ -458,8 +483,9 @@ class Registry:
         """pytest params: every scenario against RabbitMQ first, then against hashbroker."""
         out = []
         for name in self.scenarios:
-            out.append(pytest.param(name, "rabbitmq", id=f"{name}-rabbitmq", marks=pytest.mark.live))
-            out.append(pytest.param(name, "hashbroker", id=f"{name}-hashbroker", marks=pytest.mark.live))
+            marks = [pytest.mark.live, *([pytest.mark.slow] if name in self.slow else [])]
+            out.append(pytest.param(name, "rabbitmq", id=f"{name}-rabbitmq", marks=marks))
+            out.append(pytest.param(name, "hashbroker", id=f"{name}-hashbroker", marks=marks))
         return out
 
 
@@ -500,7 +526,11 @@ def run_differential(registry: Registry, name: str, target: str, request: pytest
     expected = _RABBIT_CACHE[key]
     if target == "rabbitmq":
         return
-    actual = registry.run(name, hashbroker_url(request))
+    assert_same_observation(name, registry.run(name, hashbroker_url(request)), expected)
+
+
+def assert_same_observation(name: str, actual: Any, expected: Any) -> None:
+    """Fail, showing both observations, where hashbroker's (actual) differs from RabbitMQ's."""
     if actual != expected:
         pytest.fail(
             "hashbroker differs from RabbitMQ 3.10.8 in scenario "
@@ -554,26 +584,46 @@ class RawAmqp:
     def handshake(
         self, *, heartbeat: int = 0, frame_max: int | None = None, channel_max: int | None = None
     ) -> None:
+        self.greet()
+        self.login()
+        self.tune_and_open(heartbeat=heartbeat, frame_max=frame_max, channel_max=channel_max)
+        self.expect(commands.Connection.OpenOk)
+
+    # the handshake's steps, for scenarios that stop or go wrong part way --------------------------
+    def greet(self) -> commands.Connection.Start:
+        """Send the protocol header; the server's connection.start."""
         self.sock.sendall(frame.marshal(header.ProtocolHeader(), 0))
-        start = self.expect(commands.Connection.Start)
+        start: commands.Connection.Start = self.expect(commands.Connection.Start)
         self.start = start
+        return start
+
+    def login(self, product: str = "hashbroker-tests") -> commands.Connection.Tune:
+        """connection.start-ok with PLAIN user and password; the server's connection.tune."""
         response = f"\0{self.user}\0{self.password}"
-        self.send(
-            0,
-            commands.Connection.StartOk(client_properties={"product": "hashbroker-tests"}, response=response),
-        )
-        tune = self.expect(commands.Connection.Tune)
+        self.send(0, commands.Connection.StartOk(client_properties={"product": product}, response=response))
+        tune: commands.Connection.Tune = self.expect(commands.Connection.Tune)
         self.tune = tune
+        return tune
+
+    def tune_and_open(
+        self,
+        *,
+        heartbeat: int = 0,
+        frame_max: int | None = None,
+        channel_max: int | None = None,
+        vhost: str | None = None,
+    ) -> None:
+        """connection.tune-ok (the server's limits unless given) and connection.open."""
+        assert self.tune is not None, "login() first"
         self.send(
             0,
             commands.Connection.TuneOk(
-                channel_max=tune.channel_max if channel_max is None else channel_max,
-                frame_max=tune.frame_max if frame_max is None else frame_max,
+                channel_max=self.tune.channel_max if channel_max is None else channel_max,
+                frame_max=self.tune.frame_max if frame_max is None else frame_max,
                 heartbeat=heartbeat,
             ),
         )
-        self.send(0, commands.Connection.Open(virtual_host=self.vhost))
-        self.expect(commands.Connection.OpenOk)
+        self.send(0, commands.Connection.Open(virtual_host=self.vhost if vhost is None else vhost))
 
     # io --------------------------------------------------------------------------------------------
     def send(self, channel: int, value: Any) -> None:
@@ -592,15 +642,17 @@ class RawAmqp:
         mandatory: bool = False,
         properties: commands.Basic.Properties | None = None,
     ) -> None:
-        data = frame.marshal(
-            commands.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory), channel
+        bodies = (body,) if body else ()
+        self.sock.sendall(
+            publish_frames(
+                routing_key,
+                *bodies,
+                exchange=exchange,
+                channel=channel,
+                properties=properties,
+                mandatory=mandatory,
+            )
         )
-        data += frame.marshal(
-            header.ContentHeader(0, len(body), properties or commands.Basic.Properties()), channel
-        )
-        if body:
-            data += frame.marshal(ContentBody(body), channel)
-        self.sock.sendall(data)
 
     def recv(self, timeout: float = SOCKET_TIMEOUT) -> tuple[int, FrameT]:
         """The next frame (skipping heartbeats); raises RawClosed on EOF, TimeoutError on silence."""
@@ -630,6 +682,24 @@ class RawAmqp:
                 raise RawClosed("EOF")
             self.buf += chunk
 
+    def read_until_closed(self, seconds: float, poll: float = 0.2) -> tuple[bytes, float | None]:
+        """The raw bytes the server sends for up to `seconds`, and how many seconds passed before
+        it closed the socket (None if it kept it open)."""
+        start = time.monotonic()
+        self.sock.settimeout(poll)
+        data = b""
+        while time.monotonic() - start < seconds:
+            try:
+                chunk = self.sock.recv(4096)
+            except TimeoutError:
+                continue
+            except ConnectionError:
+                chunk = b""
+            if not chunk:
+                return data, time.monotonic() - start
+            data += chunk
+        return data, None
+
     def expect(self, kind: type, timeout: float = SOCKET_TIMEOUT) -> Any:
         channel, value = self.recv(timeout)
         if not isinstance(value, kind):
@@ -656,6 +726,29 @@ class RawAmqp:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def publish_frames(
+    routing_key: str,
+    *bodies: bytes,
+    size: int | None = None,
+    exchange: str = "",
+    channel: int = 1,
+    properties: commands.Basic.Properties | None = None,
+    **publish: Any,
+) -> bytes:
+    """basic.publish (with `publish`'s flags), a content header declaring `size` bytes (by default
+    what `bodies` hold) and one body frame per body, as bytes on the wire."""
+    data = frame.marshal(
+        commands.Basic.Publish(exchange=exchange, routing_key=routing_key, **publish), channel
+    )
+    declared = sum(map(len, bodies)) if size is None else size
+    data += frame.marshal(
+        header.ContentHeader(0, declared, properties or commands.Basic.Properties()), channel
+    )
+    for body in bodies:
+        data += frame.marshal(ContentBody(body), channel)
+    return data
 
 
 def frame_obs(channel: int, value: Any) -> Any:
@@ -780,6 +873,25 @@ def expected_readme_counts(
         conn.close()
     _TRUTH_CACHE[key] = counts
     return counts
+
+
+@contextlib.contextmanager
+def rabbitmqctl_vhost(prefix: str) -> Iterator[str]:
+    """A throw-away vhost made by rabbitmqctl on the reference RabbitMQ, guest allowed everything in
+    it, deleted afterwards; skips where rabbitmqctl or the reference RabbitMQ is not there."""
+    if shutil.which("rabbitmqctl") is None or not session_probe().reachable:
+        pytest.skip("rabbitmqctl or the reference RabbitMQ is not available to compare with")
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True)
+    try:
+        subprocess.run(
+            ["rabbitmqctl", "set_permissions", "-p", name, "guest", ".*", ".*", ".*"],
+            check=True,
+            capture_output=True,
+        )
+        yield name
+    finally:
+        subprocess.run(["rabbitmqctl", "delete_vhost", name], capture_output=True)
 
 
 def optional_rabbitmq_url(request: pytest.FixtureRequest) -> str | None:

@@ -28,11 +28,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from functools import cache
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pika
@@ -146,7 +148,7 @@ class QsCtx(Ctx):
     policies: list[str] = field(default_factory=list)
     node_names: dict[str, str] = field(default_factory=dict)
 
-    def _name(self, label: str) -> str:
+    def name_for(self, label: str) -> str:
         # the label comes right after the shared run id: names sort by label (modulus-hash depends
         # on the order of the bound queues' names)
         real = f"{PREFIX}{self.run}-{label}"
@@ -155,7 +157,7 @@ class QsCtx(Ctx):
         return real
 
     # management -------------------------------------------------------------------------------------
-    def _request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def api_request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         user, password = "guest", "guest"
         parsed = urllib.parse.urlparse(self.url)
         if parsed.username:
@@ -180,7 +182,7 @@ class QsCtx(Ctx):
                 return exc.code, raw.decode(errors="replace")
 
     def mgmt_get(self, path: str) -> Any:
-        status, body = self._request("GET", path)
+        status, body = self.api_request("GET", path)
         assert status == 200, (path, status, body)
         return body
 
@@ -188,10 +190,10 @@ class QsCtx(Ctx):
         """The management view of a queue; waits while the management database has not seen it yet."""
         path = f"/api/queues/%2F/{urllib.parse.quote(name, safe='')}"
         deadline = time.monotonic() + 15
-        status, body = self._request("GET", path)
+        status, body = self.api_request("GET", path)
         while status == 404 and time.monotonic() < deadline:
             time.sleep(0.3)
-            status, body = self._request("GET", path)
+            status, body = self.api_request("GET", path)
         assert status == 200, (path, status, body)
         return dict(body)
 
@@ -203,16 +205,16 @@ class QsCtx(Ctx):
         return name
 
     def set_policy(self, label: str, pattern: str, definition: dict[str, Any], apply_to: str) -> Any:
-        name = self._name(label)
+        name = self.name_for(label)
         self.policies.append(name)
         body = {"pattern": pattern, "definition": definition, "apply-to": apply_to, "priority": 0}
-        return self._request("PUT", f"/api/policies/%2F/{urllib.parse.quote(name, safe='')}", body)
+        return self.api_request("PUT", f"/api/policies/%2F/{urllib.parse.quote(name, safe='')}", body)
 
     def cleanup(self) -> None:
         super().cleanup()
         for name in self.policies:
             with contextlib.suppress(Exception):
-                self._request("DELETE", f"/api/policies/%2F/{urllib.parse.quote(name, safe='')}")
+                self.api_request("DELETE", f"/api/policies/%2F/{urllib.parse.quote(name, safe='')}")
 
 
 _PIKA_CTAG = re.compile(r"ctag\d+\.[0-9a-f]{32}")
@@ -251,6 +253,27 @@ class QsRegistry(Registry):
 
 registry = QsRegistry()
 scenario = registry.scenario
+
+#: tools/probe_quorum_streams.py's recording of these scenarios on RabbitMQ 3.10.8.
+RECORDING = Path(__file__).resolve().parent / "data" / "quorum_stream_observations.json"
+
+
+@cache
+def recorded() -> dict[str, Any]:
+    """The recorded observations, by scenario name."""
+    data: dict[str, Any] = json.loads(RECORDING.read_text())
+    return data
+
+
+@contextlib.contextmanager
+def embedded_broker() -> Iterator[str]:
+    """An embedded hashbroker whose management API the registry knows; its AMQP URL."""
+    from broker.embedded import BrokerThread
+
+    with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
+        registry.mgmt_urls[b.url] = str(b.broker.management.url)
+        yield b.url
+
 
 QQ = {"x-queue-type": "quorum"}
 ST = {"x-queue-type": "stream"}
@@ -1188,15 +1211,21 @@ def scenario_qq_policy(ctx: QsCtx) -> Observation:
         "with_ha_mode": {"max-length": 2, "ha-mode": "all"},
         "with_max_age": {"max-length": 2, "max-age": "1h"},
     }
+    # every queue is set up before the first wait: RabbitMQ shows a queue's policy with its stats
+    # (every 5 s), so the queues wait for that together, not one after another
+    queues = {label: ctx.queue(label) for label in definitions}
+    put: dict[str, Any] = {}
     for label, definition in definitions.items():
-        q = ctx.queue(label)
-        status, body = ctx.set_policy(f"{label}_policy", f"^{q}$", definition, "queues")
-        ch.queue_declare(q, durable=True, arguments=QQ)
-        time.sleep(0.3)
+        status, body = ctx.set_policy(f"{label}_policy", f"^{queues[label]}$", definition, "queues")
+        put[label] = [status, body]
+        ch.queue_declare(queues[label], durable=True, arguments=QQ)
+    time.sleep(0.3)
+    for q in queues.values():
         publish_confirmed(ch, q, ["a", "b", "c", "d"])
+    for label, q in queues.items():
         mq = _mgmt_wait_key(ctx, q, "policy")
         out[label] = {
-            "policy_put": [status, body],
+            "policy_put": put[label],
             "count": count(ch, q),
             "policy": mq.get("policy", "<absent>"),
             "effective_policy_definition": mq.get("effective_policy_definition", "<absent>"),
@@ -1513,6 +1542,36 @@ def scenario_st_consume_rules(ctx: QsCtx) -> Observation:
     return out
 
 
+def read_stream(
+    conn: pika.BlockingConnection,
+    name: str,
+    offset: Any,
+    *,
+    prefetch: int = 100,
+    quiet: float = 0.5,
+    timeout: float = 3.0,
+) -> list[tuple[Any, str]]:
+    """Stream `name` read from `offset` on a channel of its own, each delivery acked, until nothing
+    arrived for `quiet` seconds (at most `timeout`): (x-stream-offset, body) per delivery."""
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=prefetch)
+    got: list[tuple[Any, str]] = []
+
+    def on_message(c: Any, method: Any, props: Any, body: bytes) -> None:
+        got.append((props.headers["x-stream-offset"], body.decode()))
+        c.basic_ack(method.delivery_tag)
+
+    ch.basic_consume(name, on_message, arguments={"x-stream-offset": offset})
+    deadline = time.monotonic() + timeout
+    seen, last = -1, time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - last < quiet:
+        conn.process_data_events(time_limit=0.05)
+        if seen != len(got):
+            seen, last = len(got), time.monotonic()
+    ch.close()  # nothing is pending: pika would reject pending messages, which a stream refuses
+    return got
+
+
 def _consume_stream(
     ctx: QsCtx,
     conn: pika.BlockingConnection,
@@ -1579,7 +1638,7 @@ def scenario_st_offsets(ctx: QsCtx) -> Observation:
     for label, spec in specs.items():
         if conn.is_closed:
             conn = ctx.connect()
-        out[label] = _consume_stream(ctx, conn, s, spec)
+        out[label] = _consume_stream(ctx, conn, s, spec, want=10)  # no offset delivers more than 10
     return out
 
 

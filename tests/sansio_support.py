@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pamqp import commands, frame, header
@@ -13,6 +14,17 @@ from broker.server import Broker
 
 FRAME_MAX = 4096
 _HDR = struct.Struct(">BHI")
+
+
+def random_pieces(data: bytes, seed: int, sizes: Sequence[int]) -> list[bytes]:
+    """`data` cut into consecutive pieces of sizes drawn from `sizes`, as reads may deliver it."""
+    rng = random.Random(seed)
+    pieces, pos = [], 0
+    while pos < len(data):
+        n = rng.choice(sizes)
+        pieces.append(data[pos : pos + n])
+        pos += n
+    return pieces
 
 
 class MemoryTransport:

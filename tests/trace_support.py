@@ -17,7 +17,7 @@ from pamqp import commands
 
 from amqpwire.fields import Field, FieldTable
 from broker.protocol import properties as P
-from tests.differential_support import RawAmqp
+from tests.differential_support import ALL_PROPERTIES, RawAmqp
 from tests.management_support import call, q
 
 _FRAME = struct.Struct(">BHI")
@@ -157,22 +157,8 @@ def _traffic(conn: pika.BlockingConnection, x: str, w: str, t: str) -> list[Any]
     ch.exchange_declare(x, "direct")
     ch.queue_declare(w)
     ch.queue_bind(w, x, "k")
-    rich = pika.BasicProperties(
-        content_type="text/plain",
-        content_encoding="utf-8",
-        headers={"s": "v", "n": 7, "big": 1 << 40, "b": True, "l": ["a", 1], "t": {"in": "ner"}},
-        delivery_mode=2,
-        priority=3,
-        correlation_id="corr",
-        reply_to="back",
-        expiration="60000",
-        message_id="mid",
-        timestamp=1_700_000_000,
-        type="kind",
-        user_id="guest",
-        app_id="app",
-        cluster_id="cl",
-    )
+    headers = {"s": "v", "n": 7, "big": 1 << 40, "b": True, "l": ["a", 1], "t": {"in": "ner"}}
+    rich = pika.BasicProperties(headers=headers, **ALL_PROPERTIES)
     ch.basic_publish(x, "k", b"rich", rich)
     ch.basic_publish(x, "nowhere", b"unroutable")
     ch.basic_publish("", w, b"default")

@@ -71,19 +71,14 @@ def _run(coro: Any) -> None:
     asyncio.run(asyncio.wait_for(coro, 100))
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("example", list(README_EXAMPLES))
-def test_aio_pika_readme_example(example: str, request: pytest.FixtureRequest) -> None:
-    url = hashbroker_url(request)
-    n = messages_for(example, readme_client=False)
-    _run(_aio_pika_publish(url, example, n))
-    check_readme_counts(request, url, example, n)
+PUBLISHERS = {"aio_pika": _aio_pika_publish, "aiormq": _aiormq_publish}
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("example", list(README_EXAMPLES))
-def test_aiormq_readme_example(example: str, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("client", list(PUBLISHERS))
+def test_readme_example(client: str, example: str, request: pytest.FixtureRequest) -> None:
     url = hashbroker_url(request)
     n = messages_for(example, readme_client=False)
-    _run(_aiormq_publish(url, example, n))
+    _run(PUBLISHERS[client](url, example, n))
     check_readme_counts(request, url, example, n)

@@ -75,21 +75,25 @@ def java_client_jars() -> tuple[list[str], str | None]:
     return jars, None
 
 
-@pytest.fixture(scope="module")
-def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Compile the Java program once per module; the classpath to run it with."""
+def compile_java(out: Path, *sources: Path, timeout: float = 180) -> str:
+    """Compile `sources` into `out` against the client jars (skips without them); the classpath."""
     jars, reason = java_client_jars()
     if reason:
         pytest.skip(reason)
-    out = tmp_path_factory.mktemp("java-classes")
     proc = subprocess.run(
-        ["javac", "-cp", os.pathsep.join(jars), "-d", str(out), str(SOURCE)],
+        ["javac", "-cp", os.pathsep.join(jars), "-d", str(out), *map(str, sources)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
     assert proc.returncode == 0, f"javac failed:\n{proc.stdout}\n{proc.stderr}"
     return os.pathsep.join([str(out), *jars])
+
+
+@pytest.fixture(scope="module")
+def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Compile the Java program once per module; the classpath to run it with."""
+    return compile_java(tmp_path_factory.mktemp("java-classes"), SOURCE, timeout=120)
 
 
 def run_java(classpath: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import time
 import uuid
@@ -34,7 +33,7 @@ import pytest
 from aio_pika.abc import AbstractIncomingMessage
 from pamqp.commands import Basic
 
-from tests.clients.test_clients_java import java_client_jars
+from tests.clients.test_clients_java import compile_java
 from tests.clients.test_clients_node import NODE_DIR, _node_available
 from tests.differential_support import hashbroker_url
 
@@ -231,19 +230,8 @@ def test_aio_pika_stream_from_timestamp(target: str, request: pytest.FixtureRequ
 @pytest.fixture(scope="module")
 def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
     """QueueTypesJavaClient compiled with HashbrokerJavaClient (it shares factory() and json())."""
-    jars, reason = java_client_jars()
-    if reason:
-        pytest.skip(reason)
-    out = tmp_path_factory.mktemp("java-queue-types")
-    sources = [str(JAVA_DIR / "HashbrokerJavaClient.java"), str(JAVA_DIR / "QueueTypesJavaClient.java")]
-    proc = subprocess.run(
-        ["javac", "-cp", os.pathsep.join(jars), "-d", str(out), *sources],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, f"javac failed:\n{proc.stdout}\n{proc.stderr}"
-    return os.pathsep.join([str(out), *jars])
+    sources = (JAVA_DIR / "HashbrokerJavaClient.java", JAVA_DIR / "QueueTypesJavaClient.java")
+    return compile_java(tmp_path_factory.mktemp("java-queue-types"), *sources)
 
 
 @pytest.fixture(scope="module")

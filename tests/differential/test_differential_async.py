@@ -8,8 +8,9 @@ still a plain function of the URL (it runs its own event loop) with a hard ``asy
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -19,10 +20,22 @@ import aiormq.exceptions
 import pytest
 from pamqp import commands
 
-from tests.differential_support import Ctx, Registry, jsonable, run_differential
+from tests.differential_support import ALL_PROPERTIES, Ctx, Registry, jsonable, run_differential
 
 registry = Registry()
 scenario = registry.scenario
+
+
+@contextlib.asynccontextmanager
+async def _aio_pika_queue(
+    ctx: Ctx, q: str, *, auto_delete: bool = False, **channel_args: Any
+) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """An aio-pika connection to the broker under test, a channel on it and queue `q` declared."""
+    conn = await aio_pika.connect(ctx.url, timeout=5)
+    async with conn:
+        ch = await conn.channel(**channel_args)
+        yield conn, ch, await ch.declare_queue(q, auto_delete=auto_delete)
+
 
 T = TypeVar("T")
 LIMIT = 15.0
@@ -54,16 +67,17 @@ def _channel_error(exc: BaseException) -> Any:
     return [type(exc).__name__, [str(a) for a in exc.args]]
 
 
+#: The properties the aio-pika round trip sets and reads back.
+ASYNC_PROPERTIES = ("content_type", "priority", "correlation_id", "message_id", "type", "app_id")
+
+
 @scenario
 def scenario_aiopika_header_types_roundtrip(ctx: Ctx) -> Any:
     """Every AMQP field-table type survives the broker unchanged (type and value)."""
     q = ctx.queue()
 
     async def main() -> Any:
-        conn = await aio_pika.connect(ctx.url, timeout=5)
-        async with conn:
-            ch = await conn.channel()
-            queue = await ch.declare_queue(q)
+        async with _aio_pika_queue(ctx, q) as (_conn, ch, queue):
             headers = {
                 "str": "text",
                 "int": 7,
@@ -79,31 +93,15 @@ def scenario_aiopika_header_types_roundtrip(ctx: Ctx) -> Any:
                 "none": None,
                 "ts": datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=datetime.UTC),
             }
+            props = {k: ALL_PROPERTIES[k] for k in ASYNC_PROPERTIES}
             await ch.default_exchange.publish(
-                aio_pika.Message(
-                    b"body",
-                    headers=headers,
-                    content_type="application/x",
-                    priority=4,
-                    correlation_id="c",
-                    message_id="m",
-                    type="t",
-                    app_id="a",
-                ),
-                routing_key=q,
+                aio_pika.Message(b"body", headers=headers, **props), routing_key=q
             )
             msg = await queue.get(timeout=5)
             await msg.ack()
             return {
                 "headers": _typed(dict(msg.headers)),
-                "props": [
-                    msg.content_type,
-                    msg.priority,
-                    msg.correlation_id,
-                    msg.message_id,
-                    msg.type,
-                    msg.app_id,
-                ],
+                "props": [getattr(msg, k) for k in ASYNC_PROPERTIES],
                 "body": msg.body.decode(),
                 "redelivered": msg.redelivered,
             }
@@ -117,10 +115,7 @@ def scenario_aiopika_confirms_and_returns(ctx: Ctx) -> Any:
     q = ctx.queue()
 
     async def main() -> Any:
-        conn = await aio_pika.connect(ctx.url, timeout=5)
-        async with conn:
-            ch = await conn.channel(publisher_confirms=True, on_return_raises=True)
-            await ch.declare_queue(q)
+        async with _aio_pika_queue(ctx, q, publisher_confirms=True, on_return_raises=True) as (_conn, ch, _q):
             ok = await ch.default_exchange.publish(aio_pika.Message(b"ok"), routing_key=q, mandatory=True)
             try:
                 await ch.default_exchange.publish(
@@ -206,10 +201,7 @@ def scenario_direct_reply_to(ctx: Ctx) -> Any:
     q = ctx.queue("rpc")
 
     async def main() -> Any:
-        conn = await aio_pika.connect(ctx.url, timeout=5)
-        async with conn:
-            server_ch = await conn.channel()
-            server_q = await server_ch.declare_queue(q, auto_delete=True)
+        async with _aio_pika_queue(ctx, q, auto_delete=True) as (conn, server_ch, server_q):
 
             async def serve(msg: aio_pika.abc.AbstractIncomingMessage) -> None:
                 async with msg.process():

@@ -15,6 +15,7 @@ import pika.exceptions
 import pytest
 
 from tests.differential_support import (
+    ALL_PROPERTIES,
     Ctx,
     Registry,
     attempt,
@@ -43,29 +44,8 @@ def scenario_default_exchange_roundtrip(ctx: Ctx) -> Any:
     ch = ctx.channel()
     q = ctx.queue()
     declare = method_obs(ch.queue_declare(q))
-    props = pika.BasicProperties(
-        content_type="text/plain",
-        content_encoding="utf-8",
-        headers={
-            "s": "v",
-            "i": 7,
-            "neg": -3,
-            "b": True,
-            "d": Decimal("1.5"),
-            "l": [1, "two"],
-            "t": {"k": "v"},
-        },
-        delivery_mode=2,
-        priority=3,
-        correlation_id="corr",
-        reply_to="reply",
-        expiration="60000",
-        message_id="mid",
-        timestamp=1_700_000_000,
-        type="kind",
-        user_id="guest",
-        app_id="app",
-    )
+    headers = {"s": "v", "i": 7, "neg": -3, "b": True, "d": Decimal("1.5"), "l": [1, "two"], "t": {"k": "v"}}
+    props = pika.BasicProperties(headers=headers, **ALL_PROPERTIES)
     ch.basic_publish("", q, b"first", props)
     ch.basic_publish("", q, b"second")
     method, got_props, body = ch.basic_get(q)

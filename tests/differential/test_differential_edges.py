@@ -27,6 +27,7 @@ from tests.differential_support import (
     get_all,
     jsonable,
     method_obs,
+    publish_frames,
     pump,
     run_differential,
     wait_for_count,
@@ -1369,10 +1370,7 @@ def scenario_content_frame_corners(ctx: Ctx) -> Any:
     out: dict[str, Any] = {}
     raw = ctx.raw()
     raw.open_channel(1)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key="nowhere"), 1)
-    data += frame.marshal(header.ContentHeader(0, 0, commands.Basic.Properties()), 1)
-    data += frame.marshal(ContentBody(b"stray"), 1)
-    raw.send_bytes(data)
+    raw.send_bytes(publish_frames("nowhere", b"stray", size=0))
     out["stray_body"] = _converse(raw)
     raw = ctx.raw()
     raw.open_channel(1)
@@ -1569,22 +1567,14 @@ def scenario_update_secret(ctx: Ctx) -> Any:
 def scenario_content_split_frames(ctx: Ctx) -> Any:
     """A body split into several frames, including an empty body frame, is one message; a
     channel.close where a body frame is due is a connection error and the partial message is lost."""
-    from pamqp import frame, header
-    from pamqp.body import ContentBody
 
     raw = ctx.raw()
     raw.open_channel(1)
     q = ctx.queue()
     raw.call(1, commands.Queue.Declare(queue=q), commands.Queue.DeclareOk)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key=q), 1)
-    data += frame.marshal(header.ContentHeader(0, 5, commands.Basic.Properties()), 1)
-    for part in (b"12", b"", b"345"):
-        data += frame.marshal(ContentBody(part), 1)
-    raw.send_bytes(data)
+    raw.send_bytes(publish_frames(q, b"12", b"", b"345"))
     split = _converse(raw, 0.4)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key=q), 1)
-    data += frame.marshal(header.ContentHeader(0, 5, commands.Basic.Properties()), 1)
-    data += frame.marshal(ContentBody(b"ab"), 1)
+    data = publish_frames(q, b"ab", size=5)
     raw.send(1, commands.Basic.Get(queue=q, no_ack=True))
     got = _converse(raw, 0.4)
     raw.send_bytes(data)
@@ -1663,13 +1653,8 @@ def scenario_headers_typed_values(ctx: Ctx) -> Any:
 
 
 def _handshake_until_tune(raw: RawAmqp) -> commands.Connection.Tune:
-    from pamqp import frame, header
-
-    raw.send_bytes(frame.marshal(header.ProtocolHeader(), 0))
-    raw.expect(commands.Connection.Start)
-    raw.send(0, commands.Connection.StartOk(client_properties={"product": "hb"}, response="\0guest\0guest"))
-    tune: commands.Connection.Tune = raw.expect(commands.Connection.Tune)
-    return tune
+    raw.greet()
+    return raw.login(product="hb")
 
 
 @scenario
@@ -1706,12 +1691,11 @@ def scenario_amqplain_and_odd_auth(ctx: Ctx) -> Any:
     separators, and connection.open of the empty vhost name."""
     import struct
 
-    from pamqp import encode, frame, header
+    from pamqp import encode
 
     def start(mechanism: str, response: bytes) -> list[Any]:
         raw = ctx.raw(handshake=False)
-        raw.send_bytes(frame.marshal(header.ProtocolHeader(), 0))
-        raw.expect(commands.Connection.Start)
+        raw.greet()
         args = (
             encode.field_table({"product": "hb"})
             + encode.short_string(mechanism)

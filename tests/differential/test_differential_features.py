@@ -67,17 +67,23 @@ def _confirm_outcomes(ch: Any, exchange: str, key: str, payloads: list[str], **k
     return out
 
 
+def _fanout_dead_letters(ctx: Ctx, ch: Any) -> tuple[str, str]:
+    """A fanout exchange to dead-letter through and the queue bound to it: (dlx, dlq)."""
+    dlx, dlq = ctx.exchange("dlx"), ctx.queue("dlq")
+    ch.exchange_declare(dlx, "fanout")
+    ch.queue_declare(dlq)
+    ch.queue_bind(dlq, dlx)
+    return dlx, dlq
+
+
 @scenario
 def scenario_max_length_drop_head(ctx: Ctx) -> Any:
     """x-max-length with the default overflow drops from the head; the dropped are not dead-lettered
     unless a DLX is set, in which case they carry reason maxlen."""
     conn = ctx.connect()
     ch = ctx.confirm_channel(conn)
-    q, dlq = ctx.queue("q"), ctx.queue("dlq")
-    dlx = ctx.exchange("dlx")
-    ch.exchange_declare(dlx, "fanout")
-    ch.queue_declare(dlq)
-    ch.queue_bind(dlq, dlx)
+    q = ctx.queue("q")
+    dlx, dlq = _fanout_dead_letters(ctx, ch)
     ch.queue_declare(q, arguments={"x-max-length": 2, "x-dead-letter-exchange": dlx})
     outcomes = _confirm_outcomes(ch, "", q, [f"m{i}" for i in range(5)])
     return {"outcomes": outcomes, "kept": bodies(ch, q), "dead": _dead_letters(ch, dlq, 3)}
@@ -101,11 +107,8 @@ def scenario_max_length_reject_publish_dlx(ctx: Ctx) -> Any:
     """x-overflow reject-publish-dlx nacks and dead-letters the rejected message (reason maxlen)."""
     conn = ctx.connect()
     ch = ctx.confirm_channel(conn)
-    q, dlq = ctx.queue("q"), ctx.queue("dlq")
-    dlx = ctx.exchange("dlx")
-    ch.exchange_declare(dlx, "fanout")
-    ch.queue_declare(dlq)
-    ch.queue_bind(dlq, dlx)
+    q = ctx.queue("q")
+    dlx, dlq = _fanout_dead_letters(ctx, ch)
     ch.queue_declare(
         q, arguments={"x-max-length": 1, "x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": dlx}
     )
@@ -204,11 +207,8 @@ def scenario_dead_letter_default_exchange(ctx: Ctx) -> Any:
 def scenario_queue_ttl_expiry(ctx: Ctx) -> Any:
     """x-message-ttl expires messages (reason expired in x-death); a get never sees an expired one."""
     ch = ctx.confirm_channel(ctx.connect())
-    dlx = ctx.exchange("dlx")
-    q, dlq = ctx.queue("q"), ctx.queue("dlq")
-    ch.exchange_declare(dlx, "fanout")
-    ch.queue_declare(dlq)
-    ch.queue_bind(dlq, dlx)
+    q = ctx.queue("q")
+    dlx, dlq = _fanout_dead_letters(ctx, ch)
     ch.queue_declare(q, arguments={"x-message-ttl": 200, "x-dead-letter-exchange": dlx})
     for i in range(3):
         ch.basic_publish("", q, f"m{i}".encode())
@@ -240,11 +240,8 @@ def scenario_per_message_expiration(ctx: Ctx) -> Any:
     """Per-message expiration: expired messages vanish (dead-lettered with original-expiration in
     x-death and the expiration property removed); min of queue TTL and message TTL applies."""
     ch = ctx.confirm_channel(ctx.connect())
-    dlx = ctx.exchange("dlx")
-    q, dlq = ctx.queue("q"), ctx.queue("dlq")
-    ch.exchange_declare(dlx, "fanout")
-    ch.queue_declare(dlq)
-    ch.queue_bind(dlq, dlx)
+    q = ctx.queue("q")
+    dlx, dlq = _fanout_dead_letters(ctx, ch)
     ch.queue_declare(q, arguments={"x-dead-letter-exchange": dlx, "x-message-ttl": 60000})
     ch.basic_publish("", q, b"short", pika.BasicProperties(expiration="100"))
     ch.basic_publish("", q, b"long", pika.BasicProperties(expiration="60000"))

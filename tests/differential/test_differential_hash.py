@@ -241,16 +241,22 @@ def scenario_chx_weights_1111(ctx: Ctx) -> Any:
     return _route(ctx, x, queues, [(f"key-{i}", None) for i in range(2000)], ch)
 
 
+def _modulus_queues(ctx: Ctx, n: int) -> tuple[Any, str, list[str]]:
+    """A channel, an x-modulus-hash exchange and `n` queues, not bound yet."""
+    ch = ctx.channel()
+    x = ctx.exchange("mod")
+    ch.exchange_declare(x, MODULUS)
+    queues = [ctx.queue(f"q{i}") for i in range(n)]
+    for q in queues:
+        ch.queue_declare(q)
+    return ch, x, queues
+
+
 @scenario
 def scenario_modulus_hash(ctx: Ctx) -> Any:
     """x-modulus-hash: phash2 of [RK | CC] modulo the number of bindings (ordered by key, then
     destination); binding a queue twice doubles its share."""
-    ch = ctx.channel()
-    x = ctx.exchange("mod")
-    ch.exchange_declare(x, MODULUS)
-    queues = [ctx.queue(f"q{i}") for i in range(3)]
-    for q in queues:
-        ch.queue_declare(q)
+    ch, x, queues = _modulus_queues(ctx, 3)
     ch.queue_bind(queues[2], x, "")
     ch.queue_bind(queues[0], x, "")
     ch.queue_bind(queues[1], x, "b")
@@ -265,12 +271,8 @@ def scenario_modulus_hash(ctx: Ctx) -> Any:
 @scenario
 def scenario_modulus_hash_5_queues(ctx: Ctx) -> Any:
     """Five destinations (not a power of two) tell the 2^27 range apart from 2^32."""
-    ch = ctx.channel()
-    x = ctx.exchange("mod")
-    ch.exchange_declare(x, MODULUS)
-    queues = [ctx.queue(f"q{i}") for i in range(5)]
+    ch, x, queues = _modulus_queues(ctx, 5)
     for q in queues:
-        ch.queue_declare(q)
         ch.queue_bind(q, x, "")
     return _route(ctx, x, queues, [(f"k{i}", None) for i in range(1000)], ch)
 

@@ -21,6 +21,7 @@ from tests.differential_support import (
     RawClosed,
     Registry,
     frame_obs,
+    publish_frames,
     run_differential,
 )
 
@@ -83,21 +84,8 @@ def scenario_heartbeat_negotiated(ctx: Ctx) -> Any:
     """With heartbeat=1 the server sends heartbeats and drops a silent client; with 0 it sends none."""
     beating = ctx.raw(heartbeat=1)
     silent = ctx.raw(heartbeat=0)
-    start = time.monotonic()
-    beats = 0
-    closed_after = None
-    beating.sock.settimeout(0.2)
-    while time.monotonic() - start < 6:
-        try:
-            chunk = beating.sock.recv(4096)
-        except TimeoutError:
-            continue
-        except ConnectionError:
-            chunk = b""
-        if not chunk:
-            closed_after = time.monotonic() - start
-            break
-        beats += chunk.count(b"\x08\x00\x00\x00\x00\x00\x00\xce")
+    received, closed_after = beating.read_until_closed(6)
+    beats = received.count(b"\x08\x00\x00\x00\x00\x00\x00\xce")
     silent_frames = _converse(silent, quiet=1.5)
     return {
         "received_heartbeats": beats >= 1,
@@ -170,10 +158,7 @@ def scenario_immediate_not_implemented(ctx: Ctx) -> Any:
     """basic.publish immediate=true is a 540 NOT_IMPLEMENTED connection error."""
     raw = ctx.raw()
     raw.open_channel(1)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key="x", immediate=True), 1)
-    data += frame.marshal(header.ContentHeader(0, 1, commands.Basic.Properties()), 1)
-    data += frame.marshal(ContentBody(b"x"), 1)
-    raw.send_bytes(data)
+    raw.send_bytes(publish_frames("x", b"x", immediate=True))
     return _converse(raw)
 
 
@@ -247,11 +232,9 @@ def scenario_method_during_content(ctx: Ctx) -> Any:
     """A method frame where a content body is expected is UNEXPECTED_FRAME."""
     raw = ctx.raw()
     raw.open_channel(1)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key="x"), 1)
-    data += frame.marshal(header.ContentHeader(0, 10, commands.Basic.Properties()), 1)
-    data += frame.marshal(ContentBody(b"12345"), 1)
-    data += frame.marshal(commands.Basic.Qos(prefetch_count=1), 1)
-    raw.send_bytes(data)
+    raw.send_bytes(
+        publish_frames("x", b"12345", size=10) + frame.marshal(commands.Basic.Qos(prefetch_count=1), 1)
+    )
     return _converse(raw)
 
 
@@ -260,10 +243,7 @@ def scenario_body_larger_than_declared(ctx: Ctx) -> Any:
     """More body bytes than the content header declared is a connection error."""
     raw = ctx.raw()
     raw.open_channel(1)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key="x"), 1)
-    data += frame.marshal(header.ContentHeader(0, 3, commands.Basic.Properties()), 1)
-    data += frame.marshal(ContentBody(b"123456"), 1)
-    raw.send_bytes(data)
+    raw.send_bytes(publish_frames("x", b"123456", size=3))
     first = _converse(raw, observe_close=False)
     try:
         raw.send(1, commands.Queue.Declare(queue="", exclusive=True))
@@ -288,10 +268,7 @@ def scenario_frame_too_large(ctx: Ctx) -> Any:
     """A frame larger than the negotiated frame_max is a FRAME_ERROR."""
     raw = ctx.raw(frame_max=4096)
     raw.open_channel(1)
-    data = frame.marshal(commands.Basic.Publish(exchange="", routing_key="x"), 1)
-    data += frame.marshal(header.ContentHeader(0, 10_000, commands.Basic.Properties()), 1)
-    data += frame.marshal(ContentBody(b"z" * 10_000), 1)
-    raw.send_bytes(data)
+    raw.send_bytes(publish_frames("x", b"z" * 10_000))
     return _converse(raw, observe_close=False)
 
 
@@ -335,30 +312,15 @@ def scenario_bad_protocol_header(ctx: Ctx) -> Any:
     """A wrong protocol header gets the server's own header back, then the socket closes."""
     host_raw = ctx.raw(handshake=False)
     host_raw.send_bytes(b"AMQP\x00\x00\x08\x00")
-    data = b""
-    closed = False
-    deadline = time.monotonic() + 3
-    host_raw.sock.settimeout(0.5)
-    while time.monotonic() < deadline:
-        try:
-            chunk = host_raw.sock.recv(100)
-        except TimeoutError:
-            continue
-        except ConnectionError:
-            chunk = b""
-        if not chunk:
-            closed = True
-            break
-        data += chunk
-    return {"reply": data.hex(), "closed": closed}
+    data, closed_after = host_raw.read_until_closed(3, poll=0.5)
+    return {"reply": data.hex(), "closed": closed_after is not None}
 
 
 @scenario
 def scenario_bad_credentials(ctx: Ctx) -> Any:
     """Wrong password: connection.close 403 ACCESS_REFUSED (authentication_failure_close)."""
     raw = ctx.raw(handshake=False)
-    raw.send_bytes(frame.marshal(header.ProtocolHeader(), 0))
-    raw.expect(commands.Connection.Start)
+    raw.greet()
     raw.send(
         0,
         commands.Connection.StartOk(
@@ -373,8 +335,7 @@ def scenario_bad_credentials(ctx: Ctx) -> Any:
 def scenario_unknown_mechanism(ctx: Ctx) -> Any:
     """An unsupported SASL mechanism is refused."""
     raw = ctx.raw(handshake=False)
-    raw.send_bytes(frame.marshal(header.ProtocolHeader(), 0))
-    raw.expect(commands.Connection.Start)
+    raw.greet()
     raw.send(0, commands.Connection.StartOk(mechanism="CRAM-MD5", response="x"))
     return _converse(raw, quiet=4.5)  # RabbitMQ resets the socket after ~3 s, sending nothing
 
@@ -383,14 +344,9 @@ def scenario_unknown_mechanism(ctx: Ctx) -> Any:
 def scenario_unknown_vhost(ctx: Ctx) -> Any:
     """connection.open to a vhost that does not exist is a 530 NOT_ALLOWED."""
     raw = ctx.raw(handshake=False)
-    raw.send_bytes(frame.marshal(header.ProtocolHeader(), 0))
-    raw.expect(commands.Connection.Start)
-    raw.send(0, commands.Connection.StartOk(response="\0guest\0guest"))
-    tune = raw.expect(commands.Connection.Tune)
-    raw.send(
-        0, commands.Connection.TuneOk(channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=0)
-    )
-    raw.send(0, commands.Connection.Open(virtual_host="no-such-vhost"))
+    raw.greet()
+    raw.login()
+    raw.tune_and_open(vhost="no-such-vhost")
     return _converse(raw)
 
 
@@ -398,12 +354,9 @@ def scenario_unknown_vhost(ctx: Ctx) -> Any:
 def scenario_frame_max_too_small(ctx: Ctx) -> Any:
     """tune-ok with frame_max below the 4096 minimum is refused."""
     raw = ctx.raw(handshake=False)
-    raw.send_bytes(frame.marshal(header.ProtocolHeader(), 0))
-    raw.expect(commands.Connection.Start)
-    raw.send(0, commands.Connection.StartOk(response="\0guest\0guest"))
-    tune = raw.expect(commands.Connection.Tune)
-    raw.send(0, commands.Connection.TuneOk(channel_max=tune.channel_max, frame_max=1024, heartbeat=0))
-    raw.send(0, commands.Connection.Open(virtual_host="/"))
+    raw.greet()
+    raw.login()
+    raw.tune_and_open(frame_max=1024)
     return _converse(raw, quiet=4.5)  # RabbitMQ resets the socket after ~3 s, sending nothing
 
 

@@ -57,7 +57,9 @@ class Publisher:
         self.confirmed = threading.Event()
         self.ready = threading.Event()
         params = pika.ConnectionParameters("127.0.0.1", port, heartbeat=0)
-        self.conn = pika.SelectConnection(params, on_open_callback=self._opened)
+        self.conn = pika.SelectConnection(
+            params, on_open_callback=self._opened, on_close_callback=lambda _c, _e: self.conn.ioloop.stop()
+        )
         self.conn.add_on_connection_blocked_callback(lambda _c, f: self.blocked.append(f.method.reason))
         self.conn.add_on_connection_unblocked_callback(lambda _c, _f: self.unblocked.set())
         self.thread = threading.Thread(target=self.conn.ioloop.start, daemon=True)

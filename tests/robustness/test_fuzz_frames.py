@@ -243,12 +243,14 @@ def _fuzz(url: str) -> None:
     assert sum(seen.values()) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_fuzz_frames_hashbroker(request: pytest.FixtureRequest) -> None:
     """hashbroker survives random and mutated frames; healthy clients are unaffected."""
     _fuzz(hashbroker_url(request))
 
 
+@pytest.mark.slow
 @pytest.mark.live
 @pytest.mark.timeout(90)
 def test_fuzz_frames_rabbitmq_oracle(rabbitmq_url: str) -> None:

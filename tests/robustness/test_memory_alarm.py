@@ -10,11 +10,8 @@ set is blocked; it is told why when it advertises the `connection.blocked` capab
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,72 +21,38 @@ from typing import Any
 import pika
 import pytest
 
-PY = sys.executable
+from tests.serve_support import proc_status, start_serve, stop_serve
+
 BODY = b"x" * 1024
 WINDOW = 2000  # unconfirmed messages the publisher keeps in flight
 HEADROOM = 80 * 1000 * 1000  # the test's watermark: this much above the idle broker
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_serve(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], int, Path]:
-    """`hashbroker serve` on a free port; returns the process, the port and its log file."""
-    port = free_port()
+def start_broker(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """`hashbroker serve` with a data dir in `tmp_path`; the process, its port and its log file."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     log_path = tmp_path / "broker.log"
-    env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
-    cmd = [
-        PY,
-        "-m",
-        "broker.cli.main",
-        "serve",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(tmp_path / "data"),
-        *args,
-    ]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port, log_path
-        except ConnectionRefusedError:
-            if time.time() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise
-            time.sleep(0.05)
-
-
-def status_kb(pid: int, key: str) -> int:
-    """A /proc/<pid>/status figure in bytes (VmRSS now, VmHWM the peak resident size)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no {key} in /proc/{pid}/status")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        env = {"HASHBROKER_LOG_LEVEL": "WARNING"}
+        proc, port = start_serve(
+            "--data-dir",
+            str(tmp_path / "data"),
+            *args,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            wait=20,
+        )
+    return proc, port, log_path
 
 
 def idle_rss(tmp_path: Path) -> int:
     """The resident size (bytes) of a broker that has just started serving."""
-    probe, _port, _log = start_serve(tmp_path)
+    probe, _port, _log = start_broker(tmp_path)
     try:
-        return status_kb(probe.pid, "VmRSS")
+        return proc_status(probe.pid, "VmRSS")
     finally:
-        stop(probe)
+        stop_serve(probe, 15)
 
 
 @dataclass
@@ -112,7 +75,10 @@ class Flood:
     def run(self) -> None:
         params = pika.ConnectionParameters("127.0.0.1", self.port, heartbeat=0)
         self.conn = pika.SelectConnection(
-            params, on_open_callback=self._opened, on_open_error_callback=self._failed
+            params,
+            on_open_callback=self._opened,
+            on_open_error_callback=self._failed,
+            on_close_callback=lambda _c, _e: self.conn.ioloop.stop(),
         )
         self.conn.add_on_connection_blocked_callback(self._blocked)
         self.conn.add_on_connection_unblocked_callback(lambda _c, _f: self.unblocked.set())
@@ -201,12 +167,12 @@ def run_flood(tmp_path: Path, watermark: int | None = None) -> dict[str, Any]:
     drain it; returns the figures the test and the README quote."""
     idle = idle_rss(tmp_path / "probe")
     limit = watermark if watermark is not None else idle + HEADROOM
-    proc, port, log_path = start_serve(tmp_path / "broker", "--memory-high-watermark", str(limit))
+    proc, port, log_path = start_broker(tmp_path / "broker", "--memory-high-watermark", str(limit))
     try:
         flood, thread = flood_until_blocked(port, "alarms-flood")
         time.sleep(2.0)  # blocked: further input must not grow the broker
         confirmed = flood.confirmed
-        peak = status_kb(proc.pid, "VmHWM")
+        peak = proc_status(proc.pid, "VmHWM")
         drained = drain(port, "alarms-flood")
         assert flood.unblocked.wait(60), "no connection.unblocked after the queue was drained"
         flood.wait_all_confirmed()  # the window that waited in the socket goes in now
@@ -225,9 +191,10 @@ def run_flood(tmp_path: Path, watermark: int | None = None) -> dict[str, Any]:
             "log": log_path.read_text(),
         }
     finally:
-        stop(proc)
+        stop_serve(proc, 15)
 
 
+@pytest.mark.slow
 def test_flood_is_blocked_bounded_and_fully_delivered(tmp_path: Path) -> None:
     r = run_flood(tmp_path)
     assert r["reasons"] == ["low on memory"]
@@ -240,11 +207,12 @@ def test_flood_is_blocked_bounded_and_fully_delivered(tmp_path: Path) -> None:
     assert "memory resource limit alarm cleared on node rabbit@localhost" in r["log"]
 
 
+@pytest.mark.slow
 def test_consumer_keeps_receiving_while_publisher_is_blocked(tmp_path: Path) -> None:
     """A connection that never published is not blocked: it consumes, declares and gets on while
     the flood's connection is held (rabbit_reader blocks publishers only)."""
     idle = idle_rss(tmp_path / "probe")
-    proc, port, _log = start_serve(tmp_path / "broker", "--memory-high-watermark", str(idle + HEADROOM // 2))
+    proc, port, _log = start_broker(tmp_path / "broker", "--memory-high-watermark", str(idle + HEADROOM // 2))
     try:
         flood, thread = flood_until_blocked(port, "alarms-flood2")
         conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port, heartbeat=0))
@@ -260,7 +228,7 @@ def test_consumer_keeps_receiving_while_publisher_is_blocked(tmp_path: Path) -> 
         assert flood.unblocked.wait(60)
         flood.close(thread)
     finally:
-        stop(proc)
+        stop_serve(proc, 15)
 
 
 def _observe_blocking(host_port: int, trigger: Any, release: Any, queue: str) -> dict[str, Any]:

@@ -8,7 +8,6 @@ properties, and a restart over a deep stored queue must answer AMQP without read
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import pika
 import pytest
+
+from tests.serve_support import free_port, proc_status, stop_serve
 
 PY = sys.executable
 BODY = 1024
@@ -32,13 +33,7 @@ MAX_SERVE_SECONDS = 10.0
 pytestmark = pytest.mark.slow
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_serve(data: Path, port: int, log: Path) -> tuple[subprocess.Popen[bytes], float]:
+def start_timed(data: Path, port: int, log: Path) -> tuple[subprocess.Popen[bytes], float]:
     """Start `hashbroker serve` and return it with the seconds until it answered an AMQP handshake."""
     env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
     cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", str(data)]
@@ -59,23 +54,6 @@ def start_serve(data: Path, port: int, log: Path) -> tuple[subprocess.Popen[byte
             proc.kill()
             raise RuntimeError(f"hashbroker serve did not come up: {log.read_text()[-2000:]}")
         time.sleep(0.05)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 def connect(port: int) -> pika.BlockingConnection:
@@ -131,7 +109,7 @@ def test_flood_pages_out_and_a_deep_store_restarts_lazily(tmp_path: Path) -> Non
     data = tmp_path / "data"
     log = tmp_path / "serve.log"
     port = free_port()
-    proc, _ = start_serve(data, port, log)
+    proc, _ = start_timed(data, port, log)
     try:
         conn = connect(port)
         ch = conn.channel()
@@ -141,23 +119,23 @@ def test_flood_pages_out_and_a_deep_store_restarts_lazily(tmp_path: Path) -> Non
         wait_depth(ch, "paging-t", 2000)
         ch.queue_purge("paging-t")
         time.sleep(1)
-        before = rss(proc.pid)
+        before = proc_status(proc.pid, "VmRSS")
         publish(ch, "paging-t", TRANSIENT, 1)
         publish(ch, "paging-p", PERSISTENT, 2)
         wait_depth(ch, "paging-t", TRANSIENT)
         wait_depth(ch, "paging-p", PERSISTENT)
         time.sleep(2)  # the store's writer drains what it still holds
-        per_message = (rss(proc.pid) - before) / (TRANSIENT + PERSISTENT)
+        per_message = (proc_status(proc.pid, "VmRSS") - before) / (TRANSIENT + PERSISTENT)
         print(f"\npaging: {per_message:.0f} B RSS per queued 1 KB message")
         assert per_message < MAX_RSS_PER_MESSAGE, f"{per_message:.0f} B RSS per queued message"
         assert list((data / "paging").iterdir())  # the flood went to page files
         consume_all(ch, "paging-t", TRANSIENT, 1)
         conn.close()
     finally:
-        stop(proc)
+        stop_serve(proc, 120)
     assert proc.returncode == 0, log.read_text()[-2000:]
 
-    proc, seconds = start_serve(data, port, log)
+    proc, seconds = start_timed(data, port, log)
     try:
         print(f"paging: restart over {PERSISTENT} stored messages answered AMQP in {seconds:.2f} s")
         assert seconds < MAX_SERVE_SECONDS, f"took {seconds:.1f} s to answer AMQP"
@@ -170,6 +148,6 @@ def test_flood_pages_out_and_a_deep_store_restarts_lazily(tmp_path: Path) -> Non
         consume_all(ch, "paging-p", PERSISTENT, 2)
         conn.close()
     finally:
-        stop(proc)
+        stop_serve(proc, 120)
     assert proc.returncode == 0
     assert b"Traceback" not in log.read_bytes()

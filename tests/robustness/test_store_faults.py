@@ -13,10 +13,7 @@ import contextlib
 import errno
 import logging
 import os
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,15 +26,10 @@ import pika
 import pika.exceptions
 import pytest
 
-PY = sys.executable
+from tests.serve_support import free_port, start_serve, stop_serve
+
 QUEUE = "storefault-q"
 STORE = "store.sqlite3"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Serve:
@@ -47,28 +39,32 @@ class Serve:
         self.data_dir = data_dir
         self.log_path = log_path
         self.port = free_port()
-        env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
+        env = {"HASHBROKER_LOG_LEVEL": "WARNING"}
         self.management_port = free_port()
         # disk_free_limit 0: these tests exercise the store when a write really fails; with the
         # default 50MB the disk alarm would block the publishers of a 20 MB filesystem first
         # (tests/robustness/test_disk_alarm.py covers that)
-        cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(self.port), "--data-dir", str(data_dir)]
-        cmd += ["--disk-free-limit", "0", "--management-port", str(self.management_port)]
+        args = ("--data-dir", str(data_dir), "--disk-free-limit", "0")
+        args += ("--management-port", str(self.management_port))
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=self._log)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except ConnectionRefusedError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise AssertionError(f"broker did not start: {self.log()}") from None
-                time.sleep(0.05)
+        try:
+            self.proc, _port = start_serve(
+                *args, port=self.port, env=env, stdout=subprocess.DEVNULL, stderr=self._log
+            )
+        except RuntimeError as exc:
+            self._log.close()
+            raise AssertionError(f"broker did not start: {self.log()}") from exc
 
     def connect(self) -> pika.BlockingConnection:
         return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", self.port, heartbeat=0))
+
+    def confirming_channel(self) -> tuple[pika.BlockingConnection, Any]:
+        """A connection and a channel in confirm mode, QUEUE declared durable."""
+        conn = self.connect()
+        ch = conn.channel()
+        ch.queue_declare(QUEUE, durable=True)
+        ch.confirm_delivery()
+        return conn, ch
 
     def node(self) -> dict[str, Any]:
         """This broker's /api/nodes entry."""
@@ -83,15 +79,9 @@ class Serve:
         return nodes[0]
 
     def stop(self) -> int | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        code = stop_serve(self.proc, 30)
         self._log.close()
-        return self.proc.returncode
+        return code
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -213,10 +203,7 @@ def test_disk_full_nacks_without_queueing_and_resumes_without_restart(small_fs: 
     body = b"m" * 8192
     confirmed: list[int] = []
     with serving(data, log) as serve:
-        conn = serve.connect()
-        ch = conn.channel()
-        ch.queue_declare(QUEUE, durable=True)
-        ch.confirm_delivery()
+        conn, ch = serve.confirming_channel()
         acked, nacked = publish(ch, range(0, 100), body)
         assert nacked == 0
         confirmed += acked
@@ -266,6 +253,7 @@ async def flood(port: int, ids: range, body: bytes, window: int = 500) -> tuple[
         await conn.close()
 
 
+@pytest.mark.slow
 def test_disk_full_under_concurrent_publishers(small_fs: Path, tmp_path: Path) -> None:
     """The same with 500 confirms in flight: failed batches hold many messages at once."""
     data, log = small_fs / "data", tmp_path / "broker.log"
@@ -302,10 +290,7 @@ def test_deleted_store_files_stop_confirming(tmp_path: Path) -> None:
     were confirmed."""
     data, log = tmp_path / "data", tmp_path / "broker.log"
     with serving(data, log) as serve:
-        conn = serve.connect()
-        ch = conn.channel()
-        ch.queue_declare(QUEUE, durable=True)
-        ch.confirm_delivery()
+        conn, ch = serve.confirming_channel()
         acked, nacked = publish(ch, range(0, 50), b"before")
         assert (len(acked), nacked) == (50, 0)
         for suffix in ("", "-wal", "-shm"):
@@ -330,10 +315,7 @@ def test_immutable_shm_pauses_writes_without_killing_the_broker(tmp_path: Path) 
     SIGBUS. The broker must stay up, nack, log one line and resume once the file is writable."""
     data, log = tmp_path / "data", tmp_path / "broker.log"
     with serving(data, log) as serve:
-        conn = serve.connect()
-        ch = conn.channel()
-        ch.queue_declare(QUEUE, durable=True)
-        ch.confirm_delivery()
+        conn, ch = serve.confirming_channel()
         confirmed, _ = publish(ch, range(0, 20), b"x")
         shm = data / f"{STORE}-shm"
         if subprocess.run(["chattr", "+i", str(shm)], capture_output=True).returncode != 0:

@@ -5,26 +5,17 @@ by itself, and fd_used/fd_total in /api/nodes."""
 from __future__ import annotations
 
 import json
-import os
 import resource
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from base64 import b64encode
 from pathlib import Path
 
 from broker.embedded import BrokerThread
+from tests.serve_support import start_serve, stop_serve
 
-PY = sys.executable
 LIMIT = 48
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def low_limit() -> None:
@@ -47,11 +38,9 @@ def amqp_start(port: int, timeout: float) -> bool:
 
 
 def test_out_of_descriptors_logs_little_and_recovers(tmp_path: Path) -> None:
-    port = free_port()
-    env = {**os.environ, "HASHBROKER_HANDSHAKE_TIMEOUT": "60"}
-    cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", ":memory:"]
+    env = {"HASHBROKER_HANDSHAKE_TIMEOUT": "60"}
     err = (tmp_path / "err.log").open("wb")
-    proc = subprocess.Popen(cmd, env=env, stderr=err, preexec_fn=low_limit)
+    proc, port = start_serve("--data-dir", ":memory:", env=env, stderr=err, preexec_fn=low_limit, wait=15)
     held: list[socket.socket] = []
     try:
         assert amqp_start(port, 15)
@@ -73,8 +62,7 @@ def test_out_of_descriptors_logs_little_and_recovers(tmp_path: Path) -> None:
     finally:
         for s in held:
             s.close()
-        proc.terminate()
-        proc.wait(10)
+        stop_serve(proc, 10)
         err.close()
 
 

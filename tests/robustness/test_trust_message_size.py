@@ -4,14 +4,9 @@ is discarded unread, so a 2^40-byte header cannot make the broker buffer anythin
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import struct
 import subprocess
-import sys
-import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import pika
 import pika.exceptions
@@ -20,47 +15,22 @@ from pamqp import commands
 
 from broker.embedded import BrokerThread
 from tests.differential_support import RawAmqp
-
-PY = sys.executable
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
+from tests.serve_support import proc_status, start_serve, stop_serve
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> object:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
-    cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", ":memory:"]
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
-    deadline = time.time() + 15
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except ConnectionRefusedError:
-            assert time.time() < deadline and proc.poll() is None
-            time.sleep(0.05)
+def serve() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    env = {"HASHBROKER_LOG_LEVEL": "WARNING"}
+    proc, port = start_serve("--data-dir", ":memory:", env=env, stderr=subprocess.PIPE, wait=15)
     yield proc, port
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_serve(proc, 10)
 
 
 def test_terabyte_header_refused_before_the_body(serve: tuple[subprocess.Popen[bytes], int]) -> None:
     proc, port = serve
     client = RawAmqp("127.0.0.1", port, timeout=10)
     client.open_channel(1)
-    before = rss_kib(proc.pid)
+    before = proc_status(proc.pid, "VmRSS") // 1024
     method = commands.Basic.Publish(exchange="", routing_key="nowhere")
     client.send(1, method)
     payload = struct.pack(">HHQH", 60, 0, 2**40, 0)
@@ -79,7 +49,7 @@ def test_terabyte_header_refused_before_the_body(serve: tuple[subprocess.Popen[b
     while sent < 200 * 1024 * 1024:  # 200 MB of body after the refusal: all discarded
         client.send_bytes(body * 16)
         sent += 16 * len(chunk)
-    peak = rss_kib(proc.pid)
+    peak = proc_status(proc.pid, "VmRSS") // 1024
     client.send(1, commands.Channel.CloseOk())
     client.open_channel(1)  # the connection is healthy: the channel opens again
     client.send(1, commands.Queue.Declare(queue="after", exclusive=True))

@@ -3,42 +3,26 @@ store, exit 0 (RabbitMQ's rabbit_networking:close_all_connections on node stop).
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pika
 import pika.exceptions
 import pytest
 
-PY = sys.executable
+from tests.serve_support import free_port, start_serve
+
 SHUTDOWN_TEXT = "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_serve(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
-    cmd = [PY, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", str(tmp_path / "data")]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 15
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc
-        except ConnectionRefusedError:
-            if time.time() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise
-            time.sleep(0.05)
+def start_broker(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
+    """`hashbroker serve` with its output piped: the tests read what it printed after it exited."""
+    args = ("--data-dir", str(tmp_path / "data"))
+    pipe = subprocess.PIPE
+    env = {"HASHBROKER_LOG_LEVEL": "WARNING"}
+    return start_serve(*args, port=port, env=env, stdout=pipe, stderr=pipe, wait=15)[0]
 
 
 def connect(port: int) -> pika.BlockingConnection:
@@ -48,7 +32,7 @@ def connect(port: int) -> pika.BlockingConnection:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_closes_clients_with_320_and_keeps_confirmed(tmp_path: Path, signum: int) -> None:
     port = free_port()
-    proc = start_serve(tmp_path, port)
+    proc = start_broker(tmp_path, port)
     try:
         conn = connect(port)
         ch = conn.channel()
@@ -73,7 +57,7 @@ def test_signal_closes_clients_with_320_and_keeps_confirmed(tmp_path: Path, sign
             proc.kill()
             proc.wait()
     assert b"Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
-    proc = start_serve(tmp_path, port)
+    proc = start_broker(tmp_path, port)
     try:
         conn = connect(port)
         _method, _props, body = conn.channel().basic_get("keep", auto_ack=True)
@@ -89,7 +73,7 @@ def test_raw_client_reads_320_close_frame(tmp_path: Path) -> None:
     from pamqp import commands, frame
 
     port = free_port()
-    proc = start_serve(tmp_path, port)
+    proc = start_broker(tmp_path, port)
     try:
         conn = connect(port)  # pika only to get an open connection quickly
         sock = conn._impl._transport._sock  # type: ignore[attr-defined]

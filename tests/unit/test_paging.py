@@ -156,15 +156,19 @@ def test_a_high_priority_message_arriving_when_the_window_is_full_is_served_firs
     assert q.get(no_ack=True).msg.body == b"urgent"  # type: ignore[union-attr]
 
 
-def test_paged_messages_expire_on_time_and_are_dead_lettered_with_their_bodies() -> None:
-    v, q, _p, clock = setup(
-        x_message_ttl=1000, x_dead_letter_exchange="amq.direct", x_dead_letter_routing_key="dl"
-    )
+def dead_lettering(**arguments: object) -> tuple[ClassicQueue, Queue, ManualClock]:
+    """A queue holding N messages that dead-letters through amq.direct to the queue "dl"."""
+    v, q, _p, clock = setup(x_dead_letter_exchange="amq.direct", x_dead_letter_routing_key="dl", **arguments)
     dl = Queue(v, "dl", durable=False, exclusive_owner=None, auto_delete=False, arguments=args())
     v.add_queue(dl)
     v.add_binding(v.exchanges["amq.direct"], Binding(Destination.queue("dl"), "dl", FieldTable()))
     for i in range(N):
         q.enqueue(message(body(i)))
+    return q, dl, clock
+
+
+def test_paged_messages_expire_on_time_and_are_dead_lettered_with_their_bodies() -> None:
+    q, dl, clock = dead_lettering(x_message_ttl=1000)
     clock.advance(0.5)
     assert q.message_count == N
     clock.advance(1.0)
@@ -174,14 +178,7 @@ def test_paged_messages_expire_on_time_and_are_dead_lettered_with_their_bodies()
 
 
 def test_drop_head_dead_letters_from_the_head_and_counts_stay_exact() -> None:
-    v, q, _p, _clock = setup(
-        x_max_length=5000, x_dead_letter_exchange="amq.direct", x_dead_letter_routing_key="dl"
-    )
-    dl = Queue(v, "dl", durable=False, exclusive_owner=None, auto_delete=False, arguments=args())
-    v.add_queue(dl)
-    v.add_binding(v.exchanges["amq.direct"], Binding(Destination.queue("dl"), "dl", FieldTable()))
-    for i in range(N):
-        q.enqueue(message(body(i)))
+    q, dl, _clock = dead_lettering(x_max_length=5000)
     assert q.count == 5000 and q.bytes == sum(len(body(i)) for i in range(N - 5000, N))
     assert drain(dl) == [body(i) for i in range(N - 5000)]  # type: ignore[arg-type]
     assert drain(q) == [body(i) for i in range(N - 5000, N)]

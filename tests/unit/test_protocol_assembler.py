@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import struct
 from typing import Any
 
@@ -12,7 +11,7 @@ from pamqp import commands
 from broker.protocol import commands as C
 from broker.protocol.assembler import PUBLISH, CommandAssembler, Crash, FrameFailure, ProtocolHeader
 from broker.protocol.framing import PROTOCOL_HEADER
-from tests.sansio_support import m, publish
+from tests.sansio_support import m, publish, random_pieces
 
 HEARTBEAT = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 
@@ -86,12 +85,7 @@ def test_fast_path_yields_the_same_commands_as_frame_by_frame() -> None:
 def test_any_read_boundaries_give_the_same_commands(seed: int) -> None:
     data = stream()
     whole = feed(running(1, 2), data)
-    rng = random.Random(seed)
-    pieces, pos = [], 0
-    while pos < len(data):
-        n = rng.choice((1, 2, 7, 8, 13, 100, 4096))
-        pieces.append(data[pos : pos + n])
-        pos += n
+    pieces = random_pieces(data, seed, (1, 2, 7, 8, 13, 100, 4096))
     assert feed(running(1, 2), *pieces) == whole
 
 

@@ -278,29 +278,15 @@ def test_sac_get_is_locked_and_unsupported_deletes_are_540() -> None:
     )
 
 
+def policy_on_every_queue(definition: dict[str, object]) -> Policy:
+    return Policy(vhost="/", name="p", pattern=".*", apply_to="queues", priority=0, definition=definition)
+
+
 def test_a_policy_with_an_unsupported_key_is_not_applied() -> None:
     q = quorum(vhost())
-    q.apply_policy(
-        Policy(
-            vhost="/",
-            name="p",
-            pattern=".*",
-            apply_to="queues",
-            priority=0,
-            definition={"max-length": 2, "queue-mode": "lazy"},
-        )
-    )
+    q.apply_policy(policy_on_every_queue({"max-length": 2, "queue-mode": "lazy"}))
     assert q.policy is None and q.max_length is None
-    q.apply_policy(
-        Policy(
-            vhost="/",
-            name="p",
-            pattern=".*",
-            apply_to="queues",
-            priority=0,
-            definition={"max-length": 2, "delivery-limit": 3},
-        )
-    )
+    q.apply_policy(policy_on_every_queue({"max-length": 2, "delivery-limit": 3}))
     assert q.policy is not None and q.max_length == 2 and q.delivery_limit == 3
 
 

@@ -30,10 +30,12 @@ def conn() -> Iterator[sqlite3.Connection]:
     c.close()
 
 
-def make_writer(conn: sqlite3.Connection, exits: list[int] | None = None) -> GroupCommitWriter:
+def make_writer(
+    conn: sqlite3.Connection, exits: list[int] | None = None, where: str = "test.sqlite3"
+) -> GroupCommitWriter:
     return GroupCommitWriter(
         conn,
-        "test.sqlite3",
+        where,
         StoreStats(),
         garbage_sql=GARBAGE,
         message_sql=INSERT,
@@ -98,19 +100,41 @@ class DiskFull:
             raise sqlite3.OperationalError("database or disk is full")
 
 
-async def test_a_failed_batch_fails_its_futures_keeps_the_rest_and_resumes(
-    conn: sqlite3.Connection, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # another test in the same process (Celery's worker) may have raised the loggers' levels
-    caplog.set_level(logging.INFO, logger="hashbroker.store")
-    monkeypatch.setattr(sqlite_writer, "SETTLE_SECONDS", 0.0)
-    writer = make_writer(conn)
+async def writer_with_one_row(
+    conn: sqlite3.Connection, where: str = "test.sqlite3"
+) -> tuple[GroupCommitWriter, list[str | None]]:
+    """A started writer that has committed the row 1, and the list its fault reports go to."""
+    writer = make_writer(conn, where=where)
     reports: list[str | None] = []
     writer.on_fault = reports.append
     writer.start(asyncio.get_running_loop())
     ok = writer.new_future()
     writer.submit([(INSERT, (1,))], ok)
     await asyncio.wait_for(ok, 10)
+    return writer, reports
+
+
+async def full_disk_holding(conn: sqlite3.Connection, value: int) -> tuple[GroupCommitWriter, DiskFull]:
+    """A started writer on a full disk that keeps an insert of `value`: the sync after it failed."""
+    writer = make_writer(conn)
+    writer.start(asyncio.get_running_loop())
+    disk = DiskFull()
+    writer.commit_hook = disk
+    sync = writer.new_future()
+    writer.submit([(INSERT, (value,))])
+    writer.submit([], sync)
+    with pytest.raises(StoreError):
+        await asyncio.wait_for(sync, 10)
+    return writer, disk
+
+
+async def test_a_failed_batch_fails_its_futures_keeps_the_rest_and_resumes(
+    conn: sqlite3.Connection, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # another test in the same process (Celery's worker) may have raised the loggers' levels
+    caplog.set_level(logging.INFO, logger="hashbroker.store")
+    monkeypatch.setattr(sqlite_writer, "SETTLE_SECONDS", 0.0)
+    writer, reports = await writer_with_one_row(conn)
     disk = DiskFull()
     writer.commit_hook = disk
     writer.submit([(INSERT, (2,))])  # nobody waits for it: kept and retried
@@ -152,15 +176,7 @@ async def test_kept_statements_are_retried_without_new_traffic(
 ) -> None:
     monkeypatch.setattr(sqlite_writer, "RETRY_SECONDS", 0.05)
     monkeypatch.setattr(sqlite_writer, "SETTLE_SECONDS", 0.05)
-    writer = make_writer(conn)
-    writer.start(asyncio.get_running_loop())
-    disk = DiskFull()
-    writer.commit_hook = disk
-    probe = writer.new_future()
-    writer.submit([(INSERT, (7,))])
-    writer.submit([], probe)
-    with pytest.raises(StoreError):
-        await asyncio.wait_for(probe, 10)
+    writer, disk = await full_disk_holding(conn, 7)
     disk.full = False
     assert await until(lambda: writer.fault is None)
     assert rows(conn) == [7]
@@ -202,15 +218,7 @@ async def test_a_flapping_fault_is_reported_once_and_ends_when_commits_settle(
 
 
 async def test_a_sync_in_a_fault_waits_for_the_kept_statements(conn: sqlite3.Connection) -> None:
-    writer = make_writer(conn)
-    writer.start(asyncio.get_running_loop())
-    disk = DiskFull()
-    writer.commit_hook = disk
-    first = writer.new_future()
-    writer.submit([(INSERT, (1,))])
-    writer.submit([], first)
-    with pytest.raises(StoreError):
-        await asyncio.wait_for(first, 10)
+    writer, _disk = await full_disk_holding(conn, 1)
     sync = writer.new_future()
     writer.submit([], sync)  # nothing new, but the kept insert has not committed: not synced
     with pytest.raises(StoreError):
@@ -226,14 +234,7 @@ async def test_a_deleted_store_file_stops_the_writer_until_restart(
     c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     c.execute("PRAGMA journal_mode = WAL")
     c.execute("CREATE TABLE t (x INTEGER NOT NULL)")
-    writer = make_writer(c)
-    writer._where = str(path)
-    reports: list[str | None] = []
-    writer.on_fault = reports.append
-    writer.start(asyncio.get_running_loop())
-    ok = writer.new_future()
-    writer.submit([(INSERT, (1,))], ok)
-    await asyncio.wait_for(ok, 10)
+    writer, reports = await writer_with_one_row(c, str(path))
     (tmp_path / "store.sqlite3-wal").unlink()
     # no traffic: the idle check notices, and reports it once
     await until(lambda: bool(reports))

@@ -1,6 +1,6 @@
 // The RabbitMQ Java client (Debian librabbitmq-client-java, amqp-client 5.x) against an AMQP URL.
 //
-// Compiled at test time by tests/test_clients_java.py (javac -cp amqp-client.jar) and run as
+// Compiled at test time by tests/clients/test_clients_java.py (javac -cp amqp-client.jar) and run as
 //
 //   java HashbrokerJavaClient readme <amqp-url> <routing_key|hash_header|hash_property> <n>
 //       the seed README's consistent-hash examples, written as the README's Java versions are:

@@ -1,4 +1,4 @@
-// What Node's amqplib observes from a broker, as one JSON document (tests/test_clients_node.py runs it
+// What Node's amqplib observes from a broker, as one JSON document (tests/clients/test_clients_node.py runs it
 // against RabbitMQ 3.10.8 and against hashbroker and compares the two).
 //
 //   node differential.js <amqp-url> <suffix>

@@ -5,7 +5,7 @@
 // Confirm channel, durable q1..q4 (purged), exchange e / e2 / e3 of type x-consistent-hash with the
 // README's arguments, bindings with weights "1", "1", "2", "2", <messages> publishes (message i
 // carries its hash input as routing key, header "hash-on" or message_id), waitForConfirms. Prints
-// "done"; tests/test_clients_node.py then reads the per-queue counts and compares them with RabbitMQ.
+// "done"; tests/clients/test_clients_node.py then reads the per-queue counts and compares them with RabbitMQ.
 'use strict';
 
 const amqp = require('amqplib');
