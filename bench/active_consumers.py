@@ -5,7 +5,7 @@
 100 queues, 10 consumers subscribed to every queue. With `first` one consumer is active on all
 queues; with `consistent-hash` every consumer owns some, and when an 11th consumer joins only the
 queues it takes over change owner (about 1/11 of them). Prints one table; `measure` is what
-tests/test_active_consumers.py asserts on.
+tests/unit/test_active_consumers.py asserts on.
 
 `--live` measures the same table on a live hashbroker (`BrokerThread`, one per mode): the queues are
 declared with x-single-active-consumer, the consumers (x-consumer-name) subscribe to all of them, the

@@ -9,7 +9,7 @@ arrival time minus (publish time + x-delay), in ms, the publish time being the m
 publish (publisher confirms, one at a time); an order violation is a message arriving after one that
 was due later than it (strict, and beyond the measurement slack: the longest publish-confirm round
 trip + 1 ms for the broker's millisecond clock). Prints a
-table; asserts nothing (tests/test_delayed_live.py asserts).
+table; asserts nothing (tests/integration/test_delayed_live.py asserts).
 """
 
 from __future__ import annotations

@@ -296,7 +296,7 @@ def test_message_expiring_behind_the_head_is_counted_until_it_is_the_head() -> N
     q.enqueue(message(b"long", expiration="60000"))
     q.enqueue(message(b"zero", expiration="0"))
     clock.advance(0.5)
-    e = q.get(True)
+    e = q.get(False)
     assert e is not None and e.msg.body == b"long" and q.count == 1
     assert q.get(True) is None and q.count == 0
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import not_implemented, resource_locked
-from amqpwire.fields import Field, FieldTable
+from amqpwire.fields import Field, FieldTable, name_bytes
 from broker.entities.message import StoredMessage
 from broker.entities.queues import arguments as A
 from broker.entities.queues.base import Consumer, Entry, Queue, QueueHost, register, resource
@@ -71,7 +71,7 @@ def with_delivery_count(msg: StoredMessage, count: int) -> StoredMessage:
     headers = msg.headers()
     entries = [(k, v) for k, v in (headers or ()) if k != DELIVERY_COUNT]
     entries.append((DELIVERY_COUNT, Field("long", count)))
-    entries.sort(key=lambda kv: kv[0].encode())
+    entries.sort(key=lambda kv: name_bytes(kv[0]))
     return msg.with_props(P.rewrite(msg.props, {"headers": FieldTable(entries)}))
 
 
