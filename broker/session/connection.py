@@ -89,6 +89,7 @@ class Connection(Link):
 
     def data_received(self, data: bytes) -> None:
         if self._halted:
+            self.watch_for_close_ok(data)
             return
         self.recv_oct += len(data)
         core = self.core
@@ -263,11 +264,13 @@ class Connection(Link):
         )
         # rabbit_reader answers a refused login (403 when the client asked for it, else nothing),
         # then sleeps before it exits: the handshake's socket close happens after that delay
+        told = False  # a 403 connection.close was sent (the client asked to be told)
         for step in self.handshake.authenticated(refusal):
             if isinstance(step, H.CloseSocket):
-                self.close_later(step.reason)
+                self.close_later(step.reason, until_close_ok=told)
             else:
                 self._actions[type(step)](self, step)
+                told = True
 
     def _tuned(self, action: H.Tuned) -> None:
         self.frame_max, self.channel_max, self.heartbeat = action

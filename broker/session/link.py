@@ -50,6 +50,9 @@ _ids = itertools.count(1)
 # After connection.close RabbitMQ 3.10.8 keeps reading (discarding all but close/close-ok) and
 # resets the socket 30 s later if no close-ok came (observed with a raw socket).
 CLOSE_OK_TIMEOUT = 30.0
+#: connection.close-ok as a client sends it (a method frame on channel 0, class 10 method 51): what
+#: ends the wait after a close the broker sent when the connection was already done for.
+CLOSE_OK_FRAME = b"\x01\x00\x00\x00\x00\x00\x04\x00\x0a\x00\x33\xce"
 SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds): the default of the setting
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
 
@@ -74,6 +77,9 @@ class Link(ConnectionIdentity):
         self.closed = False
         self.silent = False
         self._halted = False  # closed or silent: the rest of a read is ignored
+        # while a close waits for the client's close-ok: the last bytes read, to spot one split
+        # across reads (None: not waiting for one)
+        self._close_ok_tail: bytes | None = None
         self._flush_scheduled = False
         self._confirm_channels: set[ChannelHandle] = set()
         self._heartbeat: HeartbeatPolicy | None = None
@@ -194,9 +200,21 @@ class Link(ConnectionIdentity):
         self._teardown_channels()
         self.flush()
         if fatal:  # rabbit_reader:fatal_frame_error: a grace period for the close to reach the client
-            self.close_later(err.reply_text)
+            self.close_later(err.reply_text, until_close_ok=True)
             return
         self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._shutdown, "close-ok timeout", True)
+
+    def watch_for_close_ok(self, data: bytes) -> None:
+        """Input during a close's wait: only a connection.close-ok matters (it ends the wait)."""
+        tail = self._close_ok_tail
+        if tail is None or self.closed:
+            return
+        seen = tail + data
+        if CLOSE_OK_FRAME in seen:
+            self._close_ok_tail = None
+            self._shutdown("close-ok received", True)
+            return
+        self._close_ok_tail = seen[-(len(CLOSE_OK_FRAME) - 1) :]
 
     def _silent_close(self, reason: str) -> None:
         """rabbit_reader's handshake-error path: say nothing, wait, reset (see `close_later`)."""
@@ -204,20 +222,25 @@ class Link(ConnectionIdentity):
         self._out.clear()
         self.close_later(f"handshake error: {reason}")
 
-    def close_later(self, reason: str) -> None:
+    def close_later(self, reason: str, *, until_close_ok: bool = False) -> None:
         """rabbit_reader's sleep before it exits: send what is pending, read nothing more, reset the
         socket after the server's `silent_close_delay` (RabbitMQ's ?SILENT_CLOSE_DELAY, 3 s).
 
         RabbitMQ sleeps so that a misbehaving client cannot retry in a tight loop and a client still
         writing can read the reason; its reader then exits with the peer's frames unread, which the
         kernel turns into a reset. Reading is paused, so whatever the client sends meanwhile stays
-        in the kernel's socket buffer and costs the broker nothing.
+        in the kernel's socket buffer and costs the broker nothing. When a connection.close was
+        sent (`until_close_ok`), the client's close-ok ends the wait at once, as on RabbitMQ
+        (observed: a refused login answered with close-ok is reset immediately, an unanswered one
+        after 3.00 s); input is then read only to spot that frame, and none of it is kept.
         """
         if self.closed:
             return
         self.flush()
         self._halted = True
-        self.transport.pause_reading()
+        self._close_ok_tail = b"" if until_close_ok else None
+        if not until_close_ok:
+            self.transport.pause_reading()
         self._cancel_timers()
         delay = self.broker.settings.silent_close_delay
         self._close_timer = self.loop.call_later(delay, self._shutdown, reason, True)

@@ -121,6 +121,20 @@ def test_a_refused_login_keeps_the_socket_open_before_closing(
             assert data == b""
 
 
+def test_a_refused_login_answered_with_close_ok_is_closed_at_once(broker: BrokerThread) -> None:
+    """RabbitMQ 3.10.8 (observed): the 403 answered with close-ok resets at once; the 3 s hold is
+    for clients that do not answer."""
+    client = Raw(broker.port)
+    with client.sock:
+        client.login("wrong", CAPABILITY)
+        close = client.read_until(lambda v: isinstance(v, commands.Connection.Close))
+        assert close.reply_code == 403
+        client.send(0, commands.Connection.CloseOk())
+        started = time.monotonic()
+        client.until_closed()
+        assert time.monotonic() - started < 1.0
+
+
 def frame_too_large(port: int) -> tuple[float, bytes]:
     """A client with frame_max 4096 sends a 1 MiB body frame and keeps writing: it must still read
     the broker's 501 connection.close, and the socket is reset only after the delay."""
