@@ -22,6 +22,7 @@ from broker.management.render import (
 from broker.management.sessions import Sessions
 from broker.management.values import table_to_json
 from broker.management.views.connections import fmt_consumer
+from broker.management.views.guards import missing_keys, vhost_refusal, write_response
 from broker.management.writes import ACK_MODES, AmqpOpError
 
 
@@ -165,10 +166,8 @@ async def get_queues(ctx: Context, req: Request, segs: list[str]) -> Response:
 
 async def put_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if not ctx.state.has_vhost(vhost):
-        return not_found()
-    if not ctx.may_use_vhost(req, vhost):
-        return access_refused()
+    if (refusal := vhost_refusal(ctx, req, vhost)) is not None:
+        return refusal
     body = json_body(req)
     if isinstance(body, Response):
         return body
@@ -195,17 +194,9 @@ async def delete_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
         return access_refused()
     if ctx.state.queue(vhost, name) is None:
         return not_found()
-    try:
-        await ctx.writes.delete_queue(
-            req,
-            vhost,
-            name,
-            flag(req, "if-unused"),
-            flag(req, "if-empty"),
-        )
-    except AmqpOpError as exc:
-        return operation_failed(exc.code, exc.text)
-    return Response(204)
+    return await write_response(
+        ctx.writes.delete_queue(req, vhost, name, flag(req, "if-unused"), flag(req, "if-empty"))
+    )
 
 
 async def purge_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
@@ -214,25 +205,18 @@ async def purge_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
         return access_refused()
     if ctx.state.queue(vhost, name) is None:
         return not_found()
-    try:
-        await ctx.writes.purge_queue(req, vhost, name)
-    except AmqpOpError as exc:
-        return operation_failed(exc.code, exc.text)
-    return Response(204)
+    return await write_response(ctx.writes.purge_queue(req, vhost, name))
 
 
 async def get_messages(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if not ctx.state.has_vhost(vhost):
-        return not_found()
-    if not ctx.may_use_vhost(req, vhost):
-        return access_refused()
+    if (refusal := vhost_refusal(ctx, req, vhost)) is not None:
+        return refusal
     body = json_body(req)
     if isinstance(body, Response):
         return body
-    missing = [k for k in ("count", "ackmode", "encoding") if k not in body]
-    if missing:
-        return bad_request("[" + ",".join(f"{{key_missing,{k}}}" for k in missing) + "]")
+    if (refusal := missing_keys(body, ("count", "ackmode", "encoding"))) is not None:
+        return refusal
     ackmode, encoding = body["ackmode"], body["encoding"]
     if encoding not in ("auto", "base64"):
         return bad_request("Unsupported encoding. Please use auto or base64.")
