@@ -151,21 +151,12 @@ class Writes:
         destination_type: str,
         key: str,
         args: dict[str, Any],
+        *,
+        remove: bool = False,
     ) -> None:
-        self._as_user(req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args))
-
-    async def unbind(
-        self,
-        req: Request,
-        vhost: str,
-        source: str,
-        destination: str,
-        destination_type: str,
-        key: str,
-        args: dict[str, Any],
-    ) -> None:
+        """Add the binding, or with `remove` take it away (the API's POST and DELETE of one)."""
         self._as_user(
-            req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args, remove=True)
+            req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args, remove=remove)
         )
 
     # -- definitions ------------------------------------------------------------------------------
