@@ -19,11 +19,12 @@ from broker.management.render import (
     formatted,
     has_null,
     json_body,
+    key_missing,
     not_found,
     with_rates,
 )
 from broker.management.values import json_value, table_to_json
-from broker.management.views.guards import missing_keys, vhost_refusal, write_response
+from broker.management.views.guards import vhost_refusal, write_response
 from broker.management.writes import AmqpOpError, PropertyTypeError
 
 
@@ -113,9 +114,7 @@ async def publish(ctx: Context, req: Request, segs: list[str]) -> Response:
     body = json_body(req)
     if isinstance(body, Response):
         return body
-    if (
-        refusal := missing_keys(body, ("routing_key", "properties", "payload", "payload_encoding"))
-    ) is not None:
+    if (refusal := key_missing(body, "routing_key", "properties", "payload", "payload_encoding")) is not None:
         return refusal
     enc = body["payload_encoding"]
     if enc == "string":

@@ -1,17 +1,16 @@
 """The checks and the error mapping the write handlers of several resources share.
 
-A handler reads as: refuse what it may not do (`vhost_refusal`, `missing_keys`), then run the write
-through `write_response`, which turns the broker's AMQP error into the API's answer.
+A handler reads as: refuse what it may not do (`vhost_refusal`, `render.key_missing`), then run
+the write through `write_response`, which turns the broker's AMQP error into the API's answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable
-from typing import Any
+from collections.abc import Awaitable
 
 from broker.management.context import Context
 from broker.management.http import Request, Response
-from broker.management.render import access_refused, bad_request, not_found, operation_failed
+from broker.management.render import access_refused, not_found, operation_failed
 from broker.management.writes import AmqpOpError
 
 
@@ -21,14 +20,6 @@ def vhost_refusal(ctx: Context, req: Request, vhost: str) -> Response | None:
         return not_found()
     if not ctx.may_use_vhost(req, vhost):
         return access_refused()
-    return None
-
-
-def missing_keys(body: dict[str, Any], keys: Iterable[str]) -> Response | None:
-    """The 400 the API answers for a body without some required keys, naming each as Erlang does."""
-    missing = [k for k in keys if k not in body]
-    if missing:
-        return bad_request("[" + ",".join(f"{{key_missing,{k}}}" for k in missing) + "]")
     return None
 
 

@@ -14,6 +14,7 @@ from broker.management.render import (
     flag,
     formatted,
     json_body,
+    key_missing,
     not_authorised,
     not_found,
     operation_failed,
@@ -22,7 +23,7 @@ from broker.management.render import (
 from broker.management.sessions import Sessions
 from broker.management.values import table_to_json
 from broker.management.views.connections import fmt_consumer
-from broker.management.views.guards import missing_keys, vhost_refusal, write_response
+from broker.management.views.guards import vhost_refusal, write_response
 from broker.management.writes import ACK_MODES, AmqpOpError
 
 
@@ -215,7 +216,7 @@ async def get_messages(ctx: Context, req: Request, segs: list[str]) -> Response:
     body = json_body(req)
     if isinstance(body, Response):
         return body
-    if (refusal := missing_keys(body, ("count", "ackmode", "encoding"))) is not None:
+    if (refusal := key_missing(body, "count", "ackmode", "encoding")) is not None:
         return refusal
     ackmode, encoding = body["ackmode"], body["encoding"]
     if encoding not in ("auto", "base64"):
