@@ -24,7 +24,7 @@ from broker.management.render import (
     with_rates,
 )
 from broker.management.values import json_value, table_to_json
-from broker.management.views.guards import vhost_refusal, write_response
+from broker.management.views.guards import vhost_body, vhost_refusal, write_response
 from broker.management.writes import AmqpOpError, PropertyTypeError
 
 
@@ -109,9 +109,7 @@ async def delete_exchange(ctx: Context, req: Request, segs: list[str]) -> Respon
 
 async def publish(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], exchange_name(segs[2])
-    if (refusal := vhost_refusal(ctx, req, vhost)) is not None:
-        return refusal
-    body = json_body(req)
+    body = vhost_body(ctx, req, vhost)
     if isinstance(body, Response):
         return body
     if (refusal := key_missing(body, "routing_key", "properties", "payload", "payload_encoding")) is not None:

@@ -1,16 +1,18 @@
 """The checks and the error mapping the write handlers of several resources share.
 
-A handler reads as: refuse what it may not do (`vhost_refusal`, `render.key_missing`), then run
-the write through `write_response`, which turns the broker's AMQP error into the API's answer.
+A handler reads as: refuse what it may not do (`vhost_refusal` or `vhost_body`, then
+`render.key_missing`), then run the write through `write_response`, which turns the broker's AMQP
+error into the API's answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from typing import Any
 
 from broker.management.context import Context
 from broker.management.http import Request, Response
-from broker.management.render import access_refused, not_found, operation_failed
+from broker.management.render import access_refused, json_body, not_found, operation_failed
 from broker.management.writes import AmqpOpError
 
 
@@ -21,6 +23,13 @@ def vhost_refusal(ctx: Context, req: Request, vhost: str) -> Response | None:
     if not ctx.may_use_vhost(req, vhost):
         return access_refused()
     return None
+
+
+def vhost_body(ctx: Context, req: Request, vhost: str) -> dict[str, Any] | Response:
+    """The JSON body of a write into `vhost`, or what refuses it: `vhost_refusal`, then a body
+    that is not a JSON object."""
+    refusal = vhost_refusal(ctx, req, vhost)
+    return refusal if refusal is not None else json_body(req)
 
 
 async def write_response(write: Awaitable[object], status: int = 204) -> Response:

@@ -13,7 +13,6 @@ from broker.management.render import (
     body_bool,
     flag,
     formatted,
-    json_body,
     key_missing,
     not_authorised,
     not_found,
@@ -23,7 +22,7 @@ from broker.management.render import (
 from broker.management.sessions import Sessions
 from broker.management.values import table_to_json
 from broker.management.views.connections import fmt_consumer
-from broker.management.views.guards import vhost_refusal, write_response
+from broker.management.views.guards import vhost_body, write_response
 from broker.management.writes import ACK_MODES, AmqpOpError
 
 
@@ -167,9 +166,7 @@ async def get_queues(ctx: Context, req: Request, segs: list[str]) -> Response:
 
 async def put_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if (refusal := vhost_refusal(ctx, req, vhost)) is not None:
-        return refusal
-    body = json_body(req)
+    body = vhost_body(ctx, req, vhost)
     if isinstance(body, Response):
         return body
     existed = ctx.state.queue(vhost, name) is not None
@@ -211,9 +208,7 @@ async def purge_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
 
 async def get_messages(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if (refusal := vhost_refusal(ctx, req, vhost)) is not None:
-        return refusal
-    body = json_body(req)
+    body = vhost_body(ctx, req, vhost)
     if isinstance(body, Response):
         return body
     if (refusal := key_missing(body, "count", "ackmode", "encoding")) is not None:
