@@ -186,12 +186,19 @@ async def put_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
     return Response(204 if existed else 201)
 
 
-async def delete_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
-    vhost, name = segs[1], segs[2]
+def _missing_queue_refusal(ctx: Context, req: Request, vhost: str, name: str) -> Response | None:
+    """403 for a user without access to the vhost (when it exists), then 404 for no such queue."""
     if ctx.state.has_vhost(vhost) and not ctx.may_use_vhost(req, vhost):
         return access_refused()
     if ctx.state.queue(vhost, name) is None:
         return not_found()
+    return None
+
+
+async def delete_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
+    vhost, name = segs[1], segs[2]
+    if (refusal := _missing_queue_refusal(ctx, req, vhost, name)) is not None:
+        return refusal
     return await write_response(
         ctx.writes.delete_queue(req, vhost, name, flag(req, "if-unused"), flag(req, "if-empty"))
     )
@@ -199,10 +206,8 @@ async def delete_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
 
 async def purge_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if ctx.state.has_vhost(vhost) and not ctx.may_use_vhost(req, vhost):
-        return access_refused()
-    if ctx.state.queue(vhost, name) is None:
-        return not_found()
+    if (refusal := _missing_queue_refusal(ctx, req, vhost, name)) is not None:
+        return refusal
     return await write_response(ctx.writes.purge_queue(req, vhost, name))
 
 
