@@ -8,6 +8,7 @@ call site (`not_found("no queue 'q' in vhost '/'")` instead of a bare 404).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
 
 
@@ -88,49 +89,28 @@ def internal_error(explanation: str = "", *, hard: bool = True) -> AmqpError:
     return AmqpError(ReplyCode.INTERNAL_ERROR, explanation, hard=hard, in_method=False)
 
 
-def precondition_failed(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.PRECONDITION_FAILED, explanation)
+def _with_code(code: ReplyCode) -> Callable[[str], AmqpError]:
+    """The named constructor of one reply code's error; the code decides channel or connection."""
+
+    def make(explanation: str) -> AmqpError:
+        return AmqpError(code, explanation)
+
+    make.__name__ = make.__qualname__ = code.name.lower()
+    return make
 
 
-def not_found(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.NOT_FOUND, explanation)
-
-
-def access_refused(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.ACCESS_REFUSED, explanation)
-
-
-def resource_locked(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.RESOURCE_LOCKED, explanation)
-
-
-def not_implemented(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.NOT_IMPLEMENTED, explanation)
-
-
-def not_allowed(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.NOT_ALLOWED, explanation)
-
-
-def command_invalid(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.COMMAND_INVALID, explanation)
-
-
-def channel_error(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.CHANNEL_ERROR, explanation)
+precondition_failed = _with_code(ReplyCode.PRECONDITION_FAILED)
+not_found = _with_code(ReplyCode.NOT_FOUND)
+access_refused = _with_code(ReplyCode.ACCESS_REFUSED)
+resource_locked = _with_code(ReplyCode.RESOURCE_LOCKED)
+not_implemented = _with_code(ReplyCode.NOT_IMPLEMENTED)
+not_allowed = _with_code(ReplyCode.NOT_ALLOWED)
+command_invalid = _with_code(ReplyCode.COMMAND_INVALID)
+channel_error = _with_code(ReplyCode.CHANNEL_ERROR)
+syntax_error = _with_code(ReplyCode.SYNTAX_ERROR)
+unexpected_frame = _with_code(ReplyCode.UNEXPECTED_FRAME)
+connection_forced = _with_code(ReplyCode.CONNECTION_FORCED)
 
 
 def frame_error(explanation: str, *, in_method: bool = True) -> AmqpError:
     return AmqpError(ReplyCode.FRAME_ERROR, explanation, in_method=in_method)
-
-
-def syntax_error(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.SYNTAX_ERROR, explanation)
-
-
-def unexpected_frame(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.UNEXPECTED_FRAME, explanation)
-
-
-def connection_forced(explanation: str) -> AmqpError:
-    return AmqpError(ReplyCode.CONNECTION_FORCED, explanation)

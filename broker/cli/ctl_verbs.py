@@ -41,6 +41,26 @@ from broker.cli.ctl_output import (
 Out = Callable[[str], None]
 
 
+def _say(o: argparse.Namespace, out: Out, line: str) -> None:
+    """The line rabbitmqctl prints before acting, unless `--quiet`."""
+    if not o.quiet:
+        out(line)
+
+
+def _call(c: Client, method: str, path: str, body: Any = None, *, missing: CtlError | None = None) -> Any:
+    """One management-API call the verb needs to succeed; `missing` is what a 404 means to this verb
+    (without it, the generic `not_found`)."""
+    status, data = c.request(method, path, body)
+    if status == 404 and missing is not None:
+        raise missing
+    check(status, data)
+    return data
+
+
+def _no_such_user(o: argparse.Namespace) -> CtlError:
+    return CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
+
+
 def list_queues(c: Client, o: argparse.Namespace, out: Out) -> int:
     cols = check_columns("list_queues", o.columns, QUEUE_COLUMNS, ("name", "messages"))
     rows = c.get(f"/queues/{q(o.vhost)}") if vhost_exists(c, o.vhost) else []
@@ -133,37 +153,29 @@ def list_policies(c: Client, o: argparse.Namespace, out: Out) -> int:
 
 
 def purge_queue(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(f"Purging queue '{o.queue}' in vhost '{o.vhost}' ...")
-    status, data = c.request("DELETE", f"/queues/{q(o.vhost)}/{q(o.queue)}/contents")
-    if status == 404:
-        raise CtlError("not_found", EX_UNAVAILABLE)
-    check(status, data)
+    _say(o, out, f"Purging queue '{o.queue}' in vhost '{o.vhost}' ...")
+    _call(c, "DELETE", f"/queues/{q(o.vhost)}/{q(o.queue)}/contents")
     return EX_OK
 
 
 def delete_queue(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(f"Deleting queue '{o.queue}' on vhost '{o.vhost}' ...")
+    _say(o, out, f"Deleting queue '{o.queue}' on vhost '{o.vhost}' ...")
     status, info = c.request("GET", f"/queues/{q(o.vhost)}/{q(o.queue)}")
     if status == 404:
         raise CtlError("Queue not found", EX_USAGE)
     flags = "&".join(f for f, on in (("if-unused=true", o.if_unused), ("if-empty=true", o.if_empty)) if on)
-    status, data = c.request("DELETE", f"/queues/{q(o.vhost)}/{q(o.queue)}" + (f"?{flags}" if flags else ""))
-    check(status, data)
+    _call(c, "DELETE", f"/queues/{q(o.vhost)}/{q(o.queue)}" + (f"?{flags}" if flags else ""))
     ready = info.get("messages_ready", 0) if isinstance(info, dict) else 0
     out(f"Queue was successfully deleted with {ready} ready messages")
     return EX_OK
 
 
 def add_user(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(f'Adding user "{o.username}" ...')
+    _say(o, out, f'Adding user "{o.username}" ...')
     status, _ = c.request("GET", f"/users/{q(o.username)}")
     if status == 200:
         raise CtlError(f'User "{o.username}" already exists', EX_SOFTWARE)
-    status, data = c.request("PUT", f"/users/{q(o.username)}", {"password": o.password_arg, "tags": ""})
-    check(status, data)
+    _call(c, "PUT", f"/users/{q(o.username)}", {"password": o.password_arg, "tags": ""})
     out(
         "Done. Don't forget to grant the user permissions to some virtual hosts! "
         "See 'rabbitmqctl help set_permissions' to learn more."
@@ -172,18 +184,15 @@ def add_user(c: Client, o: argparse.Namespace, out: Out) -> int:
 
 
 def set_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(f'Setting permissions for user "{o.username}" in vhost "{o.vhost}" ...')
+    _say(o, out, f'Setting permissions for user "{o.username}" in vhost "{o.vhost}" ...')
     require_user_and_vhost(c, o.username, o.vhost)
     body = {"configure": o.conf, "write": o.write, "read": o.read}
-    status, data = c.request("PUT", f"/permissions/{q(o.vhost)}/{q(o.username)}", body)
-    check(status, data)
+    _call(c, "PUT", f"/permissions/{q(o.vhost)}/{q(o.username)}", body)
     return EX_OK
 
 
 def add_vhost(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(f'Adding vhost "{o.name}" ...')
+    _say(o, out, f'Adding vhost "{o.name}" ...')
     status, data = c.request("PUT", f"/vhosts/{q(o.name)}", {})
     check(status, data)
     if status == 201:  # the API grants the acting user full permissions; rabbitmqctl does not
@@ -203,61 +212,49 @@ def _trace(c: Client, o: argparse.Namespace, out: Out, on: bool) -> int:
     """rabbitmqctl trace_on/trace_off -p vhost: the API's `tracing` flag of the vhost. rabbitmqctl
     accepts a vhost that does not exist (it only names it in a list); a PUT would create one, so
     an unknown vhost is reported done and left alone."""
-    if not o.quiet:
-        out(f'{"Starting" if on else "Stopping"} tracing for vhost "{o.vhost}" ...')
+    _say(o, out, f'{"Starting" if on else "Stopping"} tracing for vhost "{o.vhost}" ...')
     if vhost_exists(c, o.vhost):
-        status, data = c.request("PUT", f"/vhosts/{q(o.vhost)}", {"tracing": on})
-        check(status, data)
+        _call(c, "PUT", f"/vhosts/{q(o.vhost)}", {"tracing": on})
     out(f"Trace {'enabled' if on else 'disabled'} for vhost {o.vhost}")
     return EX_OK
 
 
 def delete_user(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(f'Deleting user "{o.username}" ...')
-    status, data = c.request("DELETE", f"/users/{q(o.username)}")
-    if status == 404:
-        raise CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
-    check(status, data)
+    _say(o, out, f'Deleting user "{o.username}" ...')
+    _call(c, "DELETE", f"/users/{q(o.username)}", missing=_no_such_user(o))
     return EX_OK
 
 
 def change_password(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(f'Changing password for user "{o.username}" ...')
+    _say(o, out, f'Changing password for user "{o.username}" ...')
     status, user = c.request("GET", f"/users/{q(o.username)}")
     if status == 404:
-        raise CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
+        raise _no_such_user(o)
     body = {"password": o.password_arg, "tags": ",".join(user.get("tags", []))}
-    status, data = c.request("PUT", f"/users/{q(o.username)}", body)
-    check(status, data)
+    _call(c, "PUT", f"/users/{q(o.username)}", body)
     return EX_OK
 
 
 def set_user_tags(c: Client, o: argparse.Namespace, out: Out) -> int:
     """Replace a user's tags, keeping its password: the stored hash is sent back unchanged."""
-    if not o.quiet:
-        out(f'Setting tags for user "{o.username}" to [{", ".join(o.tags)}] ...')
-    status, user = c.request("GET", f"/users/{q(o.username)}")
-    if status == 404:
-        raise CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
-    check(status, user)
+    _say(o, out, f'Setting tags for user "{o.username}" to [{", ".join(o.tags)}] ...')
+    user = _call(c, "GET", f"/users/{q(o.username)}", missing=_no_such_user(o))
     body = {"tags": ",".join(o.tags)}
     if isinstance(user, dict) and user.get("password_hash") is not None:
         body["password_hash"] = user["password_hash"]
         body["hashing_algorithm"] = user.get("hashing_algorithm", "rabbit_password_hashing_sha256")
-    status, data = c.request("PUT", f"/users/{q(o.username)}", body)
-    check(status, data)
+    _call(c, "PUT", f"/users/{q(o.username)}", body)
     return EX_OK
 
 
 def delete_vhost(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(f'Deleting vhost "{o.name}" ...')
-    status, data = c.request("DELETE", f"/vhosts/{q(o.name)}")
-    if status == 404:
-        raise CtlError(f"Virtual host '{o.name}' does not exist", EX_DATAERR)
-    check(status, data)
+    _say(o, out, f'Deleting vhost "{o.name}" ...')
+    _call(
+        c,
+        "DELETE",
+        f"/vhosts/{q(o.name)}",
+        missing=CtlError(f"Virtual host '{o.name}' does not exist", EX_DATAERR),
+    )
     return EX_OK
 
 
@@ -294,17 +291,13 @@ def _permissions(
     """A permissions listing: by vhost (one row per user) or by user (one row per vhost)."""
     if not o.quiet and o.formatter != "json":
         out(header)
-    status, rows = c.request("GET", path)
-    if status == 404:
-        raise missing
-    check(status, rows)
+    rows = _call(c, "GET", path, missing=missing)
     emit(out, o, [], (key, "configure", "write", "read"), rows)
     return EX_OK
 
 
 def clear_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(f'Clearing permissions for user "{o.username}" in vhost "{o.vhost}" ...')
+    _say(o, out, f'Clearing permissions for user "{o.username}" in vhost "{o.vhost}" ...')
     require_user_and_vhost(c, o.username, o.vhost)
     status, data = c.request("DELETE", f"/permissions/{q(o.vhost)}/{q(o.username)}")
     if status != 404:
@@ -326,8 +319,7 @@ def import_definitions(c: Client, o: argparse.Namespace, out: Out) -> int:
     if not o.quiet:
         src = "standard input" if o.file == "-" else f'a file at "{o.file}"'
         out(f"Importing definitions in JSON from {src} ...")
-    status, data = c.request("POST", "/definitions", doc)
-    check(status, data)
+    _call(c, "POST", "/definitions", doc)
     return EX_OK
 
 
@@ -338,55 +330,48 @@ def export_definitions(c: Client, o: argparse.Namespace, out: Out) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
         return EX_OK
-    if not o.quiet:
-        out(f'Exporting definitions in JSON to a file at "{o.file}" ...')
+    _say(o, out, f'Exporting definitions in JSON to a file at "{o.file}" ...')
     with open(o.file, "w", encoding="utf-8") as fh:
         fh.write(text)
     return EX_OK
 
 
 def set_policy(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(
-            f'Setting policy "{o.name}" for pattern "{o.pattern}" to "{o.definition}" '
-            f'with priority "{o.priority}" for vhost "{o.vhost}" ...'
-        )
+    _say(
+        o,
+        out,
+        f'Setting policy "{o.name}" for pattern "{o.pattern}" to "{o.definition}" '
+        f'with priority "{o.priority}" for vhost "{o.vhost}" ...',
+    )
     try:
         definition = json.loads(o.definition)
     except ValueError:
         raise CtlError(f"JSON decoding error: {o.definition}", EX_DATAERR) from None
     body = {"pattern": o.pattern, "definition": definition, "priority": o.priority, "apply-to": o.apply_to}
-    status, data = c.request("PUT", f"/policies/{q(o.vhost)}/{q(o.name)}", body)
-    check(status, data)
+    _call(c, "PUT", f"/policies/{q(o.vhost)}/{q(o.name)}", body)
     return EX_OK
 
 
 def clear_policy(c: Client, o: argparse.Namespace, out: Out) -> int:
-    if not o.quiet:
-        out(f'Clearing policy "{o.name}" on vhost "{o.vhost}" ...')
+    _say(o, out, f'Clearing policy "{o.name}" on vhost "{o.vhost}" ...')
     status, _ = c.request("GET", f"/policies/{q(o.vhost)}/{q(o.name)}")
     if status == 404:
         raise CtlError("Parameter does not exist", EX_UNAVAILABLE)
-    status, data = c.request("DELETE", f"/policies/{q(o.vhost)}/{q(o.name)}")
-    check(status, data)
+    _call(c, "DELETE", f"/policies/{q(o.vhost)}/{q(o.name)}")
     return EX_OK
 
 
 def add_node(c: Client, o: argparse.Namespace, out: Out) -> int:
     """hashbroker-only: a node joins the emulated cluster (sharded exchanges get its shards)."""
-    if not o.quiet:
-        out(f'Adding node "{o.node}" to the emulated cluster ...')
-    status, data = c.request("POST", f"/hashbroker/nodes/{q(o.node)}")
-    check(status, data)
+    _say(o, out, f'Adding node "{o.node}" to the emulated cluster ...')
+    _call(c, "POST", f"/hashbroker/nodes/{q(o.node)}")
     return EX_OK
 
 
 def remove_node(c: Client, o: argparse.Namespace, out: Out) -> int:
     """hashbroker-only: a node leaves the emulated cluster (its shard queues stay)."""
-    if not o.quiet:
-        out(f'Removing node "{o.node}" from the emulated cluster ...')
-    status, data = c.request("DELETE", f"/hashbroker/nodes/{q(o.node)}")
-    check(status, data)
+    _say(o, out, f'Removing node "{o.node}" from the emulated cluster ...')
+    _call(c, "DELETE", f"/hashbroker/nodes/{q(o.node)}")
     return EX_OK
 
 

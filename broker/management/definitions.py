@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker import __version__
+from broker.entities.info import BindingView
 from broker.entities.policy import Policy, PolicyCrash, validation_errors
 from broker.management.http import Response
 from broker.management.render import bad_request, key_missing
@@ -73,6 +74,18 @@ def policy_from_body(vhost: str, name: str, body: dict[str, Any]) -> Policy:
     return Policy(name, pattern, definition, priority, apply_to, vhost)
 
 
+def binding_json(b: BindingView) -> dict[str, Any]:
+    """A binding as the definitions document and /api/bindings show it (the API adds its key)."""
+    return {
+        "source": b.source,
+        "vhost": b.vhost,
+        "destination": b.destination,
+        "destination_type": b.destination_type,
+        "routing_key": b.routing_key,
+        "arguments": table_to_json(b.arguments),
+    }
+
+
 def export(
     state: BrokerState,
     users: list[dict[str, Any]],
@@ -109,14 +122,7 @@ def export(
         if e.name and not e.name.startswith("amq.")
     ]
     bindings = [
-        {
-            "source": b.source,
-            "vhost": b.vhost,
-            "destination": b.destination,
-            "destination_type": b.destination_type,
-            "routing_key": b.routing_key,
-            "arguments": table_to_json(b.arguments),
-        }
+        binding_json(b)
         for b in state.bindings_in_order(vhost)
         if b.destination_type == "exchange" or (b.vhost, b.destination) in exportable_queues
     ]

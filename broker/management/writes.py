@@ -151,21 +151,12 @@ class Writes:
         destination_type: str,
         key: str,
         args: dict[str, Any],
+        *,
+        remove: bool = False,
     ) -> None:
-        self._as_user(req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args))
-
-    async def unbind(
-        self,
-        req: Request,
-        vhost: str,
-        source: str,
-        destination: str,
-        destination_type: str,
-        key: str,
-        args: dict[str, Any],
-    ) -> None:
+        """Add the binding, or with `remove` take it away (the API's POST and DELETE of one)."""
         self._as_user(
-            req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args, remove=True)
+            req, vhost, lambda s: _bind(s, source, destination, destination_type, key, args, remove=remove)
         )
 
     # -- definitions ------------------------------------------------------------------------------
@@ -232,7 +223,7 @@ class Writes:
                 kind = str(b.get("destination_type", "queue"))
                 current = f"binding '{b['source']}' -> {kind} '{b['destination']}'"
                 key, args = str(b.get("routing_key", "")), b.get("arguments") or {}
-                _bind(s, b["source"], b["destination"], kind, key, args)
+                _bind(s, b["source"], b["destination"], kind, key, args, remove=False)
         except AmqpError as exc:
             raise DefinitionError(exc.reply_code, exc.reply_text, current) from None
 
@@ -337,21 +328,14 @@ def _declare_exchange(
 
 
 def _bind(
-    s: DirectSession,
-    source: str,
-    destination: str,
-    destination_type: str,
-    key: str,
-    args: dict[str, Any],
-    *,
-    remove: bool = False,
+    s: DirectSession, source: str, dest: str, dtype: str, key: str, args: dict[str, Any], *, remove: bool
 ) -> None:
     """exchange.bind/unbind or queue.bind/unbind, the names resolved as the channel resolves them."""
-    dest_name = D.strip_cr_lf(destination)
-    if destination_type == "exchange":
-        dest = Destination.exchange(dest_name)
+    dest_name = D.strip_cr_lf(dest)
+    if dtype == "exchange":
+        target = Destination.exchange(dest_name)
     else:
         method = "queue.unbind" if remove else "queue.bind"
-        dest = Destination.queue(D.sharded_queue(s.vhost_obj, method, dest_name))
+        target = Destination.queue(D.sharded_queue(s.vhost_obj, method, dest_name))
     fn = D.unbind if remove else D.bind
-    fn(s.vhost_obj, s, D.strip_cr_lf(source), dest, key, FieldTable.from_python(args))
+    fn(s.vhost_obj, s, D.strip_cr_lf(source), target, key, FieldTable.from_python(args))

@@ -283,86 +283,40 @@ PER_OBJECT_ONLY: frozenset[str] = frozenset(
     ]
 )
 
+
+def _detailed(names: str) -> tuple[Family, ...]:
+    """/metrics/detailed's families of these aggregated ones (named without `rabbitmq_`): the same
+    TYPE and HELP under `rabbitmq_detailed_`."""
+    known = {name: (typ, help_text) for name, typ, help_text in AGGREGATED}
+    return tuple((f"rabbitmq_detailed_{n}", *known[f"rabbitmq_{n}"]) for n in names.split())
+
+
 DETAILED: dict[str, tuple[Family, ...]] = {
-    "auth_attempt_detailed_metrics": _table(
-        """
-rabbitmq_detailed_auth_attempts_detailed_total counter Total number of authorization attempts with source info
-rabbitmq_detailed_auth_attempts_detailed_succeeded_total counter Total number of successful authorization attempts with source info
-rabbitmq_detailed_auth_attempts_detailed_failed_total counter Total number of failed authorization attempts with source info
-"""
+    "auth_attempt_detailed_metrics": _detailed(
+        "auth_attempts_detailed_total auth_attempts_detailed_succeeded_total auth_attempts_detailed_failed_total"
     ),
-    "auth_attempt_metrics": _table(
-        """
-rabbitmq_detailed_auth_attempts_total counter Total number of authorization attempts
-rabbitmq_detailed_auth_attempts_succeeded_total counter Total number of successful authentication attempts
-rabbitmq_detailed_auth_attempts_failed_total counter Total number of failed authentication attempts
-"""
+    "auth_attempt_metrics": _detailed(
+        "auth_attempts_total auth_attempts_succeeded_total auth_attempts_failed_total"
     ),
-    "channel_exchange_metrics": _table(
-        """
-rabbitmq_detailed_channel_messages_published_total counter Total number of messages published into an exchange on a channel
-rabbitmq_detailed_channel_messages_confirmed_total counter Total number of messages published into an exchange and confirmed on the channel
-rabbitmq_detailed_channel_messages_unroutable_returned_total counter Total number of messages published as mandatory into an exchange and returned to the publisher as unroutable
-rabbitmq_detailed_channel_messages_unroutable_dropped_total counter Total number of messages published as non-mandatory into an exchange and dropped as unroutable
-"""
+    "channel_exchange_metrics": _detailed(
+        "channel_messages_published_total channel_messages_confirmed_total channel_messages_unroutable_returned_total channel_messages_unroutable_dropped_total"
     ),
-    "channel_metrics": _table(
-        """
-rabbitmq_detailed_channel_consumers gauge Consumers on a channel
-rabbitmq_detailed_channel_messages_unacked gauge Delivered but not yet acknowledged messages
-rabbitmq_detailed_channel_messages_unconfirmed gauge Published but not yet confirmed messages
-rabbitmq_detailed_channel_messages_uncommitted gauge Messages received in a transaction but not yet committed
-rabbitmq_detailed_channel_acks_uncommitted gauge Message acknowledgements in a transaction not yet committed
-rabbitmq_detailed_consumer_prefetch gauge Limit of unacknowledged messages for each consumer
-rabbitmq_detailed_channel_prefetch gauge Total limit of unacknowledged messages for all consumers on a channel
-"""
+    "channel_metrics": _detailed(
+        "channel_consumers channel_messages_unacked channel_messages_unconfirmed channel_messages_uncommitted channel_acks_uncommitted consumer_prefetch channel_prefetch"
     ),
-    "channel_process_metrics": _table(
-        """
-rabbitmq_detailed_channel_process_reductions_total counter Total number of channel process reductions
-"""
+    "channel_process_metrics": _detailed("channel_process_reductions_total"),
+    "channel_queue_exchange_metrics": _detailed("queue_messages_published_total"),
+    "channel_queue_metrics": _detailed(
+        "channel_get_ack_total channel_get_total channel_messages_delivered_ack_total channel_messages_delivered_total channel_messages_redelivered_total channel_messages_acked_total channel_get_empty_total"
     ),
-    "channel_queue_exchange_metrics": _table(
-        """
-rabbitmq_detailed_queue_messages_published_total counter Total number of messages published to queues
-"""
+    "connection_churn_metrics": _detailed(
+        "connections_opened_total connections_closed_total channels_opened_total channels_closed_total queues_declared_total queues_created_total queues_deleted_total"
     ),
-    "channel_queue_metrics": _table(
-        """
-rabbitmq_detailed_channel_get_ack_total counter Total number of messages fetched with basic.get in manual acknowledgement mode
-rabbitmq_detailed_channel_get_total counter Total number of messages fetched with basic.get in automatic acknowledgement mode
-rabbitmq_detailed_channel_messages_delivered_ack_total counter Total number of messages delivered to consumers in manual acknowledgement mode
-rabbitmq_detailed_channel_messages_delivered_total counter Total number of messages delivered to consumers in automatic acknowledgement mode
-rabbitmq_detailed_channel_messages_redelivered_total counter Total number of messages redelivered to consumers
-rabbitmq_detailed_channel_messages_acked_total counter Total number of messages acknowledged by consumers
-rabbitmq_detailed_channel_get_empty_total counter Total number of times basic.get operations fetched no message
-"""
+    "connection_coarse_metrics": _detailed(
+        "connection_incoming_bytes_total connection_outgoing_bytes_total connection_process_reductions_total"
     ),
-    "connection_churn_metrics": _table(
-        """
-rabbitmq_detailed_connections_opened_total counter Total number of connections opened
-rabbitmq_detailed_connections_closed_total counter Total number of connections closed or terminated
-rabbitmq_detailed_channels_opened_total counter Total number of channels opened
-rabbitmq_detailed_channels_closed_total counter Total number of channels closed
-rabbitmq_detailed_queues_declared_total counter Total number of queues declared
-rabbitmq_detailed_queues_created_total counter Total number of queues created
-rabbitmq_detailed_queues_deleted_total counter Total number of queues deleted
-"""
-    ),
-    "connection_coarse_metrics": _table(
-        """
-rabbitmq_detailed_connection_incoming_bytes_total counter Total number of bytes received on a connection
-rabbitmq_detailed_connection_outgoing_bytes_total counter Total number of bytes sent on a connection
-rabbitmq_detailed_connection_process_reductions_total counter Total number of connection process reductions
-"""
-    ),
-    "connection_metrics": _table(
-        """
-rabbitmq_detailed_connection_incoming_packets_total counter Total number of packets received on a connection
-rabbitmq_detailed_connection_outgoing_packets_total counter Total number of packets sent on a connection
-rabbitmq_detailed_connection_pending_packets gauge Number of packets waiting to be sent on a connection
-rabbitmq_detailed_connection_channels gauge Channels on a connection
-"""
+    "connection_metrics": _detailed(
+        "connection_incoming_packets_total connection_outgoing_packets_total connection_pending_packets connection_channels"
     ),
     "exchange_bindings": _table(
         """
@@ -374,95 +328,24 @@ rabbitmq_cluster_exchange_bindings gauge Number of bindings for an exchange. Thi
 rabbitmq_cluster_exchange_name gauge Enumerates exchanges without any additional info. This value is cluster-wide. A cheaper alternative to `exchange_bindings`
 """
     ),
-    "node_coarse_metrics": _table(
-        """
-rabbitmq_detailed_process_open_fds gauge Open file descriptors
-rabbitmq_detailed_process_open_tcp_sockets gauge Open TCP sockets
-rabbitmq_detailed_process_resident_memory_bytes gauge Memory used in bytes
-rabbitmq_detailed_disk_space_available_bytes gauge Disk space available in bytes
-rabbitmq_detailed_erlang_processes_used gauge Erlang processes used
-rabbitmq_detailed_erlang_gc_runs_total counter Total number of Erlang garbage collector runs
-rabbitmq_detailed_erlang_gc_reclaimed_bytes_total counter Total number of bytes of memory reclaimed by Erlang garbage collector
-rabbitmq_detailed_erlang_scheduler_context_switches_total counter Total number of Erlang scheduler context switches
-"""
+    "node_coarse_metrics": _detailed(
+        "process_open_fds process_open_tcp_sockets process_resident_memory_bytes disk_space_available_bytes erlang_processes_used erlang_gc_runs_total erlang_gc_reclaimed_bytes_total erlang_scheduler_context_switches_total"
     ),
-    "node_metrics": _table(
-        """
-rabbitmq_detailed_process_max_fds gauge Open file descriptors limit
-rabbitmq_detailed_process_max_tcp_sockets gauge Open TCP sockets limit
-rabbitmq_detailed_resident_memory_limit_bytes gauge Memory high watermark in bytes
-rabbitmq_detailed_disk_space_available_limit_bytes gauge Free disk space low watermark in bytes
-rabbitmq_detailed_erlang_processes_limit gauge Erlang processes limit
-rabbitmq_detailed_erlang_scheduler_run_queue gauge Erlang scheduler run queue
-rabbitmq_detailed_erlang_net_ticktime_seconds gauge Inter-node heartbeat interval
-rabbitmq_detailed_erlang_uptime_seconds gauge Node uptime
-"""
+    "node_metrics": _detailed(
+        "process_max_fds process_max_tcp_sockets resident_memory_limit_bytes disk_space_available_limit_bytes erlang_processes_limit erlang_scheduler_run_queue erlang_net_ticktime_seconds erlang_uptime_seconds"
     ),
-    "node_persister_metrics": _table(
-        """
-rabbitmq_detailed_io_read_ops_total counter Total number of I/O read operations
-rabbitmq_detailed_io_read_bytes_total counter Total number of I/O bytes read
-rabbitmq_detailed_io_write_ops_total counter Total number of I/O write operations
-rabbitmq_detailed_io_write_bytes_total counter Total number of I/O bytes written
-rabbitmq_detailed_io_sync_ops_total counter Total number of I/O sync operations
-rabbitmq_detailed_io_seek_ops_total counter Total number of I/O seek operations
-rabbitmq_detailed_io_reopen_ops_total counter Total number of times files have been reopened
-rabbitmq_detailed_schema_db_ram_tx_total counter Total number of Schema DB memory transactions
-rabbitmq_detailed_schema_db_disk_tx_total counter Total number of Schema DB disk transactions
-rabbitmq_detailed_msg_store_read_total counter Total number of Message Store read operations
-rabbitmq_detailed_msg_store_write_total counter Total number of Message Store write operations
-rabbitmq_detailed_queue_index_read_ops_total counter Total number of Queue Index read operations
-rabbitmq_detailed_queue_index_write_ops_total counter Total number of Queue Index write operations
-rabbitmq_detailed_io_read_time_seconds_total counter Total I/O read time
-rabbitmq_detailed_io_write_time_seconds_total counter Total I/O write time
-rabbitmq_detailed_io_sync_time_seconds_total counter Total I/O sync time
-rabbitmq_detailed_io_seek_time_seconds_total counter Total I/O seek time
-"""
+    "node_persister_metrics": _detailed(
+        "io_read_ops_total io_read_bytes_total io_write_ops_total io_write_bytes_total io_sync_ops_total io_seek_ops_total io_reopen_ops_total schema_db_ram_tx_total schema_db_disk_tx_total msg_store_read_total msg_store_write_total queue_index_read_ops_total queue_index_write_ops_total io_read_time_seconds_total io_write_time_seconds_total io_sync_time_seconds_total io_seek_time_seconds_total"
     ),
-    "queue_coarse_metrics": _table(
-        """
-rabbitmq_detailed_queue_messages_ready gauge Messages ready to be delivered to consumers
-rabbitmq_detailed_queue_messages_unacked gauge Messages delivered to consumers but not yet acknowledged
-rabbitmq_detailed_queue_messages gauge Sum of ready and unacknowledged messages - total queue depth
-rabbitmq_detailed_queue_process_reductions_total counter Total number of queue process reductions
-"""
+    "queue_coarse_metrics": _detailed(
+        "queue_messages_ready queue_messages_unacked queue_messages queue_process_reductions_total"
     ),
-    "queue_consumer_count": _table(
-        """
-rabbitmq_detailed_queue_consumers gauge Consumers on a queue
-"""
+    "queue_consumer_count": _detailed("queue_consumers"),
+    "queue_metrics": _detailed(
+        "queue_consumers queue_consumer_capacity queue_consumer_utilisation queue_process_memory_bytes queue_messages_ram queue_messages_ram_bytes queue_messages_ready_ram queue_messages_unacked_ram queue_messages_persistent queue_messages_persistent_bytes queue_messages_bytes queue_messages_ready_bytes queue_messages_unacked_bytes queue_messages_paged_out queue_messages_paged_out_bytes queue_head_message_timestamp queue_disk_reads_total queue_disk_writes_total"
     ),
-    "queue_metrics": _table(
-        """
-rabbitmq_detailed_queue_consumers gauge Consumers on a queue
-rabbitmq_detailed_queue_consumer_capacity gauge Consumer capacity
-rabbitmq_detailed_queue_consumer_utilisation gauge Same as consumer capacity
-rabbitmq_detailed_queue_process_memory_bytes gauge Memory in bytes used by the Erlang queue process
-rabbitmq_detailed_queue_messages_ram gauge Ready and unacknowledged messages stored in memory
-rabbitmq_detailed_queue_messages_ram_bytes gauge Size of ready and unacknowledged messages stored in memory
-rabbitmq_detailed_queue_messages_ready_ram gauge Ready messages stored in memory
-rabbitmq_detailed_queue_messages_unacked_ram gauge Unacknowledged messages stored in memory
-rabbitmq_detailed_queue_messages_persistent gauge Persistent messages
-rabbitmq_detailed_queue_messages_persistent_bytes gauge Size in bytes of persistent messages
-rabbitmq_detailed_queue_messages_bytes gauge Size in bytes of ready and unacknowledged messages
-rabbitmq_detailed_queue_messages_ready_bytes gauge Size in bytes of ready messages
-rabbitmq_detailed_queue_messages_unacked_bytes gauge Size in bytes of all unacknowledged messages
-rabbitmq_detailed_queue_messages_paged_out gauge Messages paged out to disk
-rabbitmq_detailed_queue_messages_paged_out_bytes gauge Size in bytes of messages paged out to disk
-rabbitmq_detailed_queue_head_message_timestamp gauge Timestamp of the first message in the queue, if any
-rabbitmq_detailed_queue_disk_reads_total counter Total number of times queue read messages from disk
-rabbitmq_detailed_queue_disk_writes_total counter Total number of times queue wrote messages to disk
-"""
-    ),
-    "ra_metrics": _table(
-        """
-rabbitmq_detailed_raft_term_total counter Current Raft term number
-rabbitmq_detailed_raft_log_snapshot_index gauge Raft log snapshot index
-rabbitmq_detailed_raft_log_last_applied_index gauge Raft log last applied index
-rabbitmq_detailed_raft_log_commit_index gauge Raft log commit index
-rabbitmq_detailed_raft_log_last_written_index gauge Raft log last written index
-rabbitmq_detailed_raft_entry_commit_latency_seconds gauge Time taken for a log entry to be committed
-"""
+    "ra_metrics": _detailed(
+        "raft_term_total raft_log_snapshot_index raft_log_last_applied_index raft_log_commit_index raft_log_last_written_index raft_entry_commit_latency_seconds"
     ),
     "vhost_status": _table(
         """

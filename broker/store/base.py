@@ -13,18 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from broker.store import records as rec
 from broker.store.page_spool import PageDirectory
-from broker.store.records import (
-    BindingRecord,
-    DelayedRecord,
-    ExchangeRecord,
-    PermissionRecord,
-    PolicyRecord,
-    QueueRecord,
-    Snapshot,
-    UserRecord,
-    VHostRecord,
-)
 
 
 class StoreError(Exception):
@@ -57,7 +47,7 @@ class Store(ABC):
     """Where queues page messages out of memory (broker.entities.queues.classic.paging); None: they do not."""
 
     @abstractmethod
-    def load(self, *, messages: bool = True) -> Snapshot:
+    def load(self, *, messages: bool = True) -> rec.Snapshot:
         """Everything durable, in rebuild order. Call once, before `start`. With `messages`
         False, the snapshot has each queue's depth instead of its messages (`read_queue` reads
         them, as a restarted broker does while its queues drain)."""
@@ -92,35 +82,35 @@ class Store(ABC):
     # -- metadata ---------------------------------------------------------------------------------
 
     @abstractmethod
-    def put_vhost(self, vhost: VHostRecord) -> None: ...
+    def put_vhost(self, vhost: rec.VHostRecord) -> None: ...
 
     @abstractmethod
     def delete_vhost(self, name: str) -> None:
         """Also removes every exchange, queue, binding, policy, permission and message of the vhost."""
 
     @abstractmethod
-    def put_user(self, user: UserRecord) -> None: ...
+    def put_user(self, user: rec.UserRecord) -> None: ...
 
     @abstractmethod
     def delete_user(self, name: str) -> None:
         """Also removes the user's permissions."""
 
     @abstractmethod
-    def put_permission(self, permission: PermissionRecord) -> None:
+    def put_permission(self, permission: rec.PermissionRecord) -> None:
         """Insert or replace (same vhost + user)."""
 
     @abstractmethod
     def delete_permission(self, vhost: str, user: str) -> None: ...
 
     @abstractmethod
-    def put_policy(self, policy: PolicyRecord) -> None:
+    def put_policy(self, policy: rec.PolicyRecord) -> None:
         """Insert or replace (same vhost + name); a replaced policy keeps its place in load order."""
 
     @abstractmethod
     def delete_policy(self, vhost: str, name: str) -> None: ...
 
     @abstractmethod
-    def put_exchange(self, exchange: ExchangeRecord) -> None:
+    def put_exchange(self, exchange: rec.ExchangeRecord) -> None:
         """Insert or update a durable exchange (an update keeps its place in load order)."""
 
     @abstractmethod
@@ -128,7 +118,7 @@ class Store(ABC):
         """Also removes bindings whose source or destination is this exchange."""
 
     @abstractmethod
-    def put_queue(self, queue: QueueRecord) -> None:
+    def put_queue(self, queue: rec.QueueRecord) -> None:
         """Insert or update a durable queue (an update keeps its place and its messages)."""
 
     @abstractmethod
@@ -136,12 +126,12 @@ class Store(ABC):
         """Also removes the queue's messages and the bindings to it."""
 
     @abstractmethod
-    def add_binding(self, binding: BindingRecord) -> None:
+    def add_binding(self, binding: rec.BindingRecord) -> None:
         """Append a binding; re-adding an identical one is ignored and keeps the original position,
         as `VHost.add_binding` ignores it (so the consistent-hash ring is unchanged)."""
 
     @abstractmethod
-    def remove_binding(self, binding: BindingRecord) -> None: ...
+    def remove_binding(self, binding: rec.BindingRecord) -> None: ...
 
     # -- messages ---------------------------------------------------------------------------------
 
@@ -200,7 +190,7 @@ class Store(ABC):
     # keeps none (they are then gone after a restart). Deleting an exchange or a vhost also
     # forgets those it held.
 
-    def put_delayed(self, record: DelayedRecord) -> None:
+    def put_delayed(self, record: rec.DelayedRecord) -> None:
         """A durable delayed exchange holds a message until its due time."""
         return None
 
@@ -222,8 +212,8 @@ class NullStore(Store):
         self.stats = StoreStats()
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def load(self, *, messages: bool = True) -> Snapshot:
-        return Snapshot()
+    def load(self, *, messages: bool = True) -> rec.Snapshot:
+        return rec.Snapshot()
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop
@@ -237,46 +227,46 @@ class NullStore(Store):
         fut.set_result(None)
         return fut
 
-    def put_vhost(self, vhost: VHostRecord) -> None:
+    def put_vhost(self, vhost: rec.VHostRecord) -> None:
         pass
 
     def delete_vhost(self, name: str) -> None:
         pass
 
-    def put_user(self, user: UserRecord) -> None:
+    def put_user(self, user: rec.UserRecord) -> None:
         pass
 
     def delete_user(self, name: str) -> None:
         pass
 
-    def put_permission(self, permission: PermissionRecord) -> None:
+    def put_permission(self, permission: rec.PermissionRecord) -> None:
         pass
 
     def delete_permission(self, vhost: str, user: str) -> None:
         pass
 
-    def put_policy(self, policy: PolicyRecord) -> None:
+    def put_policy(self, policy: rec.PolicyRecord) -> None:
         pass
 
     def delete_policy(self, vhost: str, name: str) -> None:
         pass
 
-    def put_exchange(self, exchange: ExchangeRecord) -> None:
+    def put_exchange(self, exchange: rec.ExchangeRecord) -> None:
         pass
 
     def delete_exchange(self, vhost: str, name: str) -> None:
         pass
 
-    def put_queue(self, queue: QueueRecord) -> None:
+    def put_queue(self, queue: rec.QueueRecord) -> None:
         pass
 
     def delete_queue(self, vhost: str, name: str) -> None:
         pass
 
-    def add_binding(self, binding: BindingRecord) -> None:
+    def add_binding(self, binding: rec.BindingRecord) -> None:
         pass
 
-    def remove_binding(self, binding: BindingRecord) -> None:
+    def remove_binding(self, binding: rec.BindingRecord) -> None:
         pass
 
     def persist(

@@ -6,6 +6,7 @@ from typing import Any
 
 from broker.entities.info import BindingView
 from broker.management.context import Context
+from broker.management.definitions import binding_json
 from broker.management.http import Request, Response
 from broker.management.render import (
     access_refused,
@@ -17,19 +18,12 @@ from broker.management.render import (
     quote_segment,
 )
 from broker.management.values import properties_key, table_to_json
+from broker.management.views.guards import write_response
 from broker.management.writes import AmqpOpError
 
 
 def fmt_binding(b: BindingView) -> dict[str, Any]:
-    return {
-        "source": b.source,
-        "vhost": b.vhost,
-        "destination": b.destination,
-        "destination_type": b.destination_type,
-        "routing_key": b.routing_key,
-        "arguments": table_to_json(b.arguments),
-        "properties_key": properties_key(b.routing_key, b.arguments),
-    }
+    return {**binding_json(b), "properties_key": properties_key(b.routing_key, b.arguments)}
 
 
 async def get_bindings(ctx: Context, req: Request, segs: list[str]) -> Response:
@@ -148,8 +142,7 @@ async def delete_binding(ctx: Context, req: Request, segs: list[str]) -> Respons
     if not match:
         return not_found()
     b = match[0]
-    try:
-        await ctx.writes.unbind(req, vhost, source, dest, dtype, b.routing_key, table_to_json(b.arguments))
-    except AmqpOpError as exc:
-        return operation_failed(exc.code, exc.text)
-    return Response(204)
+    args = table_to_json(b.arguments)
+    return await write_response(
+        ctx.writes.bind(req, vhost, source, dest, dtype, b.routing_key, args, remove=True)
+    )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from broker.entities.info import ChannelView, ConnectionView, ConsumerView, QueueView
 from broker.management.connection_close import force_close
@@ -11,6 +12,8 @@ from broker.management.http import Request, Response
 from broker.management.render import formatted, not_authorised, not_found
 from broker.management.sessions import Sessions
 from broker.management.values import table_to_json
+
+T = TypeVar("T")
 
 
 def fmt_connection(ctx: Context, c: ConnectionView) -> dict[str, Any]:
@@ -107,28 +110,40 @@ def _own(ctx: Context, req: Request, user: str) -> bool:
 
 async def get_connections(ctx: Context, req: Request, segs: list[str]) -> Response:
     """/api/connections, or /api/vhosts/{vhost}/connections for one vhost's."""
-    vhost = segs[1] if segs[0] == "vhosts" else None
-    if vhost is not None and not ctx.state.has_vhost(vhost):
-        return not_found()
-    conns = [
-        c
-        for c in ctx.state.sessions().connections()
-        if _own(ctx, req, c.user) and (vhost is None or c.vhost == vhost)
-    ]
-    return Response.json(await formatted(conns, lambda c: fmt_connection(ctx, c)))
+    return await _session_listing(ctx, req, segs, Sessions.connections, _itself, fmt_connection)
 
 
 async def get_channels(ctx: Context, req: Request, segs: list[str]) -> Response:
     """/api/channels, or /api/vhosts/{vhost}/channels for one vhost's."""
+    return await _session_listing(ctx, req, segs, Sessions.channels, _connection_of, fmt_channel)
+
+
+async def _session_listing(
+    ctx: Context,
+    req: Request,
+    segs: list[str],
+    rows: Callable[[Sessions], Iterable[T]],
+    connection: Callable[[T], ConnectionView],
+    fmt: Callable[[Context, T], dict[str, Any]],
+) -> Response:
+    """Connections or channels the caller may see (`_own`), of one vhost when the path names one."""
     vhost = segs[1] if segs[0] == "vhosts" else None
     if vhost is not None and not ctx.state.has_vhost(vhost):
         return not_found()
-    chans = [
-        ch
-        for ch in ctx.state.sessions().channels()
-        if _own(ctx, req, ch.connection.user) and (vhost is None or ch.connection.vhost == vhost)
+    shown = [
+        row
+        for row in rows(ctx.state.sessions())
+        if _own(ctx, req, (c := connection(row)).user) and (vhost is None or c.vhost == vhost)
     ]
-    return Response.json(await formatted(chans, lambda ch: fmt_channel(ctx, ch)))
+    return Response.json(await formatted(shown, lambda row: fmt(ctx, row)))
+
+
+def _itself(c: ConnectionView) -> ConnectionView:
+    return c
+
+
+def _connection_of(ch: ChannelView) -> ConnectionView:
+    return ch.connection
 
 
 async def get_consumers(ctx: Context, req: Request, segs: list[str]) -> Response:

@@ -19,11 +19,12 @@ from broker.management.render import (
     formatted,
     has_null,
     json_body,
+    key_missing,
     not_found,
-    operation_failed,
     with_rates,
 )
 from broker.management.values import json_value, table_to_json
+from broker.management.views.guards import vhost_body, vhost_refusal, write_response
 from broker.management.writes import AmqpOpError, PropertyTypeError
 
 
@@ -74,30 +75,25 @@ async def get_exchanges(ctx: Context, req: Request, segs: list[str]) -> Response
 
 async def put_exchange(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], exchange_name(segs[2])
-    if not ctx.state.has_vhost(vhost):
-        return not_found()
-    if not ctx.may_use_vhost(req, vhost):
-        return access_refused()
+    if (refusal := vhost_refusal(ctx, req, vhost)) is not None:
+        return refusal
     if name == "" or name.startswith("amq."):
         return access_refused()
     body = json_body(req)
     if isinstance(body, Response):
         return body
     existed = ctx.state.exchange(vhost, name) is not None
-    try:
-        await ctx.writes.declare_exchange(
-            req,
-            vhost,
-            name,
-            body.get("type") or "direct",
-            body_bool(body, "durable"),
-            body_bool(body, "auto_delete"),
-            body_bool(body, "internal"),
-            body.get("arguments") or {},
-        )
-    except AmqpOpError as exc:
-        return operation_failed(exc.code, exc.text)
-    return Response(204 if existed else 201)
+    declare = ctx.writes.declare_exchange(
+        req,
+        vhost,
+        name,
+        body.get("type") or "direct",
+        body_bool(body, "durable"),
+        body_bool(body, "auto_delete"),
+        body_bool(body, "internal"),
+        body.get("arguments") or {},
+    )
+    return await write_response(declare, 204 if existed else 201)
 
 
 async def delete_exchange(ctx: Context, req: Request, segs: list[str]) -> Response:
@@ -108,25 +104,16 @@ async def delete_exchange(ctx: Context, req: Request, segs: list[str]) -> Respon
         return access_refused()
     if ctx.state.exchange(vhost, name) is None:
         return not_found()
-    try:
-        await ctx.writes.delete_exchange(req, vhost, name, flag(req, "if-unused"))
-    except AmqpOpError as exc:
-        return operation_failed(exc.code, exc.text)
-    return Response(204)
+    return await write_response(ctx.writes.delete_exchange(req, vhost, name, flag(req, "if-unused")))
 
 
 async def publish(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], exchange_name(segs[2])
-    if not ctx.state.has_vhost(vhost):
-        return not_found()
-    if not ctx.may_use_vhost(req, vhost):
-        return access_refused()
-    body = json_body(req)
+    body = vhost_body(ctx, req, vhost)
     if isinstance(body, Response):
         return body
-    missing = [k for k in ("routing_key", "properties", "payload", "payload_encoding") if k not in body]
-    if missing:
-        return bad_request("[" + ",".join(f"{{key_missing,{k}}}" for k in missing) + "]")
+    if (refusal := key_missing(body, "routing_key", "properties", "payload", "payload_encoding")) is not None:
+        return refusal
     enc = body["payload_encoding"]
     if enc == "string":
         payload = str(body["payload"]).encode("utf-8")

@@ -13,7 +13,7 @@ from broker.management.render import (
     body_bool,
     flag,
     formatted,
-    json_body,
+    key_missing,
     not_authorised,
     not_found,
     operation_failed,
@@ -22,6 +22,7 @@ from broker.management.render import (
 from broker.management.sessions import Sessions
 from broker.management.values import table_to_json
 from broker.management.views.connections import fmt_consumer
+from broker.management.views.guards import vhost_body, write_response
 from broker.management.writes import ACK_MODES, AmqpOpError
 
 
@@ -169,11 +170,7 @@ async def get_queues(ctx: Context, req: Request, segs: list[str]) -> Response:
 
 async def put_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if not ctx.state.has_vhost(vhost):
-        return not_found()
-    if not ctx.may_use_vhost(req, vhost):
-        return access_refused()
-    body = json_body(req)
+    body = vhost_body(ctx, req, vhost)
     if isinstance(body, Response):
         return body
     existed = ctx.state.queue(vhost, name) is not None
@@ -193,50 +190,38 @@ async def put_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
     return Response(204 if existed else 201)
 
 
-async def delete_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
-    vhost, name = segs[1], segs[2]
+def _missing_queue_refusal(ctx: Context, req: Request, vhost: str, name: str) -> Response | None:
+    """403 for a user without access to the vhost (when it exists), then 404 for no such queue."""
     if ctx.state.has_vhost(vhost) and not ctx.may_use_vhost(req, vhost):
         return access_refused()
     if ctx.state.queue(vhost, name) is None:
         return not_found()
-    try:
-        await ctx.writes.delete_queue(
-            req,
-            vhost,
-            name,
-            flag(req, "if-unused"),
-            flag(req, "if-empty"),
-        )
-    except AmqpOpError as exc:
-        return operation_failed(exc.code, exc.text)
-    return Response(204)
+    return None
+
+
+async def delete_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
+    vhost, name = segs[1], segs[2]
+    if (refusal := _missing_queue_refusal(ctx, req, vhost, name)) is not None:
+        return refusal
+    return await write_response(
+        ctx.writes.delete_queue(req, vhost, name, flag(req, "if-unused"), flag(req, "if-empty"))
+    )
 
 
 async def purge_queue(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if ctx.state.has_vhost(vhost) and not ctx.may_use_vhost(req, vhost):
-        return access_refused()
-    if ctx.state.queue(vhost, name) is None:
-        return not_found()
-    try:
-        await ctx.writes.purge_queue(req, vhost, name)
-    except AmqpOpError as exc:
-        return operation_failed(exc.code, exc.text)
-    return Response(204)
+    if (refusal := _missing_queue_refusal(ctx, req, vhost, name)) is not None:
+        return refusal
+    return await write_response(ctx.writes.purge_queue(req, vhost, name))
 
 
 async def get_messages(ctx: Context, req: Request, segs: list[str]) -> Response:
     vhost, name = segs[1], segs[2]
-    if not ctx.state.has_vhost(vhost):
-        return not_found()
-    if not ctx.may_use_vhost(req, vhost):
-        return access_refused()
-    body = json_body(req)
+    body = vhost_body(ctx, req, vhost)
     if isinstance(body, Response):
         return body
-    missing = [k for k in ("count", "ackmode", "encoding") if k not in body]
-    if missing:
-        return bad_request("[" + ",".join(f"{{key_missing,{k}}}" for k in missing) + "]")
+    if (refusal := key_missing(body, "count", "ackmode", "encoding")) is not None:
+        return refusal
     ackmode, encoding = body["ackmode"], body["encoding"]
     if encoding not in ("auto", "base64"):
         return bad_request("Unsupported encoding. Please use auto or base64.")

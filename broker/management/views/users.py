@@ -10,6 +10,7 @@ from broker.management.http import Request, Response
 from broker.management.render import (
     bad_request,
     json_body,
+    key_missing,
     not_found,
 )
 
@@ -98,9 +99,8 @@ async def put_permission(ctx: Context, req: Request, segs: list[str]) -> Respons
     body = json_body(req)
     if isinstance(body, Response):
         return body
-    missing = [k for k in ("configure", "write", "read") if k not in body]
-    if missing:
-        return bad_request("[" + ",".join(f"{{key_missing,{k}}}" for k in missing) + "]")
+    if (refusal := key_missing(body, "configure", "write", "read")) is not None:
+        return refusal
     try:
         created = ctx.writes.set_permissions(
             vhost, user, str(body["configure"]), str(body["write"]), str(body["read"])

@@ -7,19 +7,8 @@ import sqlite3
 from pathlib import Path
 
 from amqpwire.fields import FieldDecodeError, FieldTable
+from broker.store import records as rec
 from broker.store.base import StoreError
-from broker.store.records import (
-    BindingRecord,
-    DelayedRecord,
-    ExchangeRecord,
-    MessageRecord,
-    PermissionRecord,
-    PolicyRecord,
-    QueueRecord,
-    Snapshot,
-    UserRecord,
-    VHostRecord,
-)
 from broker.store.sqlite.schema import from_blob, to_blob
 
 #: Per queue: message count, body bytes and last position, from the positions alone (a row
@@ -40,33 +29,33 @@ QUEUE_SEQS = (
 )
 
 
-def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -> Snapshot:
+def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -> rec.Snapshot:
     """Everything stored, in rebuild order; a body shared by several queues is one bytes object.
     Without `messages`, each queue's depth instead (`QueueReader` reads the messages later)."""
-    snap = Snapshot()
+    snap = rec.Snapshot()
     try:
         for name, desc, tags in c.execute("SELECT name, description, tags FROM vhosts ORDER BY id"):
-            snap.vhosts.append(VHostRecord(from_blob(name), desc, tuple(json.loads(tags))))
+            snap.vhosts.append(rec.VHostRecord(from_blob(name), desc, tuple(json.loads(tags))))
         for name, pw, algo, tags in c.execute(
             "SELECT name, password_hash, hashing_algorithm, tags FROM users ORDER BY id"
         ):
-            snap.users.append(UserRecord(name, pw, algo, tuple(json.loads(tags))))
+            snap.users.append(rec.UserRecord(name, pw, algo, tuple(json.loads(tags))))
         for vhost, user, conf, write, read in c.execute(
             "SELECT vhost, user, configure, write, read FROM permissions ORDER BY id"
         ):
-            snap.permissions.append(PermissionRecord(from_blob(vhost), user, conf, write, read))
+            snap.permissions.append(rec.PermissionRecord(from_blob(vhost), user, conf, write, read))
         for vhost, name, pattern, definition, priority, apply_to in c.execute(
             "SELECT vhost, name, pattern, definition, priority, apply_to FROM policies ORDER BY id"
         ):
             snap.policies.append(
-                PolicyRecord(from_blob(vhost), name, pattern, definition, priority, apply_to)
+                rec.PolicyRecord(from_blob(vhost), name, pattern, definition, priority, apply_to)
             )
         where = str(path)
         for vhost, name, type_, durable, auto_delete, internal, args in c.execute(
             "SELECT vhost, name, type, durable, auto_delete, internal, arguments FROM exchanges ORDER BY id"
         ):
             snap.exchanges.append(
-                ExchangeRecord(
+                rec.ExchangeRecord(
                     from_blob(vhost),
                     from_blob(name),
                     type_,
@@ -81,7 +70,7 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
             "FROM queues ORDER BY id"
         ):
             snap.queues.append(
-                QueueRecord(
+                rec.QueueRecord(
                     from_blob(vhost),
                     from_blob(name),
                     bool(durable),
@@ -96,7 +85,7 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
             "SELECT vhost, source, dest_kind, destination, key, arguments FROM bindings ORDER BY id"
         ):
             snap.bindings.append(
-                BindingRecord(
+                rec.BindingRecord(
                     from_blob(vhost),
                     from_blob(source),
                     kind,
@@ -110,7 +99,7 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
             "ORDER BY vhost, key"
         ):
             snap.delayed.append(
-                DelayedRecord(
+                rec.DelayedRecord(
                     from_blob(vhost),
                     int(key),
                     from_blob(exchange),
@@ -144,7 +133,7 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
                 content = shared[msg_id] = (bytes(props), bytes(body), from_blob(exchange), from_blob(rk))
             vq = (from_blob(vhost), from_blob(queue))
             snap.messages.setdefault(vq, []).append(
-                MessageRecord(
+                rec.MessageRecord(
                     vq[0], vq[1], seq, content[0], content[1], content[2], content[3], bool(redelivered)
                 )
             )

@@ -35,19 +35,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from broker.store import records as rec
 from broker.store.base import Store, StoreError, StoreStats
 from broker.store.page_spool import PageDirectory
-from broker.store.records import (
-    BindingRecord,
-    DelayedRecord,
-    ExchangeRecord,
-    PermissionRecord,
-    PolicyRecord,
-    QueueRecord,
-    Snapshot,
-    UserRecord,
-    VHostRecord,
-)
 from broker.store.sqlite import schema as S
 from broker.store.sqlite.load import QueueReader, load_snapshot
 from broker.store.sqlite.opening import Check, Sync, check_existing, connect, lock_directory
@@ -137,7 +127,7 @@ class SqliteStore(Store):
 
     # -- loading ------------------------------------------------------------------------------------
 
-    def load(self, *, messages: bool = True) -> Snapshot:
+    def load(self, *, messages: bool = True) -> rec.Snapshot:
         if self._writer.started:
             raise StoreError(f"{self.path}: load() must be called before start()")
         return load_snapshot(self._conn, self.path, messages=messages)
@@ -189,7 +179,7 @@ class SqliteStore(Store):
 
     # -- statements ---------------------------------------------------------------------------------
 
-    def put_vhost(self, vhost: VHostRecord) -> None:
+    def put_vhost(self, vhost: rec.VHostRecord) -> None:
         self._writer.submit(
             [(S.PUT_VHOST, (to_blob(vhost.name), vhost.description, json.dumps(list(vhost.tags))))]
         )
@@ -210,7 +200,7 @@ class SqliteStore(Store):
             ]
         )
 
-    def put_user(self, user: UserRecord) -> None:
+    def put_user(self, user: rec.UserRecord) -> None:
         self._writer.submit(
             [
                 (
@@ -228,7 +218,7 @@ class SqliteStore(Store):
             ]
         )
 
-    def put_permission(self, permission: PermissionRecord) -> None:
+    def put_permission(self, permission: rec.PermissionRecord) -> None:
         p = permission
         self._writer.submit([(S.PUT_PERMISSION, (to_blob(p.vhost), p.user, p.configure, p.write, p.read))])
 
@@ -237,7 +227,7 @@ class SqliteStore(Store):
             [("DELETE FROM permissions WHERE vhost = ? AND user = ?", (to_blob(vhost), user))]
         )
 
-    def put_policy(self, policy: PolicyRecord) -> None:
+    def put_policy(self, policy: rec.PolicyRecord) -> None:
         p = policy
         self._writer.submit(
             [(S.PUT_POLICY, (to_blob(p.vhost), p.name, p.pattern, p.definition, int(p.priority), p.apply_to))]
@@ -246,7 +236,7 @@ class SqliteStore(Store):
     def delete_policy(self, vhost: str, name: str) -> None:
         self._writer.submit([("DELETE FROM policies WHERE vhost = ? AND name = ?", (to_blob(vhost), name))])
 
-    def put_exchange(self, exchange: ExchangeRecord) -> None:
+    def put_exchange(self, exchange: rec.ExchangeRecord) -> None:
         x = exchange
         self._writer.submit(
             [
@@ -279,7 +269,7 @@ class SqliteStore(Store):
             ]
         )
 
-    def put_queue(self, queue: QueueRecord) -> None:
+    def put_queue(self, queue: rec.QueueRecord) -> None:
         q = queue
         self._writer.submit(
             [
@@ -312,7 +302,7 @@ class SqliteStore(Store):
         )
 
     @staticmethod
-    def _binding_key(b: BindingRecord) -> tuple[Any, ...]:
+    def _binding_key(b: rec.BindingRecord) -> tuple[Any, ...]:
         return (
             to_blob(b.vhost),
             to_blob(b.source),
@@ -322,14 +312,14 @@ class SqliteStore(Store):
             b.arguments.encode(),
         )
 
-    def add_binding(self, binding: BindingRecord) -> None:
+    def add_binding(self, binding: rec.BindingRecord) -> None:
         if binding.destination_kind not in ("queue", "exchange"):
             raise ValueError(
                 f"destination_kind must be 'queue' or 'exchange', not {binding.destination_kind!r}"
             )
         self._writer.submit([(S.ADD_BINDING, self._binding_key(binding))])
 
-    def remove_binding(self, binding: BindingRecord) -> None:
+    def remove_binding(self, binding: rec.BindingRecord) -> None:
         self._writer.submit([(S.REMOVE_BINDING, self._binding_key(binding))])
 
     def persist(
@@ -435,7 +425,7 @@ class SqliteStore(Store):
 
     # -- x-delayed-message ----------------------------------------------------------------------------
 
-    def put_delayed(self, record: DelayedRecord) -> None:
+    def put_delayed(self, record: rec.DelayedRecord) -> None:
         r = record
         row = (
             to_blob(r.vhost),
