@@ -63,6 +63,12 @@ PLUGINS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "test_management_definitions": (MANAGEMENT, CONSISTENT_HASH),
     "test_management_policies": (MANAGEMENT, SHARDING),
     "test_rabbitmqadmin": (MANAGEMENT, CONSISTENT_HASH),
+    "test_definitions_import": (MANAGEMENT,),
+    "test_health_checks": (MANAGEMENT,),
+    "test_missing_paths": (MANAGEMENT,),
+    "test_paging_sorting": (MANAGEMENT,),
+    "test_header_bytes": (MANAGEMENT,),
+    "test_management_hardening": (MANAGEMENT,),
 }
 
 #: Test directories whose modules get markers without saying so themselves: the client libraries

@@ -16,7 +16,7 @@ import pytest
 
 from broker.embedded import BrokerThread
 from tests import conftest
-from tests.test_management_api import http
+from tests.management.test_management_api import http
 
 RABBIT_API = conftest.RABBITMQ_API
 SHA256 = "rabbit_password_hashing_sha256"

@@ -18,8 +18,8 @@ import pytest
 
 from broker.embedded import BrokerThread
 from tests import conftest
-from tests.test_management_api import http
-from tests.test_rabbitmqadmin import find_rabbitmqadmin
+from tests.management.test_management_api import http
+from tests.management.test_rabbitmqadmin import find_rabbitmqadmin
 
 RABBIT_API = conftest.RABBITMQ_API
 QUEUES = ["b-one", "a-two", "C-three", "a-four", "b-five"]

@@ -13,7 +13,7 @@ import pytest
 from broker.embedded import BrokerThread
 from broker.management.http import ENCODE_BATCH, Response, encode_body
 from exchanges.base import Binding, Destination
-from tests.test_management_api import http
+from tests.management.test_management_api import http
 
 N = 5 * ENCODE_BATCH + 7
 

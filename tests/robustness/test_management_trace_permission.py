@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from broker.embedded import BrokerThread
-from tests.test_management_api import http
+from tests.management.test_management_api import http
 
 TRACE = "/api/hashbroker/exchanges/%2F/trace-x/hash-trace"
 
