@@ -221,7 +221,7 @@ class Connection(Link):
             "closing AMQP connection %s (%s, vhost: '%s', user: '%s')",
             *(self.id, self.name, self.vhost_name, self.user),
         )
-        self._shutdown("client closed")
+        self.hang_up_after_close_ok("client closed")
 
     def _on_close_ok(self, number: int, command: C.ConnectionCloseOk) -> None:
         self._shutdown("close-ok")

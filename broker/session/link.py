@@ -285,21 +285,38 @@ class Link(ConnectionIdentity):
         """Close the socket (after flushing pending output); `reset` aborts it with an RST instead."""
         if self.closed:
             return
+        self._end(reason)
+        self._drop_socket(reset)
+
+    def hang_up_after_close_ok(self, reason: str) -> None:
+        """The client's connection.close was answered: the connection is over, but, as RabbitMQ's
+        reader does, the socket is left for the client to close (observed on 3.10.8: still open,
+        reset after 30 s when the client keeps it), so a client whose reader and writer are
+        separate tasks sees the close in the order it does on RabbitMQ. Input is discarded."""
+        if self.closed:
+            return
+        self._end(reason)
+        self._close_timer = self.loop.call_later(CLOSE_OK_TIMEOUT, self._drop_socket, True)
+
+    def _end(self, reason: str) -> None:
         self.flush()
         self.closed = self._halted = True
         self._cancel_timers()
         self._teardown_channels()
+        self.broker.connection_lost(self)
+        log.info("connection %s closed: %s", self.id, reason)
+
+    def _drop_socket(self, reset: bool) -> None:
         if reset:
             sock = self.transport.get_extra_info("socket")
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
         self.transport.close()
-        self.broker.connection_lost(self)
-        log.info("connection %s closed: %s", self.id, reason)
 
     def connection_lost(self) -> None:
         """The socket went away (client vanished or we closed it)."""
+        self._cancel_timers()  # a socket left for the client to close: it did
         if not self.closed:
             if self.handshake.done and not self.core.closing:
                 log.warning("client unexpectedly closed TCP connection %s (%s)", self.id, self.name)

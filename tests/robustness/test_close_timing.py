@@ -231,3 +231,26 @@ def test_refused_clients_that_keep_sending_cost_no_memory(tmp_path: Path) -> Non
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def socket_after_close_ok(port: int) -> str:
+    """Open a connection, close it, read close-ok, then see what the socket does for 1.5 s."""
+    client = Raw(port)
+    with client.sock:
+        client.open(131072)
+        client.send(0, commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+        client.read_until(lambda v: isinstance(v, commands.Connection.CloseOk))
+        client.sock.settimeout(1.5)
+        try:
+            return "eof" if client.sock.recv(1) == b"" else "data"
+        except TimeoutError:
+            return "open"
+        except ConnectionResetError:
+            return "reset"
+
+
+def test_after_close_ok_the_socket_is_the_clients_to_close(broker: BrokerThread, rabbitmq_url: str) -> None:
+    """RabbitMQ 3.10.8 answers a client's connection.close and leaves the socket open (reset after
+    30 s if the client keeps it): a client with separate reader and writer tasks closes it itself."""
+    rabbit_port = int(rabbitmq_url.rsplit(":", 1)[1].split("/", 1)[0])
+    assert socket_after_close_ok(rabbit_port) == socket_after_close_ok(broker.port) == "open"

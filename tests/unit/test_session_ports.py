@@ -316,7 +316,10 @@ def test_closing_tells_the_server_the_connection_is_gone(server: FakeServer) -> 
     client.login()
     out = client.send(m(0, commands.Connection.Close(200, "bye", 0, 0)))
     assert methods(out) == [(0, "Connection.CloseOk")]
-    assert client.transport.closed and server.lost == [client.conn]
+    assert server.lost == [client.conn]  # the connection is over at once ...
+    assert not client.transport.closed  # ... but the socket is the client's to close, as on RabbitMQ
+    client.clock.advance(30.0)  # one the client keeps is reset after 30 s (RabbitMQ: 30.00 s)
+    assert client.transport.closed
 
 
 # -- channels: permissions, consumers, acks and the ledger ---------------------------------------------

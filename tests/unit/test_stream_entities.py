@@ -289,6 +289,8 @@ def test_refused_operations_and_delete() -> None:
     )
     q.check_delete(if_unused=True, if_empty=True)
     assert q.vhost.delete_queue(q) == 0
+    assert ch.cancelled == []  # the consumer hears of it after the deleting method's reply
+    q.clock.advance(0)  # type: ignore[attr-defined]  # the test's ManualClock
     assert ch.cancelled == ["c"]
 
 
