@@ -100,10 +100,13 @@ def test_extra_body_bytes_wait_for_more_content(hashbroker: str) -> None:
 
 
 def test_unknown_method_id_closes_silently(hashbroker: str) -> None:
+    """Nothing is sent and the socket is reset, as RabbitMQ 3.10.8's crashed reader leaves it
+    (observed: a reset, 3 of 3)."""
     sock = open_connection(_port(hashbroker))
     try:
         sock.sendall(_method(0, 60, 999))
-        assert sock.recv(100) == b""
+        with pytest.raises(ConnectionResetError):
+            sock.recv(100)
     finally:
         sock.close()
 
