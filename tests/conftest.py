@@ -69,6 +69,7 @@ PLUGINS_BY_MODULE: dict[str, tuple[str, ...]] = {
     "test_paging_sorting": (MANAGEMENT,),
     "test_header_bytes": (MANAGEMENT,),
     "test_management_hardening": (MANAGEMENT,),
+    "test_stream_members": (MANAGEMENT,),
 }
 
 #: Test directories whose modules get markers without saying so themselves: the client libraries
