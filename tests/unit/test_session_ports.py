@@ -502,4 +502,6 @@ def test_no_timer_is_left_after_a_clean_close(server: FakeServer) -> None:
     client = Client(server)
     client.login()
     client.send(m(0, commands.Connection.Close(200, "", 0, 0)))
+    assert client.clock.pending == 1  # only the reset of a socket the client would keep
+    client.conn.connection_lost()  # the client closes its side, as it does after close-ok
     assert client.clock.pending == 0
