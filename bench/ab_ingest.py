@@ -1,6 +1,7 @@
 """A/B of raw ingest (workload (d) of bench/throughput.py) and of start-up between two source trees.
 
     .venv/bin/python bench/ab_ingest.py --a OLD_TREE --b NEW_TREE [--rounds 7] [--messages 200000]
+        [--rabbitmq amqp://guest:guest@127.0.0.1:5672/%2F]
         [--starts 0]
 
 A refactor of the broker's core states its effect on the ingest hot path with this: each tree gets
@@ -29,13 +30,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from throughput import bench_raw_pipelined, free_port, hashbroker_cmd, rss_mib
+from throughput import bench_raw_pipelined, free_port, rss_mib
+
+
+def serve_cmd(tree: Path) -> list[str]:
+    """`python -m <the tree's CLI module> serve`: the CLI moved from `broker/cli.py` to
+    `broker/cli/main.py`, and an A/B must start either tree with its own code."""
+    module = "broker.cli.main" if (tree / "broker" / "cli" / "main.py").exists() else "broker.cli"
+    return [sys.executable, "-m", module, "serve"]
 
 
 def start(tree: Path, port: int, data_dir: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", data_dir],
+        [*serve_cmd(tree), "--port", str(port), "--data-dir", data_dir],
         cwd=tree,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -67,8 +75,7 @@ def start_once(tree: Path) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as data_dir:
         env = dict(os.environ, PYTHONPATH=str(tree))
         t0 = time.perf_counter()
-        # the console script, as `bench/throughput.py` starts it (PYTHONPATH picks the tree)
-        cmd = [*hashbroker_cmd(), "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", data_dir]
+        cmd = [*serve_cmd(tree), "--host", "127.0.0.1", "--port", str(port), "--data-dir", data_dir]
         proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = t0 + 30
@@ -120,6 +127,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--starts", type=int, default=0, help="fresh starts per tree (time to serve, RSS)")
+    parser.add_argument(
+        "--rabbitmq",
+        default=None,
+        help="also ingest into this reference broker (amqp URL) in every round, between A and B",
+    )
     args = parser.parse_args()
     trees = {"A": args.a.resolve(), "B": args.b.resolve()}
     if args.starts:
@@ -127,6 +139,8 @@ def main() -> int:
     if not args.rounds:
         return 0
     rates: dict[str, list[float]] = {"A": [], "B": []}
+    if args.rabbitmq:
+        rates["R"] = []
     with tempfile.TemporaryDirectory() as tmp:
         procs = {}
         urls = {}
@@ -134,9 +148,12 @@ def main() -> int:
             port = free_port()
             procs[name] = start(tree, port, os.path.join(tmp, name))
             urls[name] = f"amqp://guest:guest@127.0.0.1:{port}/%2F"
+        if args.rabbitmq:
+            urls["R"] = args.rabbitmq
         try:
             for r in range(args.rounds):
-                order = ("A", "B") if r % 2 == 0 else ("B", "A")
+                order = tuple(n for n in ("A", "R", "B") if n in rates)
+                order = order if r % 2 == 0 else order[::-1]
                 for name in order:
                     rate = bench_raw_pipelined(urls[name], args.messages)
                     rates[name].append(rate)
@@ -151,6 +168,11 @@ def main() -> int:
             f"(range {min(rates[name]):,.0f}-{max(rates[name]):,.0f}, {args.rounds} rounds)"
         )
     print(f"B/A: {statistics.median(rates['B']) / statistics.median(rates['A']):.3f}")
+    if "R" in rates:
+        ref = statistics.median(rates["R"])
+        print(f"reference {args.rabbitmq}: median {ref:,.0f} msg/s")
+        for name in ("A", "B"):
+            print(f"{name}/R: {statistics.median(rates[name]) / ref:.3f}")
     return 0
 
 

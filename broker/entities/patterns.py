@@ -29,21 +29,53 @@ a catastrophic pattern would match after ~10 million steps does not match on Rab
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
 
-import re2
 
-_OPTIONS: Any = re2.Options()
-_OPTIONS.encoding = re2.Options.Encoding.LATIN1
-_OPTIONS.log_errors = False  # a refused pattern is an answer to a client, not a log line
-_OPTIONS.max_mem = 1 << 20
-"""RE2's memory budget per pattern (program and DFA caches; its default is 8 MiB). It bounds what a
-user who can set many policies can make the broker hold, and the slowest match: an adversarial
-pattern over a 255-byte name (`(a|b)*a(a|b){999}c`, which RE2's DFA cannot cache) costs at most
-~0.6-1 ms of CPU at 1 MiB, at 8 MiB up to ~1.3 ms (measured). Patterns compiling to up to ~43,000
-RE2 instructions fit (an alternation of 20,000 short names); a larger one is refused by name."""
+@functools.cache
+def _engine() -> tuple[Any, Any]:
+    """RE2 and its options, loaded at the first pattern that needs an engine: the defaults every
+    broker starts with (`.*` and the empty pattern) do not, and RE2's library costs ~3.5 MiB of
+    resident memory that an idle broker should not pay.
+
+    The options: Latin-1 over the UTF-8 bytes (matching byte by byte, as PCRE without `unicode`);
+    refusals are answers to a client, not log lines; and a memory budget per pattern (program and DFA
+    caches; RE2's default is 8 MiB) of 1 MiB. That budget bounds what a user who can set many
+    policies can make the broker hold, and the slowest match: an adversarial pattern over a 255-byte
+    name (`(a|b)*a(a|b){999}c`, which RE2's DFA cannot cache) costs at most ~0.6-1 ms of CPU at
+    1 MiB, at 8 MiB up to ~1.3 ms (measured). Patterns compiling to up to ~43,000 RE2 instructions
+    fit (an alternation of 20,000 short names); a larger one is refused by name."""
+    import re2
+
+    options: Any = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    options.log_errors = False
+    options.max_mem = 1 << 20
+    return re2, options
+
+
+class _Everything:
+    """`.*`: it matches the empty string at offset 0, so it matches every name."""
+
+    __slots__ = ()
+
+    def search(self, text: bytes) -> bool:
+        return True
+
+
+class _OnlyEmpty:
+    """`^$` (what an empty permission regex means): only the empty name, with RE2's `$`."""
+
+    __slots__ = ()
+
+    def search(self, text: bytes) -> bool | None:
+        return True if not text else None
+
+
+_WITHOUT_ENGINE: dict[bytes, Any] = {b".*": _Everything(), b"^$": _OnlyEmpty()}
 
 
 class PatternError(ValueError):
@@ -84,15 +116,18 @@ class UserPattern:
 def never_matching(source: str) -> UserPattern:
     """A stand-in for a stored pattern this broker cannot run (saved by an older version, or by
     RabbitMQ): it matches nothing, so a permission fails closed instead of failing the boot."""
-    return UserPattern(source, (), (re2.compile(b"", _OPTIONS),))
+    return UserPattern(source, (), (_WITHOUT_ENGINE[b".*"],))
 
 
 def compile_user_pattern(source: str) -> UserPattern:
     """Compile `source` as RabbitMQ would; PatternError for what PCRE refuses, UnsupportedPattern
     for what only a backtracking engine could run."""
     raw = _text(source)
+    if raw in _WITHOUT_ENGINE:
+        return UserPattern(source, (_WITHOUT_ENGINE[raw],), ())
+    re2, options = _engine()
     try:
-        return UserPattern(source, (re2.compile(raw, _OPTIONS),), ())
+        return UserPattern(source, (re2.compile(raw, options),), ())
     except re2.error as exc:
         refusal = exc
     split = _leading_lookaheads(source)
@@ -138,12 +173,11 @@ def _compile_parts(
     looks, rest = split
     required: list[Any] = []
     forbidden: list[Any] = []
+    re2, options = _engine()
     try:
         for negative, body in looks:
-            (forbidden if negative else required).append(
-                re2.compile(b"\\A(?:" + _text(body) + b")", _OPTIONS)
-            )
-        required.append(re2.compile(b"\\A(?:" + _text(rest) + b")", _OPTIONS))
+            (forbidden if negative else required).append(re2.compile(b"\\A(?:" + _text(body) + b")", options))
+        required.append(re2.compile(b"\\A(?:" + _text(rest) + b")", options))
     except re2.error:
         return None
     return tuple(required), tuple(forbidden)

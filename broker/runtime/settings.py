@@ -9,7 +9,6 @@ defaults: `HASHBROKER_<FIELD>` matched case-insensitively, list fields given as 
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -320,6 +319,8 @@ def describe(
     name = str(error["loc"][0]) if error["loc"] else ""
     message = str(error["msg"]).removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
+        import difflib  # only for this hint: an idle broker should not load it
+
         close = difflib.get_close_matches(name, list(Settings.model_fields), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         where = f"config file {config_file}" if name in file_values else "settings"
