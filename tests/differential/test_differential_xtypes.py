@@ -421,6 +421,21 @@ def scenario_jms_same_key_and_destination(ctx: Ctx) -> Any:
 
 
 # ------------------------------------------------------------------------------------------------
+# a type no enabled plugin registers
+# ------------------------------------------------------------------------------------------------
+
+UNKNOWN_TYPE = "x-hb-xtypes-unknown"
+
+
+@registry.scenario
+def scenario_unknown_type(ctx: Ctx) -> Any:
+    """What a node answers for a type it does not know: a disabled plugin's type answers the same
+    (tests/integration/test_xtypes_broker.py)."""
+    x = ctx.exchange("x")
+    return attempt(lambda: ctx.channel().exchange_declare(x, UNKNOWN_TYPE))
+
+
+# ------------------------------------------------------------------------------------------------
 # the drivers
 # ------------------------------------------------------------------------------------------------
 
@@ -444,7 +459,14 @@ def test_hashbroker_matches_recording(name: str, xtypes_url: str) -> None:
 
 def _live_params() -> list[Any]:
     return [
-        pytest.param(name, id=name, marks=[pytest.mark.live, pytest.mark.rabbitmq_plugins(PLUGIN[name])])
+        pytest.param(
+            name,
+            id=name,
+            marks=[
+                pytest.mark.live,
+                *([pytest.mark.rabbitmq_plugins(PLUGIN[name])] if name in PLUGIN else []),
+            ],
+        )
         for name in registry.scenarios
     ]
 
