@@ -151,20 +151,13 @@ def _not3(value: Any) -> Any:
     return UNDEFINED
 
 
-def _and3(left: Any, right: Any) -> Any:
-    if left == TRUE and right == TRUE:
-        return TRUE
-    if left == FALSE or right == FALSE:
-        return FALSE
-    return UNDEFINED
-
-
-def _or3(left: Any, right: Any) -> Any:
-    if left == FALSE and right == FALSE:
-        return FALSE
-    if left == TRUE or right == TRUE:
-        return TRUE
-    return UNDEFINED
+def _logic3(left: Any, right: Any, dominant: Atom) -> Any:
+    """and3 (`dominant` false) and or3 (`dominant` true): the dominant value on either side wins,
+    the other one on both sides gives it, anything else is undefined."""
+    if left == dominant or right == dominant:
+        return dominant
+    other = FALSE if dominant == TRUE else TRUE
+    return other if left == other and right == other else UNDEFINED
 
 
 def _una_op(op: Any, value: Any) -> Any:
@@ -311,9 +304,9 @@ def evaluate(term: Any, headers: Headers) -> Any:
     if size == 3:
         op, left, right = term
         if op == _AND:
-            return _and3(evaluate(left, headers), evaluate(right, headers))
+            return _logic3(evaluate(left, headers), evaluate(right, headers), FALSE)
         if op == _OR:
-            return _or3(evaluate(left, headers), evaluate(right, headers))
+            return _logic3(evaluate(left, headers), evaluate(right, headers), TRUE)
         if isinstance(right, tuple) and len(right) == 3 and right[0] == _RANGE:
             return evaluate((op, left, right[1], right[2]), headers)
         return _bin_op(op, evaluate(left, headers), evaluate(right, headers))

@@ -3,10 +3,11 @@
 RabbitMQ plugins that take an Erlang term inside an AMQP argument (the JMS topic exchange's
 compiled selector) decode it this way; text either of them refuses raises `TermSyntaxError` (the
 plugin's `{ok, _} = ...` match then crashes). Covered: atoms (plain and quoted), integers (with
-`_` separators and `Base#digits`), floats, `$c` characters, strings (adjacent ones joined), binaries
-of string and integer segments, tuples, proper and improper lists, parentheses and a sign before a
-number, `%` comments. Maps, records, bit syntax with sizes or types and every non-literal
-expression raise as unsupported, like the variables and operators parse_term itself refuses.
+`_` separators and `Base#digits`), floats, `$c` characters, strings (adjacent ones joined),
+binaries of string and integer segments (`V:Size` in whole bytes), tuples, proper and improper
+lists, parentheses and a sign before a number, `%` comments. Maps, records, bit syntax with types
+or sizes that are no whole bytes, and every non-literal expression raise as unsupported, like the
+variables and operators parse_term itself refuses.
 
 Terms are Python values as `exchanges.erlang.terms` maps them: bytes (binary), int, float, Atom,
 tuple, list (a string is a list of character codes), ImproperList.
@@ -313,9 +314,9 @@ class _Parser:
             if kind == "string":
                 out += bytes(code & 255 for code in value)
             elif kind in ("integer", "char"):
-                out.append(value & 255)
+                out += self.sized(value)
             elif (kind, value) == ("punct", "-") and self.peek()[0] in ("integer", "char"):
-                out.append(-self.take()[1] & 255)
+                out += self.sized(-self.take()[1])
             else:
                 raise TermSyntaxError("unsupported binary segment")
             kind, value = self.take()
@@ -323,6 +324,19 @@ class _Parser:
                 return bytes(out)
             if (kind, value) != ("punct", ","):
                 raise TermSyntaxError("unsupported binary segment")
+
+    def sized(self, value: int) -> bytes:
+        """An integer segment, `V` or `V:Size` (whole bytes, big-endian, wrapped as Erlang does)."""
+        bits = 8
+        if self.peek() == ("punct", ":"):
+            self.take()
+            kind, size = self.take()
+            if kind != "integer" or size % 8:
+                raise TermSyntaxError("unsupported segment size")
+            bits = size
+        if self.peek() == ("punct", "/"):
+            raise TermSyntaxError("unsupported segment type")
+        return (value % (1 << bits)).to_bytes(bits // 8, "big")
 
 
 def parse_term(text: str) -> Any:

@@ -12,6 +12,7 @@ import pytest
 from pika.exceptions import ConnectionClosedByBroker
 
 from broker.embedded import BrokerThread
+from tests.differential_support import bodies as _bodies
 from tests.xtypes_support import XTYPE_PLUGINS
 
 RECORDING = Path(__file__).resolve().parent.parent / "data" / "plugin_xtypes_observations.json"
@@ -27,15 +28,6 @@ def test_a_disabled_type_answers_as_an_unknown_one(type_name: str) -> None:
         with pytest.raises(ConnectionClosedByBroker) as err:
             conn.channel().exchange_declare("x", type_name)
         assert (err.value.reply_code, err.value.reply_text) == expected
-
-
-def _bodies(ch: pika.adapters.blocking_connection.BlockingChannel, queue: str) -> list[bytes]:
-    out = []
-    while True:
-        method, _props, body = ch.basic_get(queue, auto_ack=True)
-        if method is None:
-            return out
-        out.append(body)
 
 
 def test_a_restart_forgets_the_history_and_keeps_selectors(tmp_path: Path) -> None:
@@ -54,9 +46,9 @@ def test_a_restart_forgets_the_history_and_keeps_selectors(tmp_path: Path) -> No
         ch.queue_bind("blue", "jms", "k", arguments=jms_selector)
         for i in range(3):
             ch.basic_publish("rh", "", f"m{i}".encode(), pika.BasicProperties(delivery_mode=2))
-        assert _bodies(ch, "kept") == [b"m0", b"m1", b"m2"]
+        assert _bodies(ch, "kept") == ["m0", "m1", "m2"]
         ch.queue_bind("later", "rh", "before-restart")
-        assert _bodies(ch, "later") == [b"m0", b"m1", b"m2"]
+        assert _bodies(ch, "later") == ["m0", "m1", "m2"]
         conn.close()
     with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path), plugins=XTYPE_PLUGINS) as b:
         conn = pika.BlockingConnection(pika.URLParameters(b.url))
@@ -66,9 +58,36 @@ def test_a_restart_forgets_the_history_and_keeps_selectors(tmp_path: Path) -> No
         ch.queue_bind("later", "rh", "after-restart")
         assert _bodies(ch, "later") == []
         ch.basic_publish("rh", "", b"new")
-        assert _bodies(ch, "kept") == [b"new"]
-        assert _bodies(ch, "later") == [b"new"]  # one copy: both bindings are to the same queue
+        assert _bodies(ch, "kept") == ["new"]
+        assert _bodies(ch, "later") == ["new"]  # one copy: both bindings are to the same queue
         for colour in ("red", "blue"):
             ch.basic_publish("jms", "x", colour.encode(), pika.BasicProperties(headers={"colour": colour}))
-        assert _bodies(ch, "blue") == [b"blue"]
+        assert _bodies(ch, "blue") == ["blue"]
         conn.close()
+
+
+def _overview_types(management_url: str) -> dict[str, str]:
+    import base64
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{management_url}/api/overview",
+        headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()},
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return {t["name"]: t["description"] for t in json.load(resp)["exchange_types"]}
+
+
+def test_the_management_api_lists_a_type_only_while_its_plugin_is_on() -> None:
+    # the descriptions RabbitMQ 3.10.8 lists with the plugins on (GET /api/overview, observed)
+    observed = {
+        "x-jms-topic": "JMS selector exchange",
+        "x-random": "Randomly picks a binding (queue) to route via (to).",
+        "x-recent-history": "Recent History Exchange.",
+    }
+    with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
+        assert not set(observed) & set(_overview_types(str(b.broker.management.url)))
+    with BrokerThread(host="127.0.0.1", port=0, management_port=0, plugins=XTYPE_PLUGINS) as b:
+        listed = _overview_types(str(b.broker.management.url))
+        assert {name: listed.get(name) for name in observed} == observed
+        assert "x-consistent-hash" not in listed  # its plugin is off here

@@ -4,12 +4,14 @@ could be switched), unknown (503) while off, listed by `hashbroker plugins list`
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from amqpwire.errors import AmqpError
 from broker.cli.main import main
+from broker.cli.plugins import listing
 from broker.entities.exchange_types import get_type, type_names
 from broker.runtime.settings import DEFAULT_PLUGINS, KNOWN_PLUGINS, Settings, enabled_plugins
 from exchanges.compat import Compat
@@ -37,12 +39,19 @@ def test_off_by_default_and_unknown_while_off(type_name: str, plugin: str) -> No
     assert type_name in type_names(default | {plugin})
 
 
-def test_plugins_list_shows_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plugins", "enable", "rabbitmq_jms_topic_exchange", "--data-dir", str(tmp_path)]) == 0
-    capsys.readouterr()
-    assert main(["plugins", "list", "--data-dir", str(tmp_path)]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[")]
-    assert "[E ] rabbitmq_jms_topic_exchange       3.10.8" in rows
-    assert "[  ] rabbitmq_random_exchange          3.10.8" in rows
-    assert "[  ] rabbitmq_recent_history_exchange  3.10.8" in rows
-    assert "rabbitmq_jms_topic_exchange" in enabled_plugins(Settings(data_dir=str(tmp_path)))
+def test_plugins_list_shows_them() -> None:
+    table = listing(
+        ["rabbitmq_jms_topic_exchange"],
+        re.compile("exchange"),
+        "rabbit@h",
+        enabled_only=False,
+        explicit_only=False,
+    )
+    assert "[E ] rabbitmq_jms_topic_exchange       3.10.8" in table.splitlines()
+    assert "[  ] rabbitmq_random_exchange          3.10.8" in table.splitlines()
+    assert "[  ] rabbitmq_recent_history_exchange  3.10.8" in table.splitlines()
+
+
+def test_enabling_one_from_the_cli(tmp_path: Path) -> None:
+    assert main(["plugins", "enable", "rabbitmq_random_exchange", "--data-dir", str(tmp_path)]) == 0
+    assert "rabbitmq_random_exchange" in enabled_plugins(Settings(data_dir=str(tmp_path)))
