@@ -105,7 +105,7 @@ def record(url: str) -> None:
             out.append({**case_to_json(case), "outcome": runner.run(case)})
     finally:
         runner.close()
-    RECORDING.write_text(json.dumps(out, indent=0) + "\n")
+    RECORDING.write_text("[\n" + ",\n".join(json.dumps(c, separators=(",", ":")) for c in out) + "\n]\n")
 
 
 if __name__ == "__main__":
