@@ -184,6 +184,12 @@ class ExchangeType(ABC):
             self.remove_bindings(gone)
         return gone
 
+    def bound(self, binding: Binding) -> Sequence[Message]:
+        """Called once a new binding was added (not for one already present): the messages to
+        deliver through it now, oldest first (x-recent-history replays its history). A refusal
+        raises `AmqpError`; the default delivers nothing."""
+        return ()
+
     @abstractmethod
     def route(self, message: Message) -> list[Destination]:
         """Destinations for `message`, without duplicates, in the order RabbitMQ would list them."""

@@ -15,6 +15,9 @@ _TYPES: dict[str, type[ExchangeType]] = {}
 _LAZY_MODULES = {
     "x-consistent-hash": "exchanges.types.consistent_hash",
     "x-modulus-hash": "exchanges.types.modulus_hash",
+    "x-random": "exchanges.types.random",
+    "x-recent-history": "exchanges.types.recent_history",
+    "x-jms-topic": "exchanges.types.jms_topic",
 }
 """Plugin types whose module (and the hash code under it) loads on first use, as RabbitMQ loads a
 plugin's exchange type only when the plugin is enabled: a broker that never declares one starts

@@ -39,6 +39,9 @@ PLUGINS: dict[str, str | None] = {
     "rabbitmq_consistent_hash_exchange": "x-consistent-hash",
     "rabbitmq_sharding": "x-modulus-hash",
     "rabbitmq_management": None,
+    "rabbitmq_random_exchange": "x-random",
+    "rabbitmq_recent_history_exchange": "x-recent-history",
+    "rabbitmq_jms_topic_exchange": "x-jms-topic",
 }
 CONSISTENT_HASH = "rabbitmq_consistent_hash_exchange"
 SHARDING = "rabbitmq_sharding"

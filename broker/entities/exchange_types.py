@@ -1,8 +1,8 @@
 """The broker's view of the exchanges library's type registry, with RabbitMQ's refusal texts.
 
 `exchanges.registry` registers the built-in types when the package loads and imports a plugin
-type's module (x-consistent-hash, x-modulus-hash and the hash code under them) on its first
-declare, so a broker that never declares one never loads it.
+type's module (x-consistent-hash, x-modulus-hash and the hash code under them, x-random,
+x-recent-history, x-jms-topic) on its first declare, so a broker that never declares one never loads it.
 """
 
 from __future__ import annotations
@@ -96,6 +96,9 @@ PLUGIN_TYPES: dict[str, str] = {
     "x-consistent-hash": "rabbitmq_consistent_hash_exchange",
     "x-modulus-hash": "rabbitmq_sharding",
     "x-delayed-message": "rabbitmq_delayed_message_exchange",
+    "x-random": "rabbitmq_random_exchange",
+    "x-recent-history": "rabbitmq_recent_history_exchange",
+    "x-jms-topic": "rabbitmq_jms_topic_exchange",
 }
 """The exchange types a plugin brings, by the plugin that registers them."""
 

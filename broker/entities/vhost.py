@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
-from amqpwire.errors import AmqpError, resource_name, resource_not_found
+from amqpwire.errors import AmqpError, internal_error, resource_name, resource_not_found
 from amqpwire.fields import FieldTable
 from broker.entities.clock import Clock, UnscheduledClock
 from broker.entities.cluster import DEFAULT_NODE
@@ -31,7 +31,7 @@ from broker.entities.message import RoutingView, StoredMessage
 from broker.entities.message_stats import VHostStats
 from broker.entities.persistence import failed
 from broker.entities.queues.catalog import Entry, Queue
-from exchanges.base import Binding, Destination
+from exchanges.base import Binding, Destination, Message
 from exchanges.compat import Compat
 from exchanges.types.delayed import delay_ms
 
@@ -232,9 +232,34 @@ class VHost:
     def add_binding(self, src: Exchange, binding: Binding) -> None:
         if not src.add_binding(binding):
             return
+        replay = src.impl.bound(binding) if src.impl is not None else ()
+        if replay:
+            try:
+                self._deliver_bound(src, binding.destination, replay)
+            except AmqpError:
+                src.remove_binding(binding)  # refused inside the binding's transaction: not made
+                raise
         self.bindings_to.setdefault(binding.destination, set()).add((src.name, binding))
         if self.persistence is not None and src.durable:
             self.persistence.binding_added(self, src, binding)
+
+    def _deliver_bound(self, src: Exchange, dest: Destination, messages: Sequence[Message]) -> None:
+        """Deliver what the source's type hands a new binding (`ExchangeType.bound`), in its order:
+        into the queue, or routed through the exchange, where a message that reaches no queue
+        refuses the binding with 541 (rabbit_exchange_type_recent_history:add_binding crashes)."""
+        for message in messages:
+            msg = message.msg if isinstance(message, RoutingView) else None
+            if msg is None:
+                continue
+            if dest.kind == "queue":
+                q = self.queues.get(dest.name)
+                queues = [q] if q is not None else []
+            else:
+                x = self.exchanges.get(dest.name)
+                queues = self.route(x, msg) if x is not None else []
+            if not queues:
+                raise internal_error()
+            self.deliver(src, msg, queues, counted=False)
 
     def remove_binding(self, src: Exchange, binding: Binding) -> bool:
         if binding not in src.binding_set:

@@ -271,11 +271,11 @@ class BrokerState:
         store = self._broker.store
         return health.fault_of(store) if store is not None else None
 
-    @staticmethod
-    def exchange_types() -> list[str]:
+    def exchange_types(self) -> list[str]:
+        """The types the node knows: a disabled plugin's are left out, as RabbitMQ lists them."""
         from broker.entities.exchange_types import type_names
 
-        return sorted(type_names())
+        return sorted(type_names(getattr(self._broker, "plugins", None)))
 
     # -- rates ----------------------------------------------------------------------------------
 

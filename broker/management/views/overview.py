@@ -25,6 +25,9 @@ EXCHANGE_TYPE_DESCRIPTIONS = {
     "x-consistent-hash": "Consistent Hashing Exchange",
     "x-modulus-hash": "Modulus Hashing Exchange",
     "x-delayed-message": "Delayed Message Exchange",
+    "x-random": "Randomly picks a binding (queue) to route via (to).",
+    "x-recent-history": "Recent History Exchange.",
+    "x-jms-topic": "JMS selector exchange",
 }
 
 
