@@ -60,6 +60,23 @@ def subject_dn(common_name: str) -> str:
     return f"CN={common_name},O={ORGANISATION}"
 
 
+def tls_settings(pki: Pki, **extra: object) -> dict[str, object]:
+    """Broker settings for an AMQPS listener on an ephemeral port with verify_peer against the
+    test CA, and EXTERNAL offered (its plugin on, auth_mechanisms naming it)."""
+    return {
+        "port": 0,
+        "tls_port": 0,
+        "ssl_cacertfile": str(pki.ca),
+        "ssl_certfile": str(pki.server.cert),
+        "ssl_keyfile": str(pki.server.key),
+        "ssl_verify": "verify_peer",
+        "plugins": ["rabbitmq_management", "rabbitmq_auth_mechanism_ssl"],
+        "auth_mechanisms": ["PLAIN", "AMQPLAIN", "EXTERNAL"],
+        "silent_close_delay": 0.2,
+        **extra,
+    }
+
+
 def _name(common_name: str, organisation: str | None = None) -> x509.Name:
     parts = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
     if organisation is not None:

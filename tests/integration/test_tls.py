@@ -36,7 +36,7 @@ import pytest
 from pamqp import commands, frame
 
 from broker.embedded import BrokerThread
-from tests.tls_support import Pki, make_pki, subject_dn
+from tests.tls_support import Pki, make_pki, subject_dn, tls_settings
 
 TLS_USER = subject_dn("tls-user")
 EXTERNAL_REFUSED = (
@@ -48,21 +48,6 @@ EXTERNAL_REFUSED = (
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-def tls_settings(pki: Pki, **extra: object) -> dict[str, object]:
-    return {
-        "port": 0,
-        "tls_port": 0,
-        "ssl_cacertfile": str(pki.ca),
-        "ssl_certfile": str(pki.server.cert),
-        "ssl_keyfile": str(pki.server.key),
-        "ssl_verify": "verify_peer",
-        "plugins": ["rabbitmq_management", "rabbitmq_auth_mechanism_ssl"],
-        "auth_mechanisms": ["PLAIN", "AMQPLAIN", "EXTERNAL"],
-        "silent_close_delay": 0.2,
-        **extra,
-    }
 
 
 @pytest.fixture(scope="module")
