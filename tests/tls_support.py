@@ -30,6 +30,7 @@ class Pair:
 @dataclass(frozen=True)
 class Pki:
     ca: Path
+    ca_key: Path
     server: Pair
     clients: dict[str, Pair]
     """Client certificates by the common name in their subject."""
@@ -164,6 +165,7 @@ def make_pki(directory: Path, clients: tuple[str, ...] = ("guest", "tls-user", "
     ca_name = _name("hashbroker test CA", ORGANISATION)
     ca_cert = _issue(ca_name, ca_key, ca_name, ca_key, ca=True)
     ca = _write_cert(directory / "ca.pem", ca_cert)
+    ca_key_path = _write_key(directory / "ca.key", ca_key)
     server_key = _new_key()
     server_cert = _issue(_name("localhost", ORGANISATION), server_key, ca_name, ca_key, server=True)
     server = Pair(
@@ -186,4 +188,17 @@ def make_pki(directory: Path, clients: tuple[str, ...] = ("guest", "tls-user", "
         _write_cert(directory / "stranger.pem", stranger_cert),
         _write_key(directory / "stranger.key", stranger_key),
     )
-    return Pki(ca, server, issued, encrypted, stranger)
+    return Pki(ca, ca_key_path, server, issued, encrypted, stranger)
+
+
+def issue_client(pki: Pki, file_stem: str, subject: x509.Name) -> Pair:
+    """A client certificate with this exact `subject`, signed by the test CA."""
+    ca_cert = x509.load_pem_x509_certificate(pki.ca.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = _new_key()
+    cert = _issue(subject, key, ca_cert.subject, ca_key)
+    directory = pki.ca.parent
+    return Pair(
+        _write_cert(directory / f"{file_stem}.pem", cert), _write_key(directory / f"{file_stem}.key", key)
+    )

@@ -154,11 +154,25 @@ _SHORT_NAMES = {
     "pseudonym": "PSEUDONYM",
     "domainComponent": "DC",
     "emailAddress": "EMAILADDRESS",
-    "streetAddress": "STREET",
     "userId": "UID",
 }
 """OpenSSL's long attribute names (as Python's getpeercert gives them) to the short ones
-rabbit_cert_info:format_rdn prints; any other attribute is printed under OpenSSL's name."""
+rabbit_cert_info:format_rdn prints; any other attribute is printed as its dotted OID (streetAddress
+too: RabbitMQ 3.10.8 prints it "2.5.4.9=", as observed)."""
+
+
+def attribute_name(name: str) -> str:
+    """How rabbit_cert_info:format_rdn names an attribute Python calls `name`."""
+    short = _SHORT_NAMES.get(name)
+    if short is not None:
+        return short
+    try:
+        # the ssl module's one way from OpenSSL's object names to OIDs (public since Python 3.4
+        # through ssl.Purpose, which is built on it)
+        return str(ssl._ASN1Object.fromname(name).oid)  # noqa: SLF001
+    except ValueError:  # not an OpenSSL name: Python already gave the dotted OID
+        return name
+
 
 Subject = Sequence[Sequence[tuple[str, str]]]
 """A certificate subject as `SSLSocket.getpeercert()` gives it: RDNs in certificate order, each a
@@ -190,7 +204,7 @@ def escape_rdn_value(value: str) -> str:
 def format_subject(subject: Subject) -> str:
     """rabbit_cert_info:subject: the RDNs last first, joined with ",", a multi-valued RDN's
     attributes joined with "+" (as `openssl x509 -nameopt RFC2253 -subject` prints it)."""
-    rdns = ["+".join(f"{_SHORT_NAMES.get(k, k)}={escape_rdn_value(v)}" for k, v in rdn) for rdn in subject]
+    rdns = ["+".join(f"{attribute_name(k)}={escape_rdn_value(v)}" for k, v in rdn) for rdn in subject]
     return ",".join(reversed(rdns))
 
 
