@@ -391,6 +391,12 @@ def describe(
     error = exc.errors()[0]
     name = str(error["loc"][0]) if error["loc"] else ""
     message = str(error["msg"]).removeprefix("Value error, ")
+    if not name:  # a rule across settings: its message starts with the setting it is about
+        first = message.split(" ", 1)[0]
+        if first in given:
+            flag = "--" + first.replace("_", "-")
+            return SettingsError(f"{flag} {_shown(given[first])}: {message}", from_flag=True)
+        return SettingsError(message)
     if error["type"] == "extra_forbidden":
         close = difflib.get_close_matches(name, list(Settings.model_fields), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""

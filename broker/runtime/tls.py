@@ -94,36 +94,36 @@ def server_context(options: TlsOptions) -> ssl.SSLContext:
     return ctx
 
 
+def listener_options(settings: Settings, prefix: str, port: int | None) -> TlsOptions | None:
+    """A TLS listener's options from the settings named `<prefix>_<option>` ("ssl" for RabbitMQ's
+    ssl_options, "management_ssl" for management.ssl); None when its `port` is off."""
+    option = {name: getattr(settings, f"{prefix}_{name}") for name in _OPTION_NAMES}
+    if port is None or option["certfile"] is None:
+        return None
+    option["versions"] = tuple(option["versions"] or ())
+    return TlsOptions(**option)
+
+
+_OPTION_NAMES = (
+    "certfile",
+    "keyfile",
+    "cacertfile",
+    "password",
+    "verify",
+    "fail_if_no_peer_cert",
+    "depth",
+    "versions",
+)
+
+
 def amqp_options(settings: Settings) -> TlsOptions | None:
     """The AMQPS listener's options (RabbitMQ's ssl_options), None when it is off."""
-    if settings.tls_port is None or settings.ssl_certfile is None:
-        return None
-    return TlsOptions(
-        certfile=settings.ssl_certfile,
-        keyfile=settings.ssl_keyfile,
-        cacertfile=settings.ssl_cacertfile,
-        password=settings.ssl_password,
-        verify=settings.ssl_verify,
-        fail_if_no_peer_cert=settings.ssl_fail_if_no_peer_cert,
-        depth=settings.ssl_depth,
-        versions=tuple(settings.ssl_versions or ()),
-    )
+    return listener_options(settings, "ssl", settings.tls_port)
 
 
 def management_options(settings: Settings) -> TlsOptions | None:
     """The HTTPS management listener's options (RabbitMQ's management.ssl), None when it is off."""
-    if settings.management_ssl_port is None or settings.management_ssl_certfile is None:
-        return None
-    return TlsOptions(
-        certfile=settings.management_ssl_certfile,
-        keyfile=settings.management_ssl_keyfile,
-        cacertfile=settings.management_ssl_cacertfile,
-        password=settings.management_ssl_password,
-        verify=settings.management_ssl_verify,
-        fail_if_no_peer_cert=settings.management_ssl_fail_if_no_peer_cert,
-        depth=settings.management_ssl_depth,
-        versions=tuple(settings.management_ssl_versions or ()),
-    )
+    return listener_options(settings, "management_ssl", settings.management_ssl_port)
 
 
 def listener_context(options: TlsOptions, what: str) -> ssl.SSLContext:
