@@ -129,6 +129,18 @@ def test_external_logs_in_the_certificate_subject(broker: BrokerThread, pki: Pki
         assert round_trip(conn, "tls-external") == b"over tls tls-external"
 
 
+async def test_aio_pika_external_logs_in_the_certificate_subject(broker: BrokerThread, pki: Pki) -> None:
+    url = f"amqps://127.0.0.1:{broker.broker.tls_port}/?auth=external"
+    conn = await aio_pika.connect(url, ssl_context=pki.client_context("tls-user"))
+    async with conn:
+        ch = await conn.channel()
+        q = await ch.declare_queue("tls-aio-external", exclusive=True)
+        assert TLS_USER in users_connected(broker)
+        await ch.default_exchange.publish(aio_pika.Message(b"as the certificate"), routing_key=q.name)
+        msg = await q.get(timeout=5, fail=True)
+        assert msg is not None and msg.body == b"as the certificate"
+
+
 def test_external_refuses_an_unknown_user_with_rabbitmqs_text(
     broker: BrokerThread, pki: Pki, caplog: pytest.LogCaptureFixture
 ) -> None:
