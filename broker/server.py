@@ -108,9 +108,9 @@ class Broker:
         self.prometheus: Any = None  # the rabbitmq_prometheus listener, while it runs
         self.stream_server: Any = None  # the rabbitmq_stream listener, while it runs
         self.tls_port: int | None = None  # the AMQPS listener's bound port, while it runs
-        from broker.protocol.handshake import Mechanisms
+        from broker.protocol.handshake import PASSWORD_MECHANISMS
 
-        self._mechanisms = Mechanisms()  # offered on the plain listener (set by start)
+        self._mechanisms = PASSWORD_MECHANISMS  # offered on the plain listener (set by start)
         self._tls_server: asyncio.Server | None = None
         from broker.runtime.settings import enabled_plugins
 
