@@ -126,6 +126,9 @@ def test_external_logs_in_the_certificate_subject(broker: BrokerThread, pki: Pki
     params = pika_params(broker, pki, "tls-user", credentials=pika.credentials.ExternalCredentials())
     with pika.BlockingConnection(params) as conn:
         assert TLS_USER in users_connected(broker)
+        names = broker.call(lambda: [c.name for c in broker.broker.connections if c.user == TLS_USER])
+        # named by the listener it reached
+        assert names[0].endswith(f" -> 127.0.0.1:{broker.broker.tls_port}")
         assert round_trip(conn, "tls-external") == b"over tls tls-external"
 
 
