@@ -6,6 +6,11 @@ verify_peer`, `auth_mechanisms.3 = EXTERNAL` and rabbitmq_auth_mechanism_ssl on:
 certificate with each subject below logged in with EXTERNAL, and the node's log line
 "EXTERNAL login refused: user '<name>' - invalid credentials" gave the name it derived
 (ssl_cert_login_from = distinguished_name, the default). hashbroker must log the same line.
+
+Recorded again with `ssl_cert_login_from = common_name` and `auth_mechanisms.1 = EXTERNAL` alone:
+the common names in certificate order, joined with "," and not escaped; connection.start offers
+no mechanism at all on the plain listener and "EXTERNAL" on the TLS one, and PLAIN on the plain
+listener is "invalid authentication mechanism 'PLAIN'" (a silent close, reset after 3 s).
 """
 
 from __future__ import annotations
@@ -85,6 +90,15 @@ RECORDED: dict[str, tuple[x509.Name, str]] = {
 }
 
 
+COMMON_NAMES: dict[str, str] = {
+    "two_common_names": "one,two",
+    "every_named_attribute": "many",
+    "multi_valued_rdn": "x",
+    "escapes": '#a,b+c;d<e>f"g\\h ~i ',
+}
+"""What RabbitMQ 3.10.8 logged for the same certificates with ssl_cert_login_from = common_name."""
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"), clients=())
@@ -124,3 +138,42 @@ def test_external_user_name_is_rabbitmqs(
     with caplog.at_level(logging.ERROR, "hashbroker.connection"):
         external_login(broker, pki, f"dn-{case}", subject)
     assert f"EXTERNAL login refused: user '{rabbitmq_name}' - invalid credentials" in caplog.text
+
+
+@pytest.fixture(scope="module")
+def cn_broker(pki: Pki) -> Iterator[BrokerThread]:
+    settings = tls_settings(pki, ssl_cert_login_from="common_name", auth_mechanisms=["EXTERNAL"])
+    with BrokerThread(**settings) as b:  # type: ignore[arg-type]
+        yield b
+
+
+@pytest.mark.parametrize("case", sorted(COMMON_NAMES))
+def test_common_name_mode_is_rabbitmqs(
+    case: str, cn_broker: BrokerThread, pki: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, "hashbroker.connection"):
+        external_login(cn_broker, pki, f"cn-{case}", RECORDED[case][0])
+    assert f"EXTERNAL login refused: user '{COMMON_NAMES[case]}' - invalid credentials" in caplog.text
+
+
+def start_mechanisms(sock: socket.socket) -> str:
+    sock.sendall(b"AMQP\x00\x00\x09\x01")
+    _, _, start = frame.unmarshal(sock.recv(4096))
+    return str(start.mechanisms)
+
+
+def test_external_alone_offers_nothing_on_the_plain_listener(
+    cn_broker: BrokerThread, pki: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert cn_broker.broker.tls_port is not None
+    raw = socket.create_connection(("127.0.0.1", cn_broker.broker.tls_port), timeout=5)
+    with pki.client_context().wrap_socket(raw, server_hostname="localhost") as s:
+        assert start_mechanisms(s) == "EXTERNAL"
+    with socket.create_connection(("127.0.0.1", cn_broker.port), timeout=5) as s:
+        assert start_mechanisms(s) == ""
+        with caplog.at_level(logging.ERROR, "hashbroker.connection"):
+            ok = commands.Connection.StartOk(mechanism="PLAIN", response="\0guest\0guest", locale="en_US")
+            s.sendall(frame.marshal(ok, 0))
+            with contextlib.suppress(ConnectionResetError):
+                assert s.recv(4096) == b""  # nothing is said: the socket closes
+    assert "503 COMMAND_INVALID - invalid authentication mechanism 'PLAIN'" in caplog.text
