@@ -73,7 +73,8 @@ class ManagementServer:
             await self._http.start(host, tls_port, tls=context, tls_handshake_timeout=handshake_timeout)
             log.info("management API listening on https://%s:%d/api/", host, self._http.tls_port)
         self.host = host
-        self.context.http_host, self.context.http_port = host, self.port
+        self.context.http_host, self.context.http_port = host, self._http.port
+        self.context.https_port = self._http.tls_port
         self.state.sample()
         self._sampler = asyncio.get_running_loop().create_task(self._sample_forever())
 

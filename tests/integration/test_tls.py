@@ -242,18 +242,31 @@ def test_a_stalled_tls_handshake_is_dropped_without_stalling_others(broker: Brok
         half.close()
 
 
-def test_management_answers_over_https(broker: BrokerThread, pki: Pki) -> None:
-    mgmt = broker.broker.management
+def https_get(b: BrokerThread, pki: Pki, path: str) -> tuple[int, object]:
+    mgmt = b.broker.management
     assert mgmt is not None and mgmt.tls_port
     req = urllib.request.Request(
-        f"https://localhost:{mgmt.tls_port}/api/overview",
+        f"https://localhost:{mgmt.tls_port}{path}",
         headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()},
     )
     with urllib.request.urlopen(req, context=pki.client_context(), timeout=5) as resp:
-        assert resp.status == 200
-        overview = json.loads(resp.read())
+        return resp.status, json.loads(resp.read())
+
+
+def test_management_answers_over_https(broker: BrokerThread, pki: Pki) -> None:
+    status, overview = https_get(broker, pki, "/api/overview")
+    assert status == 200 and isinstance(overview, dict)
     assert overview["rabbitmq_version"]
-    assert "management_version" in overview
+    # RabbitMQ 3.10.8 lists its listeners as "amqp", "amqp/ssl", ..., "https" (observed)
+    listed = [(x["protocol"], x["port"]) for x in overview["listeners"]]
+    mgmt = broker.broker.management
+    assert listed == [("amqp", broker.port), ("amqp/ssl", broker.broker.tls_port), ("https", mgmt.tls_port)]
+    assert https_get(broker, pki, "/api/health/checks/protocol-listener/amqps") == (
+        200,
+        {"status": "ok", "protocol": "amqp/ssl"},
+    )
+    port_check = f"/api/health/checks/port-listener/{broker.broker.tls_port}"
+    assert https_get(broker, pki, port_check) == (200, {"status": "ok", "port": broker.broker.tls_port})
 
 
 @pytest.fixture(scope="module")
