@@ -291,17 +291,15 @@ class Broker:
     async def _start_tls(self, context: ssl.SSLContext) -> None:
         """The AMQPS listener (RabbitMQ's listeners.ssl): the TLS handshake, bounded by
         ssl_handshake_timeout, comes before the AMQP one; EXTERNAL is offered here only."""
-        import functools
-
-        from broker.runtime.tls import peer_login
+        from broker.runtime.tls import PeerCertificates
         from broker.runtime.transport import AmqpProtocol, mechanisms
 
         s = self.settings
         offer = mechanisms(s.auth_mechanisms, self.plugins, tls=True)
-        login = functools.partial(peer_login, verify=s.ssl_verify, login_from=s.ssl_cert_login_from)
+        peers = PeerCertificates(s.ssl_verify, s.ssl_cert_login_from)
         loop = asyncio.get_running_loop()
         self._tls_server = await loop.create_server(
-            lambda: AmqpProtocol(self, offer, login),
+            lambda: AmqpProtocol(self, offer, peers),
             s.host,
             s.tls_port,
             ssl=context,

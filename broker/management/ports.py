@@ -130,6 +130,8 @@ class ConnectionReads(TracksClient, Protocol):
     @property
     def auth_mechanism(self) -> str: ...
     @property
+    def tls_info(self) -> Mapping[str, str | None] | None: ...  # None: not TLS
+    @property
     def channels(self) -> Mapping[int, ChannelReads]: ...
     def fail(self, err: AmqpError, culprit: tuple[int, int], fatal: bool = False, detail: str = "") -> None:
         """Close the connection with `err` (DELETE /api/connections/{name} sends 320)."""

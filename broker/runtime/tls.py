@@ -228,3 +228,76 @@ def peer_login(ssl_object: Any, *, verify: Verify, login_from: CertLoginFrom) ->
             return PeerLogin(None, "no name found")
         return PeerLogin(",".join(names), None)
     return PeerLogin(format_subject(subject), None)
+
+
+# -- what /api/connections shows of a TLS connection ---------------------------------------------------
+
+TLS_FIELDS = (
+    "ssl_protocol",
+    "ssl_key_exchange",
+    "ssl_cipher",
+    "ssl_hash",
+    "peer_cert_subject",
+    "peer_cert_issuer",
+    "peer_cert_validity",
+)
+"""rabbit_reader's TLS info items, null on a connection without TLS (or without a peer certificate)."""
+
+
+def suite_names(ctx: ssl.SSLContext) -> dict[str, tuple[str, str, str]]:
+    """The context's cipher suites by OpenSSL name, as Erlang's ssl names their parts:
+    (key_exchange, cipher, mac), e.g. ("any", "aes_256_gcm", "aead") for TLS 1.3's
+    TLS_AES_256_GCM_SHA384, ("ecdhe_rsa", "aes_128_cbc", "sha256") for ECDHE-RSA-AES128-SHA256."""
+    out: dict[str, tuple[str, str, str]] = {}
+    for suite in ctx.get_ciphers():
+        kea = str(suite.get("kea") or "").removeprefix("kx-")
+        auth = str(suite.get("auth") or "").removeprefix("auth-")
+        exchange = kea if kea in ("any", "rsa", "psk") or auth in ("any", "null", "") else f"{kea}_{auth}"
+        digest = "sha" if suite.get("digest") == "sha1" else str(suite.get("digest") or "")
+        mac = "aead" if suite.get("aead") else digest
+        out[str(suite["name"])] = (exchange, str(suite.get("symmetric") or "").replace("-", "_"), mac)
+    return out
+
+
+def validity(cert: dict[str, Any]) -> str:
+    """rabbit_cert_info:validity: "2026-11-27T22:27:23Z - 2026-11-29T22:32:23Z"."""
+
+    def iso(text: str) -> str:
+        import time
+
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ssl.cert_time_to_seconds(text)))
+
+    return f"{iso(cert['notBefore'])} - {iso(cert['notAfter'])}"
+
+
+@dataclass
+class PeerCertificates:
+    """What a TLS listener makes of its connections' peers: the EXTERNAL user (`login`) and the
+    connection's TLS details for the management API (`describe`)."""
+
+    verify: Verify
+    login_from: CertLoginFrom
+    _suites: dict[str, tuple[str, str, str]] | None = None
+
+    def login(self, ssl_object: Any) -> PeerLogin:
+        return peer_login(ssl_object, verify=self.verify, login_from=self.login_from)
+
+    def describe(self, ssl_object: Any) -> dict[str, str | None]:
+        """rabbit_reader's ssl_protocol, ssl_key_exchange, ssl_cipher, ssl_hash and peer_cert_*
+        items of the connection (None where there is nothing to say)."""
+        info: dict[str, str | None] = dict.fromkeys(TLS_FIELDS)
+        if ssl_object is None:
+            return info
+        if self._suites is None:
+            self._suites = suite_names(ssl_object.context)
+        version = ssl_object.version()
+        info["ssl_protocol"] = version.lower() if version else None
+        cipher = ssl_object.cipher()
+        if cipher is not None and cipher[0] in self._suites:
+            info["ssl_key_exchange"], info["ssl_cipher"], info["ssl_hash"] = self._suites[cipher[0]]
+        cert = ssl_object.getpeercert()
+        if cert:
+            info["peer_cert_subject"] = format_subject(cert.get("subject", ()))
+            info["peer_cert_issuer"] = format_subject(cert.get("issuer", ()))
+            info["peer_cert_validity"] = validity(cert)
+        return info

@@ -8,7 +8,7 @@ import contextlib
 import errno
 import logging
 import os
-from collections.abc import Callable, Collection, Container
+from collections.abc import Collection, Container, Mapping
 from typing import Any, Protocol
 
 from broker.protocol.handshake import DEFAULT_MECHANISMS, EXTERNAL, PASSWORD_MECHANISMS, Mechanisms, PeerLogin
@@ -126,23 +126,31 @@ def mechanisms(configured: Collection[str], plugins: Container[str], *, tls: boo
     return Mechanisms(offered, frozenset(known))
 
 
-PeerLoginOf = Callable[[Any], PeerLogin]
-"""The EXTERNAL user of a connection, from its ssl.SSLObject (broker.runtime.tls.peer_login)."""
+class TlsPeers(Protocol):
+    """What a TLS listener makes of a connection's ssl.SSLObject (broker.runtime.tls.PeerCertificates)."""
+
+    def login(self, ssl_object: Any) -> PeerLogin:
+        """The EXTERNAL user the peer certificate names, or why none."""
+        ...
+
+    def describe(self, ssl_object: Any) -> Mapping[str, str | None]:
+        """The connection's TLS details, as /api/connections shows them."""
+        ...
 
 
 class AmqpProtocol(asyncio.Protocol):
-    __slots__ = ("broker", "conn", "mechanisms", "peer_login")
+    __slots__ = ("broker", "conn", "mechanisms", "tls")
 
     def __init__(
         self,
         broker: Listener,
         mechanisms: Mechanisms = PASSWORD_MECHANISMS,
-        peer_login: PeerLoginOf | None = None,
+        tls: TlsPeers | None = None,
     ) -> None:
         self.broker = broker
         self.conn: Connection | None = None
         self.mechanisms = mechanisms
-        self.peer_login = peer_login
+        self.tls = tls
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -153,9 +161,12 @@ class AmqpProtocol(asyncio.Protocol):
 
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        login = None
-        if self.peer_login is not None and EXTERNAL in self.mechanisms.offered:
-            login = self.peer_login(transport.get_extra_info("ssl_object"))
+        login = info = None
+        if self.tls is not None:
+            ssl_object = transport.get_extra_info("ssl_object")
+            info = self.tls.describe(ssl_object)
+            if EXTERNAL in self.mechanisms.offered:
+                login = self.tls.login(ssl_object)
         self.conn = Connection(
             self.broker,
             transport,
@@ -163,6 +174,7 @@ class AmqpProtocol(asyncio.Protocol):
             handshake_timeout=self.broker.settings.handshake_timeout,
             mechanisms=self.mechanisms,
             peer_login=login,
+            tls_info=info,
         )
         self.broker.connection_made(self.conn)
 

@@ -14,7 +14,7 @@ RabbitMQ process reports).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from amqpwire.errors import AmqpError, ReplyCode, channel_error, command_invalid, internal_error, not_allowed
@@ -63,6 +63,7 @@ class Connection(Link):
         handshake_timeout: float = H.HANDSHAKE_TIMEOUT,
         mechanisms: H.Mechanisms = H.PASSWORD_MECHANISMS,
         peer_login: H.PeerLogin | None = None,
+        tls_info: Mapping[str, str | None] | None = None,
     ) -> None:
         s = broker.settings
         hs = H.Handshake(
@@ -76,6 +77,9 @@ class Connection(Link):
         super().__init__(broker, transport, loop, hs)
         self.peer_login = peer_login
         """Who the TLS peer certificate names, for the EXTERNAL mechanism (None: not TLS)."""
+        self.tls_info = tls_info
+        """The connection's TLS details (protocol, cipher, peer certificate) as the management API
+        shows them; None: not TLS."""
         self._run(hs.begin())
 
     @property

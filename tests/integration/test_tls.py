@@ -21,6 +21,7 @@ import asyncio
 import base64
 import json
 import logging
+import re
 import socket
 import ssl
 import time
@@ -267,6 +268,33 @@ def test_management_answers_over_https(broker: BrokerThread, pki: Pki) -> None:
     )
     port_check = f"/api/health/checks/port-listener/{broker.broker.tls_port}"
     assert https_get(broker, pki, port_check) == (200, {"status": "ok", "port": broker.broker.tls_port})
+
+
+def test_connections_show_their_tls_details_as_rabbitmq_does(broker: BrokerThread, pki: Pki) -> None:
+    params = pika_params(broker, pki, "guest", credentials=pika.PlainCredentials("guest", "guest"))
+    plain = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", broker.port))
+    with pika.BlockingConnection(params), plain:
+        status, listed = https_get(broker, pki, "/api/connections")
+    assert status == 200 and isinstance(listed, list)
+    by_port = {c["port"]: c for c in listed}
+    tls_conn = by_port[broker.broker.tls_port]
+    # as RabbitMQ 3.10.8 showed a Python client's TLS 1.3 connection with a certificate of this CA
+    assert {k: v for k, v in tls_conn.items() if k.startswith(("ssl", "peer_cert"))} == {
+        "ssl": True,
+        "ssl_protocol": "tlsv1.3",
+        "ssl_key_exchange": "any",
+        "ssl_cipher": "aes_256_gcm",
+        "ssl_hash": "aead",
+        "peer_cert_subject": "CN=guest,O=hashbroker tests",
+        "peer_cert_issuer": "CN=hashbroker test CA,O=hashbroker tests",
+        "peer_cert_validity": tls_conn["peer_cert_validity"],
+    }
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ - \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", tls_conn["peer_cert_validity"]
+    )
+    plain_conn = by_port[broker.port]
+    assert plain_conn["ssl"] is False
+    assert all(plain_conn[k] is None for k in plain_conn if k.startswith(("ssl_", "peer_cert")))
 
 
 @pytest.fixture(scope="module")
