@@ -19,6 +19,8 @@ from amqpwire.errors import connection_forced
 from broker.runtime.settings import Settings
 
 if TYPE_CHECKING:
+    import ssl
+
     from broker.entities.cluster import Cluster
     from broker.entities.message import StoredMessage
     from broker.entities.queues.catalog import Entry, Queue
@@ -105,6 +107,11 @@ class Broker:
         self.management: Any = None
         self.prometheus: Any = None  # the rabbitmq_prometheus listener, while it runs
         self.stream_server: Any = None  # the rabbitmq_stream listener, while it runs
+        self.tls_port: int | None = None  # the AMQPS listener's bound port, while it runs
+        from broker.protocol.handshake import PASSWORD_MECHANISMS
+
+        self._mechanisms = PASSWORD_MECHANISMS  # offered on the plain listener (set by start)
+        self._tls_server: asyncio.Server | None = None
         from broker.runtime.settings import enabled_plugins
 
         self.plugins = enabled_plugins(settings)
@@ -164,9 +171,11 @@ class Broker:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        from broker.runtime.transport import AcceptFailureLog, raise_open_files_limit
+        from broker.runtime.transport import AcceptFailureLog, mechanisms, raise_open_files_limit
 
         raise_open_files_limit()
+        self._mechanisms = mechanisms(self.settings.auth_mechanisms, self.plugins, tls=False)
+        tls_contexts = self._tls_contexts()  # a refused TLS option stops the start before any listener
         if not isinstance(loop.get_exception_handler(), AcceptFailureLog):
             AcceptFailureLog(loop).install(loop)
         # Listen first: the kernel queues early connections while the store opens and the exchange
@@ -221,11 +230,18 @@ class Broker:
             self.port,
             self.settings.rabbitmq_compat_version,
         )
-        if self.settings.management_port is not None and "rabbitmq_management" in self.plugins:
+        amqps, https = tls_contexts
+        if amqps is not None:
+            await self._start_tls(amqps)
+        http_port, https_port = self.settings.management_port, self.settings.management_ssl_port
+        if (http_port is not None or https is not None) and "rabbitmq_management" in self.plugins:
             from broker.management import start_management  # lazy: keeps start-up import-light
 
+            tls = None
+            if https is not None and https_port is not None:
+                tls = (https_port, https, self.settings.ssl_handshake_timeout)
             self.management = await start_management(
-                self, self.settings.management_host or self.host, self.settings.management_port
+                self, self.settings.management_host or self.host, http_port, tls=tls
             )
         from broker.runtime.settings import prometheus_port
 
@@ -259,10 +275,44 @@ class Broker:
         streams.advertised_port = self.stream_server.port
         log.info("stream protocol listening on %s:%d", self.host, self.stream_server.port)
 
+    def _tls_contexts(self) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+        """The SSL contexts of the AMQPS and the HTTPS management listeners (None: off)."""
+        s = self.settings
+        if s.tls_port is None and s.management_ssl_port is None:
+            return None, None
+        from broker.runtime import tls
+
+        amqp, http = tls.amqp_options(s), tls.management_options(s)
+        return (
+            tls.listener_context(amqp, "AMQPS listener") if amqp is not None else None,
+            tls.listener_context(http, "HTTPS management listener") if http is not None else None,
+        )
+
+    async def _start_tls(self, context: ssl.SSLContext) -> None:
+        """The AMQPS listener (RabbitMQ's listeners.ssl): the TLS handshake, bounded by
+        ssl_handshake_timeout, comes before the AMQP one; EXTERNAL is offered here only."""
+        from broker.runtime.tls import PeerCertificates
+        from broker.runtime.transport import AmqpProtocol, mechanisms
+
+        s = self.settings
+        offer = mechanisms(s.auth_mechanisms, self.plugins, tls=True)
+        peers = PeerCertificates(s.ssl_verify, s.ssl_cert_login_from)
+        loop = asyncio.get_running_loop()
+        self._tls_server = await loop.create_server(
+            lambda: AmqpProtocol(self, offer, peers),
+            s.host,
+            s.tls_port,
+            ssl=context,
+            ssl_handshake_timeout=s.ssl_handshake_timeout,
+            reuse_address=True,
+        )
+        self.tls_port = self._tls_server.sockets[0].getsockname()[1]
+        log.info("hashbroker listening on %s:%d (AMQP 0-9-1 over TLS)", self.host, self.tls_port)
+
     def _protocol_factory(self) -> asyncio.Protocol:
         from broker.runtime.transport import AmqpProtocol
 
-        return AmqpProtocol(self)
+        return AmqpProtocol(self, self._mechanisms)
 
     async def stop(self, grace: float = 0.0) -> None:
         """Stop listening, tell every client why (320), wait up to `grace` seconds for their
@@ -279,6 +329,8 @@ class Broker:
         if self.management is not None:
             await self.management.close()
             self.management = None
+        if self._tls_server is not None:
+            self._tls_server.close()
         self._server.close()
         self.alarms.stop()
         self.policies.close()
@@ -288,6 +340,10 @@ class Broker:
             conn.connection_lost()
         await self._server.wait_closed()
         self._server = None
+        if self._tls_server is not None:
+            await self._tls_server.wait_closed()
+            self._tls_server = None
+            self.tls_port = None
         self.ledger = None
         if self.store is not None:  # commit what is pending, release the data dir
             await self.store.close()

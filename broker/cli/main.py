@@ -106,6 +106,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="block publishers when the data dir's filesystem has less free space (default 50MB)",
     )
+    for flag, help_text in TLS_FLAGS.items():
+        choices = ["verify_peer", "verify_none"] if flag.endswith("-verify") else None
+        if flag.endswith("fail-if-no-peer-cert"):
+            choices = ["true", "false"]
+        if flag.endswith("-port"):
+            serve.add_argument(flag, type=int, default=None, help=help_text)
+        else:
+            serve.add_argument(flag, default=None, choices=choices, help=help_text)
     serve.set_defaults(func=cmd_serve)
     demo = sub.add_parser(
         "demo", help="route 100,000 messages through x-consistent-hash and compare with RabbitMQ"
@@ -129,6 +137,25 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+TLS_FLAGS: dict[str, str] = {
+    "--tls-port": "AMQPS listener port (RabbitMQ's listeners.ssl.default, 5671 there; off by default)",
+    "--ssl-certfile": "the server certificate, PEM (ssl_options.certfile)",
+    "--ssl-keyfile": "its private key, PEM (ssl_options.keyfile; the password: HASHBROKER_SSL_PASSWORD)",
+    "--ssl-cacertfile": "CA bundle that client certificates are checked against (ssl_options.cacertfile)",
+    "--ssl-verify": "verify_peer: ask clients for a certificate and check it (default verify_none)",
+    "--ssl-fail-if-no-peer-cert": "true: with verify_peer, refuse clients without a certificate",
+    "--ssl-versions": "TLS versions, comma-separated (tlsv1.3,tlsv1.2; default: Python's)",
+    "--auth-mechanisms": "SASL mechanisms offered, comma-separated (default PLAIN,AMQPLAIN; EXTERNAL "
+    "needs the rabbitmq_auth_mechanism_ssl plugin)",
+    "--management-ssl-port": "HTTPS management port (management.ssl.port; off by default)",
+    "--management-ssl-certfile": "the HTTPS listener's certificate (management.ssl.certfile)",
+    "--management-ssl-keyfile": "its private key (management.ssl.keyfile)",
+    "--management-ssl-cacertfile": "CA bundle for HTTPS client certificates (management.ssl.cacertfile)",
+}
+"""The TLS flags of `serve` (each a setting of the same name); the rest of RabbitMQ's ssl_options
+(password, depth, management.ssl.verify ...) are set in the config file or the environment."""
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from broker.runtime.settings import Settings, SettingsError
 
@@ -149,6 +176,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             plugins=args.plugins,
             enabled_plugins_file=args.enabled_plugins_file,
             prometheus_port=args.prometheus_port,
+            **{f[2:].replace("-", "_"): getattr(args, f[2:].replace("-", "_")) for f in TLS_FLAGS},
         )
         if settings.data_dir is None:
             from broker.store import default_data_dir
@@ -183,6 +211,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(run())
+    except SettingsError as exc:  # a TLS file that cannot be loaded
+        print(f"hashbroker: {exc}", file=sys.stderr)
+        return EX_CONFIG
     except StoreError as exc:
         print(f"hashbroker: {exc}", file=sys.stderr)
         return 1

@@ -122,6 +122,7 @@ class ConnectionView:
     send_oct: int  # bytes written
     recv_cnt: int  # frames read
     send_cnt: int  # frames written
+    tls: Mapping[str, str | None] | None = None  # ssl_protocol, ssl_cipher, peer_cert_subject...
 
 
 @dataclass(frozen=True)

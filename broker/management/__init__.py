@@ -25,7 +25,12 @@ from broker.management.state import BrokerState
 from broker.management.writes import Writes
 
 if TYPE_CHECKING:
+    import ssl
+
     from broker.management.ports import ManagementBroker
+
+    TlsListener = tuple[int, ssl.SSLContext, float]
+    """The HTTPS listener: port, SSL context, TLS handshake timeout in seconds."""
 
 __all__ = ["ManagementServer", "start_management"]
 
@@ -45,19 +50,33 @@ class ManagementServer:
 
     @property
     def port(self) -> int:
-        return self._http.port
+        """The HTTP port (the HTTPS one when only HTTPS listens)."""
+        return self._http.port or self._http.tls_port
+
+    @property
+    def tls_port(self) -> int:
+        """The HTTPS port; 0 when HTTPS is off."""
+        return self._http.tls_port
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    async def start(self, host: str, port: int) -> None:
-        await self._http.start(host, port)
+    async def start(self, host: str, port: int | None, tls: TlsListener | None = None) -> None:
+        """Serve HTTP on `port` and/or HTTPS as `tls` says (RabbitMQ's management.tcp and
+        management.ssl listeners); None = that one is off."""
+        if port is not None:
+            await self._http.start(host, port)
+            log.info("management API listening on http://%s:%d/api/", host, self._http.port)
+        if tls is not None:
+            tls_port, context, handshake_timeout = tls
+            await self._http.start(host, tls_port, tls=context, tls_handshake_timeout=handshake_timeout)
+            log.info("management API listening on https://%s:%d/api/", host, self._http.tls_port)
         self.host = host
-        self.context.http_host, self.context.http_port = host, self.port
+        self.context.http_host, self.context.http_port = host, self._http.port
+        self.context.https_port = self._http.tls_port
         self.state.sample()
         self._sampler = asyncio.get_running_loop().create_task(self._sample_forever())
-        log.info("management API listening on http://%s:%d/api/", host, self.port)
 
     async def _sample_forever(self) -> None:
         """Sample counters for the message rates every SAMPLE_INTERVAL seconds, as RabbitMQ does."""
@@ -71,8 +90,11 @@ class ManagementServer:
         await self._http.close()
 
 
-async def start_management(broker: ManagementBroker, host: str, port: int) -> ManagementServer:
-    """Start the management API for a started `broker` (call on the broker's loop; port 0 = any)."""
+async def start_management(
+    broker: ManagementBroker, host: str, port: int | None, tls: TlsListener | None = None
+) -> ManagementServer:
+    """Start the management API for a started `broker` (call on the broker's loop; port 0 = any;
+    `tls`: the HTTPS listener's port, SSL context and handshake timeout)."""
     server = ManagementServer(broker)
-    await server.start(host, port)
+    await server.start(host, port, tls)
     return server

@@ -25,6 +25,7 @@ class Context:
         self.writes = writes
         self.http_host = ""
         self.http_port = 0
+        self.https_port = 0  # the management.ssl listener, 0 when off
 
     def who(self, req: Request) -> Identity:
         return authz.identity(self.state.registry, req.user, req.password)

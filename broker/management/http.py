@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 if TYPE_CHECKING:
+    import ssl
+
     import h11
 
 log = logging.getLogger("hashbroker.management.http")
@@ -201,24 +203,46 @@ class HttpServer:
         self.timeouts = timeouts or Timeouts()
         self.max_body = max_body
         self.port = 0
-        self._server: asyncio.Server | None = None
+        self.tls_port = 0
+        self._servers: list[asyncio.Server] = []
         self._clients: set[asyncio.Task[None]] = set()
 
-    async def start(self, host: str, port: int) -> None:
+    async def start(
+        self, host: str, port: int, *, tls: ssl.SSLContext | None = None, tls_handshake_timeout: float = 5.0
+    ) -> None:
+        """Listen on `port`; with `tls`, speak HTTPS there (RabbitMQ's management.ssl listener),
+        a TLS handshake bounded by `tls_handshake_timeout`. Both kinds may run side by side."""
         import h11  # noqa: F401  (paid here, once, rather than on every broker start)
 
-        self._server = await asyncio.start_server(self._client, host, port, reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
+        if tls is None:
+            server = await asyncio.start_server(self._client, host, port, reuse_address=True)
+        else:
+            server = await asyncio.start_server(
+                self._client,
+                host,
+                port,
+                reuse_address=True,
+                ssl=tls,
+                ssl_handshake_timeout=tls_handshake_timeout,
+            )
+        self._servers.append(server)
+        bound = server.sockets[0].getsockname()[1]
+        if tls is None:
+            self.port = bound
+        else:
+            self.tls_port = bound
 
     async def close(self) -> None:
-        if self._server is None:
+        if not self._servers:
             return
-        self._server.close()
+        for server in self._servers:
+            server.close()
         for task in list(self._clients):
             task.cancel()
         await asyncio.gather(*self._clients, return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -130,6 +130,8 @@ class ConnectionReads(TracksClient, Protocol):
     @property
     def auth_mechanism(self) -> str: ...
     @property
+    def tls_info(self) -> Mapping[str, str | None] | None: ...  # None: not TLS
+    @property
     def channels(self) -> Mapping[int, ChannelReads]: ...
     def fail(self, err: AmqpError, culprit: tuple[int, int], fatal: bool = False, detail: str = "") -> None:
         """Close the connection with `err` (DELETE /api/connections/{name} sends 320)."""
@@ -182,6 +184,8 @@ class ManagementBroker(ChannelServer, Protocol):
     def host(self) -> str: ...  # the AMQP listener
     @property
     def port(self) -> int: ...
+    @property
+    def tls_port(self) -> int | None: ...  # the AMQPS listener, None when off
     @property
     def vhosts(self) -> Mapping[str, VHost]: ...
     @property

@@ -24,6 +24,8 @@ def is_listed(conn: ConnectionReads) -> bool:
 
 def connection_view(conn: ConnectionReads, host: str, port: int) -> ConnectionView:
     peer_host, _, peer_port = conn.peer.rpartition(":")
+    local_port = conn.name.rpartition(":")[2]  # "peer -> host:port": the listener it reached (AMQPS too)
+    port = int(local_port) if local_port.isdigit() else port
     return ConnectionView(
         name=conn.name,
         user=conn.user,
@@ -38,6 +40,7 @@ def connection_view(conn: ConnectionReads, host: str, port: int) -> ConnectionVi
         channel_max=conn.channel_max,
         timeout=conn.heartbeat,
         auth_mechanism=conn.auth_mechanism or "PLAIN",
+        tls=conn.tls_info,
         client_properties=conn.client_properties,
         user_provided_name=conn.user_provided_name,
         connected_at=conn.connected_at,

@@ -73,6 +73,12 @@ class BrokerState:
         return int(self._broker.port)
 
     @property
+    def amqp_listeners(self) -> list[tuple[str, int]]:
+        """(protocol, port) of the AMQP listeners: "amqp", and "amqp/ssl" while TLS listens."""
+        tls = self._broker.tls_port
+        return [("amqp", self.amqp_port)] + ([("amqp/ssl", int(tls))] if tls is not None else [])
+
+    @property
     def default_user(self) -> str:
         return self._broker.settings.default_user
 

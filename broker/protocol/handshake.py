@@ -3,7 +3,7 @@
 States (`HandshakeState`): awaiting_header -> starting (we sent connection.start) -> tuning
 (start-ok authenticated, we sent connection.tune) -> opening (tune-ok negotiated) -> running
 (connection.open accepted). RabbitMQ's `securing` state (a SASL challenge round) never occurs:
-PLAIN and AMQPLAIN answer in start-ok, so a secure-ok is unexpected in every state. Each input
+PLAIN, AMQPLAIN and EXTERNAL answer in start-ok, so a secure-ok is unexpected in every state. Each input
 returns a list of actions for the adapter to perform:
 `Send` bytes, `Authenticate` the credentials (auth stays in the broker), `OpenVhost`, `Tuned`
 (apply the limits, start heartbeats), `ArmTimer` / `CancelTimer` for the handshake timeout, and
@@ -45,6 +45,35 @@ class HandshakeState(StrEnum):
 
 SILENT_STATES = frozenset({HandshakeState.STARTING, HandshakeState.TUNING})
 """Where rabbit_reader closes without a word on an error (see `Handshake.silent_errors`)."""
+
+
+DEFAULT_MECHANISMS = ("PLAIN", "AMQPLAIN")
+"""RabbitMQ's auth_mechanisms default, in the order its connection.start lists them."""
+
+EXTERNAL = "EXTERNAL"
+"""The SASL mechanism of rabbitmq_auth_mechanism_ssl: the TLS peer certificate names the user."""
+
+
+class Mechanisms(NamedTuple):
+    """The SASL mechanisms of one listener: `offered` in connection.start (rabbit_reader's
+    auth_mechanisms: configured, registered and willing on this socket), `known` the registered
+    ones (a start-ok naming another is an "unknown", one known but not offered an "invalid"
+    authentication mechanism)."""
+
+    offered: tuple[str, ...] = DEFAULT_MECHANISMS
+    known: frozenset[str] = frozenset(DEFAULT_MECHANISMS)
+
+
+PASSWORD_MECHANISMS = Mechanisms()
+"""RabbitMQ's default: PLAIN and AMQPLAIN, nothing else registered."""
+
+
+class PeerLogin(NamedTuple):
+    """What the EXTERNAL mechanism makes of a connection's TLS peer certificate: the user it
+    names, or RabbitMQ's reason for refusing the login."""
+
+    user: str | None
+    refusal: str | None
 
 
 class Send(NamedTuple):
@@ -106,8 +135,10 @@ class Handshake:
         frame_max: int,
         heartbeat: int,
         timeout: float = HANDSHAKE_TIMEOUT,
+        mechanisms: Mechanisms = PASSWORD_MECHANISMS,
     ) -> None:
         self.server_properties = server_properties
+        self.mechanisms = mechanisms
         self.server_limits = (channel_max, frame_max, heartbeat)
         self.timeout = timeout
         self.state = HandshakeState.AWAITING_HEADER
@@ -152,7 +183,7 @@ class Handshake:
             version_major=0,
             version_minor=9,
             server_properties=self.server_properties,
-            mechanisms="PLAIN AMQPLAIN",
+            mechanisms=" ".join(self.mechanisms.offered),
             locales="en_US",
         )
         self.state = HandshakeState.STARTING
@@ -206,6 +237,13 @@ class Handshake:
             self.capabilities = caps.value
         self.mechanism = mech = command.mechanism
         response = command.response
+        if mech not in self.mechanisms.known:
+            raise command_invalid(f"unknown authentication mechanism '{mech}'")
+        if mech not in self.mechanisms.offered:
+            raise command_invalid(f"invalid authentication mechanism '{mech}'")
+        if mech == EXTERNAL:
+            # rabbit_auth_mechanism_ssl ignores the response: the certificate names the user
+            return [Authenticate(mech, "", "")]
         if mech == "PLAIN":
             # rabbit_auth_mechanism_plain takes "\0user\0password" only: an authorization
             # identity (even the user's own name) is a syntax error, as is a third NUL

@@ -16,11 +16,13 @@ from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from broker.entities.cluster import validate_node_name
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+Verify = Literal["verify_peer", "verify_none"]
+TlsVersion = Literal["tlsv1", "tlsv1.1", "tlsv1.2", "tlsv1.3"]
 
 ENV_PREFIX = "HASHBROKER_"
 
@@ -115,6 +117,75 @@ class Settings(BaseModel):
     prometheus_port: int | None = Field(default=None, ge=0, le=65535)
     """Port of the rabbitmq_prometheus endpoint (/metrics) when that plugin is enabled: None =
     15692, 0 = any free port."""
+    tls_port: int | None = Field(default=None, ge=0, le=65535)
+    """AMQPS listener (RabbitMQ's listeners.ssl.default, 5671 there); None (default) = off, 0 = any
+    free port. Needs ssl_certfile."""
+    ssl_cacertfile: str | None = None
+    """CA bundle client certificates are verified against (ssl_options.cacertfile)."""
+    ssl_certfile: str | None = None
+    """The server's certificate, PEM (ssl_options.certfile)."""
+    ssl_keyfile: str | None = None
+    """Its private key, PEM (ssl_options.keyfile); None = in the certfile."""
+    ssl_password: str | None = None
+    """Password of an encrypted keyfile (ssl_options.password)."""
+    ssl_verify: Verify = "verify_none"
+    """verify_peer asks clients for a certificate and checks it (ssl_options.verify)."""
+    ssl_fail_if_no_peer_cert: bool = False
+    """With verify_peer, refuse a client that sends no certificate in the TLS handshake
+    (ssl_options.fail_if_no_peer_cert)."""
+    ssl_depth: int | None = Field(default=None, ge=0)
+    """ssl_options.depth: accepted, but not enforced (Python's ssl module cannot set it)."""
+    ssl_versions: list[TlsVersion] | None = None
+    """TLS versions accepted (ssl_options.versions.N): "tlsv1.3,tlsv1.2"; None = Python's default."""
+    ssl_handshake_timeout: float = Field(default=5.0, gt=0)
+    """Seconds a TLS handshake may take (RabbitMQ's ssl_handshake_timeout)."""
+    ssl_cert_login_from: Literal["distinguished_name", "common_name"] = "distinguished_name"
+    """What names the EXTERNAL mechanism's user: the certificate subject's DN or its CN."""
+    auth_mechanisms: list[str] = Field(default_factory=lambda: ["PLAIN", "AMQPLAIN"])
+    """SASL mechanisms offered (auth_mechanisms.N); EXTERNAL also needs the
+    rabbitmq_auth_mechanism_ssl plugin and is offered on the TLS listener only."""
+    management_ssl_port: int | None = Field(default=None, ge=0, le=65535)
+    """HTTPS management listener (management.ssl.port); None (default) = off, 0 = any free port.
+    Needs management_ssl_certfile."""
+    management_ssl_cacertfile: str | None = None
+    """management.ssl.cacertfile."""
+    management_ssl_certfile: str | None = None
+    """management.ssl.certfile."""
+    management_ssl_keyfile: str | None = None
+    """management.ssl.keyfile."""
+    management_ssl_password: str | None = None
+    """management.ssl.password."""
+    management_ssl_verify: Verify = "verify_none"
+    """management.ssl.verify."""
+    management_ssl_fail_if_no_peer_cert: bool = False
+    """management.ssl.fail_if_no_peer_cert."""
+    management_ssl_depth: int | None = Field(default=None, ge=0)
+    """management.ssl.depth: accepted, but not enforced (as ssl_depth)."""
+    management_ssl_versions: list[TlsVersion] | None = None
+    """management.ssl.versions.N."""
+
+    @field_validator("ssl_versions", "management_ssl_versions", "auth_mechanisms", mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        """A JSON list or comma-separated words; TLS versions are case-insensitive."""
+        if isinstance(value, str):
+            text = value.strip()
+            value = (
+                json.loads(text)
+                if text.startswith("[")
+                else [w.strip() for w in text.split(",") if w.strip()]
+            )
+        if isinstance(value, list):
+            return [v.lower() if isinstance(v, str) and v.lower().startswith("tlsv") else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _tls_needs_a_certificate(self) -> Settings:
+        if self.tls_port is not None and not self.ssl_certfile:
+            raise ValueError("tls_port needs ssl_certfile (and ssl_keyfile unless the key is in it)")
+        if self.management_ssl_port is not None and not self.management_ssl_certfile:
+            raise ValueError("management_ssl_port needs management_ssl_certfile")
+        return self
 
     @field_validator("plugins", mode="before")
     @classmethod
@@ -225,6 +296,7 @@ EMULATED_PLUGINS: dict[str, str] = {
     "rabbitmq_web_dispatch": "the HTTP listeners of the management and Prometheus plugins",
     "rabbitmq_prometheus": "Prometheus metrics on /metrics (on --prometheus-port, 15692)",
     "rabbitmq_stream": "the stream protocol listener (streams as a queue type are core)",
+    "rabbitmq_auth_mechanism_ssl": "the EXTERNAL SASL mechanism: TLS client certificates name the user",
 }
 """The plugins hashbroker emulates, and what each switches on."""
 
@@ -321,6 +393,12 @@ def describe(
     error = exc.errors()[0]
     name = str(error["loc"][0]) if error["loc"] else ""
     message = str(error["msg"]).removeprefix("Value error, ")
+    if not name:  # a rule across settings: its message starts with the setting it is about
+        first = message.split(" ", 1)[0]
+        if first in given:
+            flag = "--" + first.replace("_", "-")
+            return SettingsError(f"{flag} {_shown(given[first])}: {message}", from_flag=True)
+        return SettingsError(message)
     if error["type"] == "extra_forbidden":
         import difflib  # only for this hint: an idle broker should not load it
 
@@ -417,4 +495,47 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"config file {p} must contain a table/object")
     if isinstance(data.get("hashbroker"), dict):
         data = data["hashbroker"]
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
+    return rabbitmq_keys({str(k).replace("-", "_"): v for k, v in data.items()})
+
+
+RABBITMQ_KEYS: dict[str, str] = {
+    "listeners.tcp.default": "port",
+    "listeners.ssl.default": "tls_port",
+    "management.tcp.port": "management_port",
+    **{f"ssl_options.{k}": f"ssl_{k}" for k in ("cacertfile", "certfile", "keyfile", "password", "verify")},
+    **{f"ssl_options.{k}": f"ssl_{k}" for k in ("fail_if_no_peer_cert", "depth", "versions")},
+    **{f"management.ssl.{k}": f"management_ssl_{k}" for k in ("port", "cacertfile", "certfile", "keyfile")},
+    **{f"management.ssl.{k}": f"management_ssl_{k}" for k in ("password", "verify", "depth", "versions")},
+    "management.ssl.fail_if_no_peer_cert": "management_ssl_fail_if_no_peer_cert",
+}
+"""rabbitmq.conf keys a config file may use, written dotted (`"ssl_options.verify" = ...`) or as
+TOML tables (`[ssl_options]`); a numbered list (`auth_mechanisms.1`, `ssl_options.versions.1`)
+becomes the list in its numbers' order."""
+
+
+def rabbitmq_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with rabbitmq.conf's keys (see RABBITMQ_KEYS) turned into settings fields."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and (prefix.split(".")[0] in _RABBITMQ_ROOTS or not prefix):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            flat[prefix] = value
+
+    walk("", data)
+    out: dict[str, Any] = {}
+    numbered: dict[str, list[tuple[int, Any]]] = {}
+    for key, value in flat.items():
+        base, _, last = key.rpartition(".")
+        if last.isdigit() and (base == "auth_mechanisms" or base in RABBITMQ_KEYS):
+            numbered.setdefault(RABBITMQ_KEYS.get(base, base), []).append((int(last), value))
+        else:
+            out[RABBITMQ_KEYS.get(key, key)] = value
+    for field, items in numbered.items():
+        out[field] = [v for _, v in sorted(items, key=lambda item: item[0])]
+    return out
+
+
+_RABBITMQ_ROOTS = frozenset(k.split(".")[0] for k in RABBITMQ_KEYS) | {"auth_mechanisms"}

@@ -8,8 +8,10 @@ import contextlib
 import errno
 import logging
 import os
+from collections.abc import Collection, Container, Mapping
 from typing import Any, Protocol
 
+from broker.protocol.handshake import DEFAULT_MECHANISMS, EXTERNAL, PASSWORD_MECHANISMS, Mechanisms, PeerLogin
 from broker.session.connection import Connection
 from broker.session.ports import Server, ServerSettings
 
@@ -111,12 +113,44 @@ class Listener(Server, Protocol):
     def connection_made(self, conn: Connection) -> None: ...
 
 
-class AmqpProtocol(asyncio.Protocol):
-    __slots__ = ("broker", "conn")
+AUTH_MECHANISM_PLUGIN = "rabbitmq_auth_mechanism_ssl"
+"""The plugin that registers the EXTERNAL mechanism."""
 
-    def __init__(self, broker: Listener) -> None:
+
+def mechanisms(configured: Collection[str], plugins: Container[str], *, tls: bool) -> Mechanisms:
+    """rabbit_reader:auth_mechanisms for one listener: the registered mechanisms (EXTERNAL when
+    its plugin is on) that `configured` (auth_mechanisms) names and that offer themselves on this
+    socket (EXTERNAL on TLS only, certificate or not: a missing one is then refused by name)."""
+    known = (EXTERNAL, *DEFAULT_MECHANISMS) if AUTH_MECHANISM_PLUGIN in plugins else DEFAULT_MECHANISMS
+    offered = tuple(m for m in known if m in configured and (tls or m != EXTERNAL))
+    return Mechanisms(offered, frozenset(known))
+
+
+class TlsPeers(Protocol):
+    """What a TLS listener makes of a connection's ssl.SSLObject (broker.runtime.tls.PeerCertificates)."""
+
+    def login(self, ssl_object: Any) -> PeerLogin:
+        """The EXTERNAL user the peer certificate names, or why none."""
+        ...
+
+    def describe(self, ssl_object: Any) -> Mapping[str, str | None]:
+        """The connection's TLS details, as /api/connections shows them."""
+        ...
+
+
+class AmqpProtocol(asyncio.Protocol):
+    __slots__ = ("broker", "conn", "mechanisms", "tls")
+
+    def __init__(
+        self,
+        broker: Listener,
+        mechanisms: Mechanisms = PASSWORD_MECHANISMS,
+        tls: TlsPeers | None = None,
+    ) -> None:
         self.broker = broker
         self.conn: Connection | None = None
+        self.mechanisms = mechanisms
+        self.tls = tls
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -127,11 +161,20 @@ class AmqpProtocol(asyncio.Protocol):
 
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        login = info = None
+        if self.tls is not None:
+            ssl_object = transport.get_extra_info("ssl_object")
+            info = self.tls.describe(ssl_object)
+            if EXTERNAL in self.mechanisms.offered:
+                login = self.tls.login(ssl_object)
         self.conn = Connection(
             self.broker,
             transport,
             asyncio.get_running_loop(),
             handshake_timeout=self.broker.settings.handshake_timeout,
+            mechanisms=self.mechanisms,
+            peer_login=login,
+            tls_info=info,
         )
         self.broker.connection_made(self.conn)
 

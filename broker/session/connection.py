@@ -14,7 +14,7 @@ RabbitMQ process reports).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from amqpwire.errors import AmqpError, ReplyCode, channel_error, command_invalid, internal_error, not_allowed
@@ -61,6 +61,9 @@ class Connection(Link):
         transport: Transport,
         loop: Scheduler,
         handshake_timeout: float = H.HANDSHAKE_TIMEOUT,
+        mechanisms: H.Mechanisms = H.PASSWORD_MECHANISMS,
+        peer_login: H.PeerLogin | None = None,
+        tls_info: Mapping[str, str | None] | None = None,
     ) -> None:
         s = broker.settings
         hs = H.Handshake(
@@ -69,8 +72,14 @@ class Connection(Link):
             frame_max=s.frame_max,
             heartbeat=s.heartbeat,
             timeout=handshake_timeout,
+            mechanisms=mechanisms,
         )
         super().__init__(broker, transport, loop, hs)
+        self.peer_login = peer_login
+        """Who the TLS peer certificate names, for the EXTERNAL mechanism (None: not TLS)."""
+        self.tls_info = tls_info
+        """The connection's TLS details (protocol, cipher, peer certificate) as the management API
+        shows them; None: not TLS."""
         self._run(hs.begin())
 
     @property
@@ -247,13 +256,26 @@ class Connection(Link):
         self._out.append(action.data)
         self.send_cnt += 1
 
+    def _login_refusal(self, action: H.Authenticate) -> tuple[str, str | None]:
+        """The user logging in and why the login is refused (None: it is not)."""
+        if action.mechanism == H.EXTERNAL:
+            # rabbit_auth_mechanism_ssl: the certificate names the user, who needs no password
+            login = self.peer_login or H.PeerLogin(None, "not a TLS-enabled connection")
+            if login.user is None:
+                return "", login.refusal or "no name found"
+            user = login.user
+            known = user in self.broker.auth.users
+        else:
+            user = action.username
+            known = self.broker.auth.check_credentials(user, action.password)
+        if not known:
+            return user, f"user '{user}' - invalid credentials"
+        if user in self.broker.settings.loopback_users and not self._is_loopback():
+            return user, f"user '{user}' can only connect via localhost"
+        return user, None
+
     def _authenticate(self, action: H.Authenticate) -> None:
-        user = action.username
-        refusal = None
-        if not self.broker.auth.check_credentials(user, action.password):
-            refusal = f"user '{user}' - invalid credentials"
-        elif user in self.broker.settings.loopback_users and not self._is_loopback():
-            refusal = f"user '{user}' can only connect via localhost"
+        user, refusal = self._login_refusal(action)
         if refusal is None:
             self.user = user
             self._run(self.handshake.authenticated(None))

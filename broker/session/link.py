@@ -61,7 +61,9 @@ class Link(ConnectionIdentity):
     """One client connection's state, output and closing; `Connection` adds the input side."""
 
     def __init__(self, broker: Server, transport: Transport, loop: Scheduler, handshake: Handshake) -> None:
-        super().__init__(handshake, transport.get_extra_info("peername"), f"{broker.host}:{broker.port}")
+        local = transport.get_extra_info("sockname")
+        port = local[1] if isinstance(local, tuple) else broker.port  # the TLS listener's, for AMQPS
+        super().__init__(handshake, transport.get_extra_info("peername"), f"{broker.host}:{port}")
         self.broker = broker
         self.transport = transport
         self.loop = loop

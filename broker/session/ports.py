@@ -81,6 +81,11 @@ class AccessControl(Protocol):
 
     def check_credentials(self, name: str, password: str) -> bool: ...
 
+    @property
+    def users(self) -> Container[str]:
+        """The names of the users who exist (EXTERNAL logs a user in by name, without a password)."""
+        ...
+
     def check(self, user: str, vhost: str, kind: str, resource: str, name: str) -> None:
         """rabbit_access_control:check_resource_access: raise 403 unless the user's `kind` pattern
         (configure, write or read) in `vhost` matches `name`."""

@@ -55,6 +55,7 @@ class FakeConnection:
         self.channel_max = 2047
         self.heartbeat = 60
         self.auth_mechanism = "PLAIN"
+        self.tls_info = None
         self.channels: dict[int, FakeChannel] = {}
         self.client_properties = FieldTable([("connection_name", Field("longstr", b"app"))])
         self.user_provided_name: str | None = "app"

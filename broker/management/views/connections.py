@@ -12,6 +12,7 @@ from broker.management.http import Request, Response
 from broker.management.render import formatted, not_authorised, not_found
 from broker.management.sessions import Sessions
 from broker.management.values import table_to_json
+from broker.runtime.tls import TLS_FIELDS
 
 T = TypeVar("T")
 
@@ -29,7 +30,8 @@ def fmt_connection(ctx: Context, c: ConnectionView) -> dict[str, Any]:
         "peer_port": c.peer_port,
         "port": c.port,
         "protocol": "AMQP 0-9-1",
-        "ssl": False,
+        "ssl": c.tls is not None,
+        **{key: (c.tls or {}).get(key) for key in TLS_FIELDS},
         "state": c.state,
         "timeout": c.timeout,
         "type": "network",

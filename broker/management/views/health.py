@@ -54,7 +54,8 @@ _UNITS = ("days", "weeks", "months", "years")
 
 def listeners(ctx: Context) -> list[tuple[str, int]]:
     """(protocol, port) of every listener this node has, in the order /api/overview lists them."""
-    return [("amqp", ctx.state.amqp_port), ("http", ctx.http_port)]
+    http = [("http", ctx.http_port)] if ctx.http_port else []
+    return [*ctx.state.amqp_listeners, *http] + ([("https", ctx.https_port)] if ctx.https_port else [])
 
 
 def alarms(ctx: Context) -> list[dict[str, str]]:

@@ -15,6 +15,7 @@ from broker.management.render import (
     not_found,
     with_rates,
 )
+from broker.management.views.health import listeners
 from broker.runtime.transport import fd_usage
 
 EXCHANGE_TYPE_DESCRIPTIONS = {
@@ -126,18 +127,12 @@ async def get_overview(ctx: Context, req: Request, segs: list[str]) -> Response:
         "listeners": [
             {
                 "node": node,
-                "protocol": "amqp",
-                "ip_address": s.amqp_host,
-                "port": s.amqp_port,
+                "protocol": protocol,
+                "ip_address": s.amqp_host if protocol.startswith("amqp") else ctx.http_host,
+                "port": port,
                 "socket_opts": {},
-            },
-            {
-                "node": node,
-                "protocol": "http",
-                "ip_address": ctx.http_host,
-                "port": ctx.http_port,
-                "socket_opts": {},
-            },
+            }
+            for protocol, port in listeners(ctx)
         ],
         "contexts": contexts(ctx),
     }
