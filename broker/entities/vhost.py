@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError, resource_name, resource_not_found
 from amqpwire.fields import FieldTable
+from broker.entities import events as ev
 from broker.entities.clock import Clock, UnscheduledClock
 from broker.entities.cluster import DEFAULT_NODE
 from broker.entities.dead_letter import is_cycle, make_dead_letter
@@ -134,6 +135,8 @@ class VHost:
         self.hash_watches: dict[str, Any] = {}
         # tracing or a watch: the one attribute the publish path reads (see `retap`)
         self.tapped = False
+        # what is told of its exchanges, queues and bindings (the broker's hub once attached)
+        self.events: ev.Events = ev.NO_EVENTS
         self.exchanges[""] = Exchange(
             "", "direct", None, durable=True, auto_delete=False, internal=False, arguments=FieldTable()
         )
@@ -207,6 +210,7 @@ class VHost:
             self.persistence.exchange_declared(self, x)
         if self.hooks is not None:
             self.hooks.exchange_declared(self, x)
+        self.events.emit("exchange.created", lambda: ev.exchange_created(self.name, x))
         return x
 
     def delete_exchange(self, x: Exchange) -> None:
@@ -222,6 +226,7 @@ class VHost:
         x.binding_set.clear()
         # bindings where x is the destination
         self._remove_destination(Destination.exchange(x.name))
+        ev.announce_exchange_deleted(self.events, self.name, x.name)
 
     def exchange_in_use(self, x: Exchange) -> bool:
         """if-unused: an exchange is used while it is the source of any binding."""
@@ -235,6 +240,7 @@ class VHost:
         self.bindings_to.setdefault(binding.destination, set()).add((src.name, binding))
         if self.persistence is not None and src.durable:
             self.persistence.binding_added(self, src, binding)
+        self.events.emit("binding.created", lambda: ev.binding_props(self.name, src.name, binding))
 
     def remove_binding(self, src: Exchange, binding: Binding) -> bool:
         if binding not in src.binding_set:
@@ -242,6 +248,7 @@ class VHost:
         if self.persistence is not None and src.durable:  # before a possible auto-delete of src
             self.persistence.binding_removed(self, src, binding)
         self._forget_dest_index(src.name, binding)
+        self.events.emit("binding.deleted", lambda: ev.binding_props(self.name, src.name, binding))
         self._remove_binding_from(src, binding)
         return True
 
@@ -278,6 +285,7 @@ class VHost:
             self.persistence.queue_added(self, q)
         if self.hooks is not None:
             self.hooks.queue_added(self, q)
+        self.events.emit("queue.created", lambda: ev.queue_created(q))
 
     def delete_queue(self, q: Queue, reason: str = "deleted") -> int:
         """Remove a queue, its bindings and its consumers; returns the ready count it had."""
@@ -291,6 +299,7 @@ class VHost:
         self._remove_destination(Destination.queue(q.name))
         self.stats.retire(q.stats)
         n = q.delete()
+        self.events.emit("queue.deleted", lambda: ev.resource("name", q.name, self.name))
         for cb in list(self.on_queue_deleted):
             cb(q)
         log.debug("queue %r deleted (%s)", q.name, reason)

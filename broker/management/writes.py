@@ -17,10 +17,12 @@ The views call only this module for changes, in two kinds:
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
+from broker.entities import events as ev
 from broker.entities import hash_watch
 from broker.entities.users import User, parse_tags
 from broker.management import local_channel as direct
@@ -55,6 +57,10 @@ class Writes:
     def policies(self) -> PolicyAdmin:
         """The broker's own policy engine: the API stores policies there, it keeps no copy."""
         return self._broker.policies
+
+    def acting(self, user: str) -> AbstractContextManager[None]:
+        """The broker's events told inside this block were caused by `user` (the request's)."""
+        return self._broker.events.acting(user)
 
     def _session(self, vhost: str, user: str, *, superuser: bool = False) -> DirectSession:
         """An in-process AMQP session of `user` on `vhost` (AmqpError if the vhost is gone)."""
@@ -246,6 +252,7 @@ class Writes:
         auth = self._broker.auth
         if user in auth.users and (vhost, user) not in auth.permissions:
             auth.set_permissions(vhost, user, _ALL, _ALL, _ALL)
+            ev.announce_permission(self._broker.events, vhost, user, auth.permissions[(vhost, user)])
 
     def delete_vhost(self, name: str) -> bool:
         """Delete `name` with its connections, queues, exchanges, policies and permissions (False:
@@ -257,27 +264,42 @@ class Writes:
         auth = self._broker.auth
         created = user.name not in auth.users
         auth.put_user(user)
+        events = self._broker.events
+        ev.announce_user(events, "user.created" if created else "user.password.changed", user.name)
+        ev.announce_user(events, "user.tags.set", user.name, user.tags)
         return created
 
     def delete_user(self, name: str) -> bool:
-        return self._broker.auth.delete_user(name)
+        deleted = self._broker.auth.delete_user(name)
+        if deleted:
+            ev.announce_user(self._broker.events, "user.deleted", name)
+        return deleted
 
     def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> bool:
         """Set `user`'s permissions on `vhost` (RegexError for an invalid pattern); True when new."""
         auth = self._broker.auth
         created = (vhost, user) not in auth.permissions
         auth.set_permissions(vhost, user, configure, write, read)
+        ev.announce_permission(self._broker.events, vhost, user, auth.permissions[(vhost, user)])
         return created
 
     def clear_permissions(self, vhost: str, user: str) -> bool:
-        return self._broker.auth.clear_permissions(vhost, user)
+        cleared = self._broker.auth.clear_permissions(vhost, user)
+        if cleared:
+            ev.announce_permission(self._broker.events, vhost, user, None)
+        return cleared
 
     def put_policy(self, policy: Policy) -> bool:
         """Store and apply a validated policy; True when new."""
-        return self._broker.policies.put(policy)
+        created = self._broker.policies.put(policy)
+        ev.announce_policy(self._broker.events, policy)
+        return created
 
     def delete_policy(self, vhost: str, name: str) -> bool:
-        return self._broker.policies.delete(vhost, name)
+        deleted = self._broker.policies.delete(vhost, name)
+        if deleted:
+            ev.announce_policy_cleared(self._broker.events, vhost, name)
+        return deleted
 
     def add_node(self, node: str) -> bool:
         """A node joins the emulated cluster (ClusterError for a bad name); False if a member."""

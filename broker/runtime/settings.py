@@ -223,6 +223,7 @@ EMULATED_PLUGINS: dict[str, str] = {
     "rabbitmq_web_dispatch": "the HTTP listeners of the management and Prometheus plugins",
     "rabbitmq_prometheus": "Prometheus metrics on /metrics (on --prometheus-port, 15692)",
     "rabbitmq_stream": "the stream protocol listener (streams as a queue type are core)",
+    "rabbitmq_event_exchange": "the broker's events published to amq.rabbitmq.event (off by default)",
 }
 """The plugins hashbroker emulates, and what each switches on."""
 

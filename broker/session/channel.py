@@ -218,6 +218,7 @@ class Channel:
             self.reply(replies.basic_consume_ok(tag))
         for consumer in started:
             consumer.queue.add_consumer(consumer)
+            self.conn.announce_consumer("consumer.created", self.number, consumer)
 
     def on_basic_cancel(self, a: C.BasicCancel) -> None:
         gone = self.consumers.cancel(a.consumer_tag)
@@ -225,6 +226,7 @@ class Channel:
             self.reply(replies.basic_cancel_ok(a.consumer_tag))
         for member in gone:
             member.queue.remove_consumer(member)
+            self.conn.announce_consumer("consumer.deleted", self.number, member)
 
     def on_basic_get(self, a: C.BasicGet) -> None:
         names = self.declarations

@@ -29,6 +29,7 @@ from broker.protocol.assembler import (
     ProtocolHeader,
 )
 from broker.protocol.heartbeat import HeartbeatPolicy
+from broker.session import announce
 from broker.session.identity import server_properties
 from broker.session.link import CLOSE_OK_TIMEOUT, SILENT_CLOSE_DELAY, Link, Transport
 
@@ -99,6 +100,9 @@ class Connection(Link):
         alarm = alarms.blocked_by  # empty while no resource alarm is set
         held = alarm or alarms.flow  # truthy while publishers must wait
         published = False
+        events = self.events
+        actor = events.actor
+        events.actor = self.user or actor  # who the commands of this read are from
         try:
             core.receive_data(data)
             for number, command in core.events():
@@ -131,6 +135,7 @@ class Connection(Link):
         except Exception as exc:  # a bug here must cost one connection and one log line, no more
             log.debug("internal error on connection %s", self.id, exc_info=True)
             self.fail(internal_error(), (0, 0), detail=f" ({exc!r})")
+        events.actor = actor
         if not self._halted:
             if alarm:
                 if published or core.assembling_bytes:
@@ -212,6 +217,10 @@ class Connection(Link):
             return
         self.channels[number] = _channel_class()(self, number)
         self.send_method(number, replies.channel_open_ok())
+        node = self.broker.cluster.local
+        self.events.emit(
+            "channel.created", lambda: announce.channel_created(self, node, number), actor=self.user
+        )
 
     def _on_close(self, number: int, command: C.ConnectionClose) -> None:
         self.send_method(0, replies.connection_close_ok())
@@ -254,6 +263,11 @@ class Connection(Link):
             refusal = f"user '{user}' - invalid credentials"
         elif user in self.broker.settings.loopback_users and not self._is_loopback():
             refusal = f"user '{user}' can only connect via localhost"
+        self.events.emit(
+            "user.authentication.success" if refusal is None else "user.authentication.failure",
+            lambda: announce.login(self, user, refusal),
+            acted=False,
+        )
         if refusal is None:
             self.user = user
             self._run(self.handshake.authenticated(None))
@@ -289,6 +303,10 @@ class Connection(Link):
         self.vhost_name = vhost.name
         self._run(self.handshake.opened())
         self.core.opened(self.frame_max, self.channel_max)
+        node = self.broker.cluster.local
+        self.events.emit(
+            "connection.created", lambda: announce.connection_created(self, node), actor=self.user
+        )
         log.info(
             "connection %s (%s): user '%s' authenticated and granted access to vhost '%s'",
             *(self.id, self.name, self.user, vhost.name),
