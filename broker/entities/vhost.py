@@ -218,6 +218,7 @@ class VHost:
             self.persistence.exchange_deleted(self, x)
         self.exchanges.pop(x.name, None)
         self.stats.publish += x.publish_in  # the vhost's message_stats keep its publishes
+        self.stats.routed += x.publish_out
         if self.hooks is not None:
             self.hooks.exchange_deleted(self, x)
         # bindings where x is the source
