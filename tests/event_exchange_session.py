@@ -1,0 +1,257 @@
+"""A scripted session and a recorder of what it makes `amq.rabbitmq.event` publish, for any broker.
+
+The recorder binds a server-named queue to `amq.rabbitmq.event` with `#` and reads the deliveries
+off a raw socket, so each header keeps its AMQP type (client libraries decode them to Python
+values). `normalized` turns a recording into what two brokers must agree on: the events of this
+session only (by the names it used, and the connections and channels they lead to), with
+timestamps, ports, process ids and consumer tags replaced by placeholders (pids numbered by first
+appearance, so identity still counts). RabbitMQ deletes a vhost's exchanges in its table's hash
+order: those deletions are compared sorted by exchange name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import struct
+import threading
+import time
+import uuid
+from typing import Any
+
+import pika
+import pika.exceptions
+import requests
+from pamqp import commands
+
+from amqpwire.fields import Field, FieldTable
+from broker.protocol.properties import decode_value, locate
+from tests.differential_support import RawAmqp
+
+EXCHANGE = "amq.rabbitmq.event"
+
+
+def typed(f: Any) -> Any:
+    if isinstance(f, Field):
+        v = f.value
+        if isinstance(v, FieldTable):
+            return [f.type, [[k, typed(x)] for k, x in v]]
+        if isinstance(v, list | tuple):
+            return [f.type, [typed(x) for x in v]]
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        return [f.type, v]
+    return repr(f)
+
+
+class Recorder:
+    """Consumes every event the broker publishes while it runs."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.raw = RawAmqp(host, port)
+        raw = self.raw
+        raw.send(1, commands.Channel.Open())
+        raw.expect(commands.Channel.OpenOk)
+        raw.send(1, commands.Queue.Declare(queue="", exclusive=True))
+        queue = raw.expect(commands.Queue.DeclareOk).queue
+        raw.send(1, commands.Queue.Bind(queue=queue, exchange=EXCHANGE, routing_key="#"))
+        raw.expect(commands.Queue.BindOk)
+        raw.send(1, commands.Basic.Consume(queue=queue, no_ack=True))
+        raw.expect(commands.Basic.ConsumeOk)
+        self.events: list[dict[str, Any]] = []
+        self._stop = False
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        buf = self.raw.buf
+        sock = self.raw.sock
+        sock.settimeout(0.2)
+        key = ""
+        while not self._stop:
+            while len(buf) >= 7:
+                kind, _ch, size = struct.unpack(">BHI", buf[:7])
+                if len(buf) < 8 + size:
+                    break
+                payload, buf = buf[7 : 7 + size], buf[8 + size :]
+                if kind == 1 and payload[:4] == b"\x00\x3c\x00\x3c":  # basic.deliver
+                    p = payload[4:]
+                    p = p[1 + p[0] :][9:]  # consumer tag, delivery tag, redelivered
+                    p = p[1 + p[0] :]  # exchange
+                    key = p[1 : 1 + p[0]].decode()
+                elif kind == 2:
+                    props = bytes(payload[12:])
+                    values = {k: decode_value(props, k, s) for k, s in locate(props).items()}
+                    headers = values.pop("headers", FieldTable())
+                    self.events.append(
+                        {
+                            "key": key,
+                            "properties": sorted(values),
+                            "delivery_mode": values.get("delivery_mode"),
+                            "headers": [[k, typed(v)] for k, v in headers],
+                        }
+                    )
+            try:
+                chunk = sock.recv(65536)
+            except (TimeoutError, OSError):
+                continue
+            if not chunk:
+                break
+            buf += chunk
+
+    def stop(self, settle: float = 1.0) -> list[dict[str, Any]]:
+        time.sleep(settle)
+        self._stop = True
+        self._thread.join(5)
+        with contextlib.suppress(OSError):
+            self.raw.sock.close()
+        return self.events
+
+
+def run_session(host: str, port: int, http: str, prefix: str) -> None:
+    """Declares, binds, a consumer, a policy, a user with a failed login, a vhost: the same
+    against any broker (`http`: its management API base, `http://host:port/api`)."""
+    auth = ("guest", "guest")
+    user, vhost = f"{prefix}.u", f"{prefix}.v"
+    conn = pika.BlockingConnection(
+        pika.ConnectionParameters(host, port, client_properties={"connection_name": prefix})
+    )
+    try:
+        ch = conn.channel()
+        q, x = f"{prefix}.q", f"{prefix}.x"
+        ch.queue_declare(q)
+        ch.queue_declare(q)
+        ch.exchange_declare(x, "direct")
+        ch.queue_bind(q, x, "rk")
+        tag = ch.basic_consume(q, lambda *a: None, consumer_tag=f"{prefix}.c")
+        ch.basic_cancel(tag)
+        ch.queue_unbind(q, x, "rk")
+        ch.exchange_delete(x)
+        ch.queue_delete(q)
+        policy = {
+            "pattern": f"^{prefix}\\.none$",
+            "definition": {"max-length": 5},
+            "apply-to": "queues",
+            "priority": 1,
+        }
+        requests.put(f"{http}/policies/%2F/{prefix}.p", json=policy, auth=auth, timeout=10).raise_for_status()
+        requests.delete(f"{http}/policies/%2F/{prefix}.p", auth=auth, timeout=10).raise_for_status()
+        requests.put(
+            f"{http}/users/{user}", json={"password": "pw1", "tags": "monitoring"}, auth=auth, timeout=10
+        ).raise_for_status()
+        requests.put(
+            f"{http}/users/{user}", json={"password": "pw2", "tags": "management"}, auth=auth, timeout=10
+        ).raise_for_status()
+        perms = {"configure": ".*", "write": ".*", "read": ".*"}
+        requests.put(f"{http}/permissions/%2F/{user}", json=perms, auth=auth, timeout=10).raise_for_status()
+        refused = pika.ConnectionParameters(
+            host,
+            port,
+            credentials=pika.PlainCredentials(user, "wrong"),
+            client_properties={"connection_name": f"{prefix}.refused"},
+        )
+        with contextlib.suppress(pika.exceptions.ProbableAuthenticationError):
+            pika.BlockingConnection(refused).close()
+        requests.delete(f"{http}/permissions/%2F/{user}", auth=auth, timeout=10).raise_for_status()
+        requests.delete(f"{http}/users/{user}", auth=auth, timeout=10).raise_for_status()
+        requests.put(f"{http}/vhosts/{vhost}", auth=auth, timeout=10).raise_for_status()
+        requests.delete(f"{http}/vhosts/{vhost}", auth=auth, timeout=10).raise_for_status()
+        ch.close()
+    finally:
+        conn.close()
+        for path in (f"users/{user}", f"vhosts/{vhost}"):
+            requests.delete(f"{http}/{path}", auth=auth, timeout=10)
+
+
+def record(host: str, port: int, http: str) -> list[dict[str, Any]]:
+    """Run the session on a broker with its event exchange on; the normalized events."""
+    prefix = "hb-events-" + uuid.uuid4().hex[:8]
+    recorder = Recorder(host, port)
+    time.sleep(0.3)
+    try:
+        run_session(host, port, http, prefix)
+    finally:
+        events = recorder.stop()
+    return normalized(events, prefix)
+
+
+_PID = re.compile(r"^<[^<>]+\.\d+\.\d+\.\d+>$")
+_CONN_NAME = re.compile(r"\d+\.\d+\.\d+\.\d+:\d+ -> \d+\.\d+\.\d+\.\d+:\d+")
+_VOLATILE = {"timestamp_in_ms", "connected_at", "peer_port", "port"}
+
+
+def _mentions(value: Any, needle: str) -> bool:
+    return needle in repr(value)
+
+
+def normalized(events: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+    """This session's events with placeholders for what differs run to run (see the module)."""
+
+    def header(e: dict[str, Any], name: str) -> Any:
+        for k, v in e["headers"]:
+            if k == name:
+                return v[1]
+        return None
+
+    for e in events:  # an Erlang string (the refusal) as text, so the prefix can be found in it
+        for h in e["headers"]:
+            if h[0] == "error" and h[1][0] == "array":
+                h[1] = ["array-of-char-codes", "".join(chr(c[1]) for c in h[1][1])]
+    conns = {header(e, "pid") for e in events if e["key"] == "connection.created" and _mentions(e, prefix)}
+    names = {
+        header(e, "name") for e in events if e["key"] == "connection.created" and header(e, "pid") in conns
+    }
+    conns |= {header(e, "pid") for e in events if e["key"] == "connection.closed" and _mentions(e, prefix)}
+    channels = {
+        header(e, "pid") for e in events if e["key"] == "channel.created" and header(e, "connection") in conns
+    }
+    kept = []
+    for e in events:
+        key = e["key"]
+        if key.startswith("channel."):
+            keep = header(e, "pid") in channels
+        elif key == "user.authentication.success":
+            keep = header(e, "connection_name") in names
+        else:
+            keep = _mentions(e, prefix)
+        if keep:
+            kept.append(e)
+    pids: dict[str, str] = {}
+
+    def scrub(name: str, v: Any) -> Any:
+        if isinstance(v, list):
+            return [scrub("", x) for x in v]
+        if not isinstance(v, str):
+            return v
+        if _PID.match(v):
+            return pids.setdefault(v, f"<pid{len(pids) + 1}>")
+        v = _CONN_NAME.sub("<connection>", v)
+        return v.replace(prefix, "<p>")
+
+    out = []
+    for e in kept:
+        headers = [
+            [k, [t, "<volatile>"] if k in _VOLATILE else [t, scrub(k, v)]] for k, (t, v) in e["headers"]
+        ]
+        out.append({**e, "headers": headers})
+    return _sorted_exchange_deletions(out)
+
+
+def _sorted_exchange_deletions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs of (parameter.set, exchange.deleted, parameter.cleared) sorted by exchange name."""
+    out: list[dict[str, Any]] = []
+    i = 0
+    keys = [e["key"] for e in events]
+    while i < len(events):
+        j = i
+        while keys[j : j + 3] == ["parameter.set", "exchange.deleted", "parameter.cleared"]:
+            j += 3
+        if j - i > 3:
+            triples = [events[k : k + 3] for k in range(i, j, 3)]
+            triples.sort(key=lambda t: repr(t[1]["headers"]))
+            out.extend(e for t in triples for e in t)
+            i = j
+        else:
+            out.append(events[i])
+            i += 1
+    return out
