@@ -396,7 +396,7 @@ class Broker:
             self.store.put_vhost(VHostRecord(name, description, tags))
         self.vhosts[name] = vhost
         vhost.events = self.events
-        from broker.entities.events import announce_vhost_created
+        from broker.entities.vhost_events import announce_vhost_created
 
         announce_vhost_created(self.events, vhost)
         self.policies.attach(vhost)
@@ -414,7 +414,7 @@ class Broker:
             if conn.vhost_obj is vhost and not conn.closed:
                 conn.fail(AmqpError(320, f"vhost '{name}' is deleted", hard=True), (0, 0))
         del self.vhosts[name]
-        from broker.entities import events
+        from broker.entities import events, vhost_events
 
         for vname, user in [k for k in self.auth.permissions if k[0] == name]:
             events.announce_permission(self.events, vname, user, None)
@@ -431,7 +431,7 @@ class Broker:
         self.auth.forget_vhost(name)
         if store is not None:
             store.delete_vhost(name)
-        events.announce_vhost_deleted(self.events, vhost)
+        vhost_events.announce_vhost_deleted(self.events, vhost)
         return True
 
     # -- direct reply-to ------------------------------------------------------------------------------

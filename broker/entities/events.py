@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from broker.entities.policy import Policy
     from broker.entities.queues.catalog import Queue
     from broker.entities.users import Permission
-    from broker.entities.vhost import VHost
     from exchanges.base import Binding
 
 INTERNAL_USER = "rmq-internal"
@@ -148,9 +147,14 @@ def charlist(text: str) -> Field:
     return array([long(ord(c)) for c in text])
 
 
-def resource(key: str, name: str, vhost: str) -> tuple[tuple[str, Field], ...]:
+def texts(*pairs: tuple[str, str]) -> Props:
+    """Properties whose values are binaries."""
+    return tuple((key, longstr(value)) for key, value in pairs)
+
+
+def resource(key: str, name: str, vhost: str) -> Props:
     """A #resource{} property: its name under `key`, then `vhost`."""
-    return ((key, longstr(name)), ("vhost", longstr(vhost)))
+    return texts((key, name), ("vhost", vhost))
 
 
 def terms(entries: Iterable[tuple[str, Field]]) -> Field:
@@ -194,24 +198,13 @@ def exchange_created(vhost: str, x: Exchange) -> Props:
 
 def announce_exchange_deleted(events: Events, vhost: str, name: str) -> None:
     """exchange.deleted between the set and the clearing of its delete-in-progress parameter."""
-    events.emit(
-        "parameter.set",
-        lambda: (
-            ("value", boolean(True)),
-            ("name", longstr(name)),
-            ("component", longstr(DELETE_IN_PROGRESS)),
-            ("vhost", longstr(vhost)),
-        ),
-    )
+
+    def parameter() -> Props:
+        return texts(("name", name), ("component", DELETE_IN_PROGRESS), ("vhost", vhost))
+
+    events.emit("parameter.set", lambda: (("value", boolean(True)), *parameter()))
     events.emit("exchange.deleted", lambda: resource("name", name, vhost))
-    events.emit(
-        "parameter.cleared",
-        lambda: (
-            ("name", longstr(name)),
-            ("component", longstr(DELETE_IN_PROGRESS)),
-            ("vhost", longstr(vhost)),
-        ),
-    )
+    events.emit("parameter.cleared", parameter)
 
 
 def binding_props(vhost: str, source: str, binding: Binding) -> Props:
@@ -219,11 +212,13 @@ def binding_props(vhost: str, source: str, binding: Binding) -> Props:
     return (
         ("vhost", longstr(vhost)),
         ("arguments", terms(binding.arguments)),
-        ("routing_key", longstr(binding.key)),
-        ("destination_kind", longstr(dest.kind)),
-        ("destination_name", longstr(dest.name)),
-        ("source_kind", longstr("exchange")),
-        ("source_name", longstr(source)),
+        *texts(
+            ("routing_key", binding.key),
+            ("destination_kind", dest.kind),
+            ("destination_name", dest.name),
+            ("source_kind", "exchange"),
+            ("source_name", source),
+        ),
     )
 
 
@@ -256,44 +251,6 @@ def json_field(value: object) -> Field:
     return longstr("null")
 
 
-def announce_vhost_created(events: Events, vhost: VHost) -> None:
-    """A new vhost's own exchanges, in the order rabbit_vhost declares them, then vhost.created."""
-    for name in (
-        "",
-        "amq.direct",
-        "amq.topic",
-        "amq.match",
-        "amq.headers",
-        "amq.fanout",
-        "amq.rabbitmq.trace",
-    ):
-        x = vhost.exchanges.get(name)
-        if x is not None:
-            events.emit("exchange.created", lambda x=x: exchange_created(vhost.name, x))  # type: ignore[misc]
-    tags = strings(vhost.tags)
-    description = longstr(vhost.description)
-
-    def props() -> Props:
-        from exchanges.erlang.format import format_term
-
-        described = format_term(vhost.description.encode("utf-8", "surrogateescape"))
-        metadata = f"#{{description => {described},tags => [{','.join(vhost.tags)}]}}"
-        return (
-            ("tags", tags),
-            ("description", description),
-            ("user_who_performed_action", longstr(events.actor)),
-            ("cluster_state", table([(vhost.node, longstr("running"))])),
-            ("tracing", boolean(vhost.tracing)),
-            ("metadata", longstr(metadata)),
-            ("default_queue_type", longstr("undefined")),
-            ("tags", tags),
-            ("description", description),
-            ("name", longstr(vhost.name)),
-        )
-
-    events.emit("vhost.created", props, acted=False)
-
-
 def announce_permission(events: Events, vhost: str, user: str, permission: Permission | None) -> None:
     """permission.created (`permission`: the one set) or permission.deleted (None)."""
     if permission is None:
@@ -301,12 +258,12 @@ def announce_permission(events: Events, vhost: str, user: str, permission: Permi
         return
     events.emit(
         "permission.created",
-        lambda: (
-            ("read", longstr(permission.read)),
-            ("write", longstr(permission.write)),
-            ("configure", longstr(permission.configure)),
-            ("vhost", longstr(vhost)),
-            ("user", longstr(user)),
+        lambda: texts(
+            ("read", permission.read),
+            ("write", permission.write),
+            ("configure", permission.configure),
+            ("vhost", vhost),
+            ("user", user),
         ),
     )
 
@@ -330,23 +287,12 @@ def announce_policy(events: Events, policy: Policy) -> None:
             ("apply-to", longstr(policy.apply_to)),
             ("priority", long(policy.priority)),
             ("definition", json_field(policy.definition)),
-            ("pattern", longstr(policy.pattern)),
-            ("user_who_performed_action", longstr(events.actor)),
-            ("vhost", longstr(policy.vhost)),
-            ("name", longstr(policy.name)),
+            *texts(
+                ("pattern", policy.pattern),
+                ("user_who_performed_action", events.actor),
+                ("vhost", policy.vhost),
+                ("name", policy.name),
+            ),
         ),
         acted=False,
-    )
-
-
-def announce_vhost_deleted(events: Events, vhost: VHost) -> None:
-    """The end of rabbit_vhost:delete (its permissions and queues went first): its exchanges'
-    deletions, vhost.deleted, and the node's vhost.down."""
-    for xname in list(vhost.exchanges):
-        announce_exchange_deleted(events, vhost.name, xname)
-    events.emit("vhost.deleted", lambda: (("name", longstr(vhost.name)),))
-    events.emit(
-        "vhost.down",
-        lambda: (("node", longstr(vhost.node)), ("name", longstr(vhost.name))),
-        actor=INTERNAL_USER,
     )

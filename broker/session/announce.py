@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.entities.events import Props, boolean, charlist, long, longstr, resource, terms
+from broker.entities.events import Props, boolean, charlist, long, longstr, resource, terms, texts
 
 if TYPE_CHECKING:
     from broker.entities.queues.catalog import Consumer
-    from broker.session.link import Link
+    from broker.session.identity import ConnectionIdentity as Link
+
 
 PROTOCOL = "{0,9,1}"
 
@@ -66,7 +67,7 @@ def _provided_name(link: Link) -> Props:
     return (("user_provided_name", longstr(name)),) if name is not None else ()
 
 
-def connection_created(link: Link, node: str) -> Props:
+def connection_created(link: Link, conn_id: int, node: str) -> Props:
     peer_host, peer_port, host, port = _endpoints(link)
     return (
         ("node", longstr(node)),
@@ -75,9 +76,7 @@ def connection_created(link: Link, node: str) -> Props:
         ("channel_max", long(link.channel_max)),
         ("frame_max", long(link.frame_max)),
         ("timeout", long(link.heartbeat)),
-        ("vhost", longstr(link.vhost_name)),
-        ("user", longstr(link.user)),
-        ("protocol", longstr(PROTOCOL)),
+        *texts(("vhost", link.vhost_name), ("user", link.user), ("protocol", PROTOCOL)),
         *((k, longstr("")) for k in ("ssl_hash", "ssl_cipher", "ssl_key_exchange", "ssl_protocol")),
         ("auth_mechanism", longstr(link.auth_mechanism)),
         *((k, longstr("")) for k in ("peer_cert_validity", "peer_cert_issuer", "peer_cert_subject")),
@@ -87,52 +86,52 @@ def connection_created(link: Link, node: str) -> Props:
         ("peer_port", long(peer_port)),
         ("port", long(port)),
         ("name", longstr(link.name)),
-        ("pid", longstr(connection_pid(node, link.id))),
+        ("pid", longstr(connection_pid(node, conn_id))),
         ("type", longstr("network")),
         *_provided_name(link),
     )
 
 
-def connection_closed(link: Link, node: str) -> Props:
+def connection_closed(link: Link, conn_id: int, node: str) -> Props:
     return (
         ("client_properties", terms(link.client_properties)),
         ("node", longstr(node)),
-        ("pid", longstr(connection_pid(node, link.id))),
+        ("pid", longstr(connection_pid(node, conn_id))),
         ("name", longstr(link.name)),
         *_provided_name(link),
     )
 
 
-def channel_created(link: Link, node: str, number: int) -> Props:
+def channel_created(link: Link, conn_id: int, node: str, number: int) -> Props:
     return (
         ("vhost", longstr(link.vhost_name)),
         ("user", longstr(link.user)),
         ("number", long(number)),
-        ("connection", longstr(connection_pid(node, link.id))),
+        ("connection", longstr(connection_pid(node, conn_id))),
         ("name", longstr(f"{link.name} ({number})")),
-        ("pid", longstr(channel_pid(node, link.id, number))),
+        ("pid", longstr(channel_pid(node, conn_id, number))),
     )
 
 
-def channel_closed(link: Link, node: str, number: int) -> Props:
-    return (("pid", longstr(channel_pid(node, link.id, number))),)
+def channel_closed(link: Link, conn_id: int, node: str, number: int) -> Props:
+    return (("pid", longstr(channel_pid(node, conn_id, number))),)
 
 
-def consumer_created(link: Link, node: str, number: int, consumer: Consumer) -> Props:
+def consumer_created(link: Link, conn_id: int, node: str, number: int, consumer: Consumer) -> Props:
     return (
         ("arguments", terms(consumer.args)),
         ("prefetch_count", long(consumer.prefetch)),
         *resource("queue", consumer.queue.name, consumer.queue.vhost.name),
-        ("channel", longstr(channel_pid(node, link.id, number))),
+        ("channel", longstr(channel_pid(node, conn_id, number))),
         ("ack_required", boolean(not consumer.no_ack)),
         ("exclusive", boolean(consumer.exclusive)),
         ("consumer_tag", longstr(consumer.tag)),
     )
 
 
-def consumer_deleted(link: Link, node: str, number: int, consumer: Consumer) -> Props:
+def consumer_deleted(link: Link, conn_id: int, node: str, number: int, consumer: Consumer) -> Props:
     return (
         *resource("queue", consumer.queue.name, consumer.queue.vhost.name),
-        ("channel", longstr(channel_pid(node, link.id, number))),
+        ("channel", longstr(channel_pid(node, conn_id, number))),
         ("consumer_tag", longstr(consumer.tag)),
     )

@@ -219,7 +219,7 @@ class Connection(Link):
         self.send_method(number, replies.channel_open_ok())
         node = self.broker.cluster.local
         self.events.emit(
-            "channel.created", lambda: announce.channel_created(self, node, number), actor=self.user
+            "channel.created", lambda: announce.channel_created(self, self.id, node, number), actor=self.user
         )
 
     def _on_close(self, number: int, command: C.ConnectionClose) -> None:
@@ -305,7 +305,7 @@ class Connection(Link):
         self.core.opened(self.frame_max, self.channel_max)
         node = self.broker.cluster.local
         self.events.emit(
-            "connection.created", lambda: announce.connection_created(self, node), actor=self.user
+            "connection.created", lambda: announce.connection_created(self, self.id, node), actor=self.user
         )
         log.info(
             "connection %s (%s): user '%s' authenticated and granted access to vhost '%s'",

@@ -317,18 +317,20 @@ class Link(ConnectionIdentity):
     def _announce_channel_closed(self, number: int) -> None:
         node = self.broker.cluster.local
         self.events.emit(
-            "channel.closed", lambda: announce.channel_closed(self, node, number), actor=self.user
+            "channel.closed", lambda: announce.channel_closed(self, self.id, node, number), actor=self.user
         )
 
     def announce_consumer(self, kind: str, number: int, consumer: Consumer) -> None:
         """consumer.created or consumer.deleted on channel `number`."""
         node = self.broker.cluster.local
         build = announce.consumer_created if kind == "consumer.created" else announce.consumer_deleted
-        self.events.emit(kind, lambda: build(self, node, number, consumer), actor=self.user)
+        self.events.emit(kind, lambda: build(self, self.id, node, number, consumer), actor=self.user)
 
     def _announce_closed(self) -> None:
         node = self.broker.cluster.local
-        self.events.emit("connection.closed", lambda: announce.connection_closed(self, node), acted=False)
+        self.events.emit(
+            "connection.closed", lambda: announce.connection_closed(self, self.id, node), acted=False
+        )
 
     @property
     def pid(self) -> str:

@@ -10,6 +10,7 @@ runs it there too).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import urllib.request
 from collections.abc import Iterator
@@ -58,12 +59,9 @@ def churn(base: str) -> dict[str, float]:
 def session(host: str, port: int, prefix: str) -> None:
     """The scripted session: the same against any broker."""
     params = pika.ConnectionParameters(host, port)
-    try:
-        pika.BlockingConnection(
-            pika.ConnectionParameters(host, port, credentials=pika.PlainCredentials("guest", "wrong"))
-        )
-    except pika.exceptions.ProbableAuthenticationError:
-        pass
+    refused = pika.ConnectionParameters(host, port, credentials=pika.PlainCredentials("guest", "wrong"))
+    with contextlib.suppress(pika.exceptions.ProbableAuthenticationError):
+        pika.BlockingConnection(refused)
     conn = pika.BlockingConnection(params)
     ch = conn.channel()
     q1, q2, x = f"{prefix}.q1", f"{prefix}.q2", f"{prefix}.x"
