@@ -163,13 +163,79 @@ def run_session(host: str, port: int, http: str, prefix: str) -> None:
             requests.delete(f"{http}/{path}", auth=auth, timeout=10)
 
 
-def record(host: str, port: int, http: str) -> list[dict[str, Any]]:
-    """Run the session on a broker with its event exchange on; the normalized events."""
+def run_cascades(host: str, port: int, http: str, prefix: str) -> None:
+    """What goes without being asked: a deleted queue's bindings and its auto-delete exchange, an
+    auto-delete exchange left without bindings, an auto-delete queue left without consumers, an
+    exclusive queue and the consumers of a closing channel and connection, a channel closed by an
+    error; and management's queue and user variants."""
+    auth = ("guest", "guest")
+    user = f"{prefix}.u"
+    conn = pika.BlockingConnection(
+        pika.ConnectionParameters(host, port, client_properties={"connection_name": prefix})
+    )
+    try:
+        ch = conn.channel()
+        q, x, y = f"{prefix}.q", f"{prefix}.x", f"{prefix}.y"
+        ch.exchange_declare(x, "topic", auto_delete=True)
+        ch.queue_declare(q, arguments={"x-max-length": 3})
+        ch.queue_bind(q, x, "a.#")
+        ch.queue_bind(q, "amq.topic", "b")
+        ch.queue_delete(q)
+        ch.exchange_declare(y, "fanout", auto_delete=True)
+        ch.queue_declare(q)
+        ch.queue_bind(q, y)
+        ch.queue_unbind(q, y)
+        ch.queue_delete(q)
+        ch.queue_declare(f"{prefix}.ad", auto_delete=True)
+        tag = ch.basic_consume(f"{prefix}.ad", lambda *a: None, consumer_tag=f"{prefix}.c1")
+        ch.basic_cancel(tag)
+        ch.queue_declare(f"{prefix}.ex", exclusive=True)
+        ch.basic_consume(f"{prefix}.ex", lambda *a: None, consumer_tag=f"{prefix}.c2")
+        ch2 = conn.channel()
+        with contextlib.suppress(pika.exceptions.ChannelClosedByBroker):
+            ch2.queue_declare(f"{prefix}.missing", passive=True)
+        ch3 = conn.channel()
+        ch3.queue_declare(f"{prefix}.q3")
+        ch3.basic_consume(f"{prefix}.q3", lambda *a: None, consumer_tag=f"{prefix}.c3")
+        ch3.close()
+        ch3 = conn.channel()
+        ch3.queue_delete(f"{prefix}.q3")
+        ch3.close()
+        requests.put(
+            f"{http}/queues/%2F/{prefix}.mq", json={"durable": False}, auth=auth, timeout=10
+        ).raise_for_status()
+        requests.delete(f"{http}/queues/%2F/{prefix}.mq", auth=auth, timeout=10).raise_for_status()
+        requests.put(
+            f"{http}/users/{user}", json={"password": "pw", "tags": ""}, auth=auth, timeout=10
+        ).raise_for_status()
+        stored = requests.get(f"{http}/users/{user}", auth=auth, timeout=10).json()
+        with_hash = {"password_hash": stored["password_hash"], "tags": "administrator"}
+        requests.put(f"{http}/users/{user}", json=with_hash, auth=auth, timeout=10).raise_for_status()
+        requests.put(
+            f"{http}/users/{user}", json={"tags": "monitoring"}, auth=auth, timeout=10
+        ).raise_for_status()
+        for configure in (".*", ""):
+            perms = {"configure": configure, "write": ".*", "read": ".*"}
+            requests.put(
+                f"{http}/permissions/%2F/{user}", json=perms, auth=auth, timeout=10
+            ).raise_for_status()
+        requests.delete(f"{http}/users/{user}", auth=auth, timeout=10).raise_for_status()
+    finally:
+        conn.close()
+        for path in (f"users/{user}", f"queues/%2F/{prefix}.q3", f"queues/%2F/{prefix}.q"):
+            requests.delete(f"{http}/{path}", auth=auth, timeout=10)
+
+
+SESSIONS = {"session": run_session, "cascades": run_cascades}
+
+
+def record(host: str, port: int, http: str, session: str = "session") -> list[dict[str, Any]]:
+    """Run a session on a broker with its event exchange on; the normalized events."""
     prefix = "hb-events-" + uuid.uuid4().hex[:8]
     recorder = Recorder(host, port)
     time.sleep(0.3)
     try:
-        run_session(host, port, http, prefix)
+        SESSIONS[session](host, port, http, prefix)
     finally:
         events = recorder.stop()
     return normalized(events, prefix)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Container
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError, resource_name, resource_not_found
@@ -213,7 +214,9 @@ class VHost:
         self.events.emit("exchange.created", lambda: ev.exchange_created(self.name, x))
         return x
 
-    def delete_exchange(self, x: Exchange) -> None:
+    def delete_exchange(self, x: Exchange, *, auto: bool = False) -> None:
+        """`auto`: it goes because its last binding went (auto-delete), which RabbitMQ tells as
+        exchange.deleted alone; a deletion asked for is told with its delete-in-progress parameter."""
         if self.persistence is not None and x.durable:  # also drops its bindings
             self.persistence.exchange_deleted(self, x)
         self.exchanges.pop(x.name, None)
@@ -225,9 +228,12 @@ class VHost:
         for b in list(x.binding_set):
             self._forget_dest_index(x.name, b)
         x.binding_set.clear()
+        if auto:
+            self.events.emit("exchange.deleted", lambda: ev.resource("name", x.name, self.name))
+        else:
+            ev.announce_exchange_deleted(self.events, self.name, x.name)
         # bindings where x is the destination
         self._remove_destination(Destination.exchange(x.name))
-        ev.announce_exchange_deleted(self.events, self.name, x.name)
 
     def exchange_in_use(self, x: Exchange) -> bool:
         """if-unused: an exchange is used while it is the source of any binding."""
@@ -249,8 +255,8 @@ class VHost:
         if self.persistence is not None and src.durable:  # before a possible auto-delete of src
             self.persistence.binding_removed(self, src, binding)
         self._forget_dest_index(src.name, binding)
-        self.events.emit("binding.deleted", lambda: ev.binding_props(self.name, src.name, binding))
         self._remove_binding_from(src, binding)
+        self.events.emit("binding.deleted", lambda: ev.binding_props(self.name, src.name, binding))
         return True
 
     def _forget_dest_index(self, source: str, binding: Binding) -> None:
@@ -263,20 +269,25 @@ class VHost:
     def _remove_binding_from(self, src: Exchange, binding: Binding) -> None:
         src.remove_binding(binding)
         if src.auto_delete and not src.binding_set and src.name in self.exchanges:
-            self.delete_exchange(src)
+            self.delete_exchange(src, auto=True)
 
     def _remove_destination(self, dest: Destination) -> None:
         """Every binding to `dest` (a queue or exchange being deleted) goes, one source exchange at
-        a time, each at the cost of its own bindings to `dest`; an auto-delete source left without
-        bindings goes too."""
-        sources = dict.fromkeys(source for source, _binding in self.bindings_to.pop(dest, ()))
-        for source_name in sources:
-            src = self.exchanges.get(source_name)
-            if src is None:
-                continue
-            src.remove_destination(dest)
-            if src.auto_delete and not src.binding_set and src.name in self.exchanges:
-                self.delete_exchange(src)
+        a time (by name), each at the cost of its own bindings to `dest`; an auto-delete source left
+        without bindings goes too. RabbitMQ tells these as its internal user's: a source's deletion,
+        then its bindings'."""
+        sources = sorted({source for source, _binding in self.bindings_to.pop(dest, ())})
+        events = self.events
+        with events.acting(ev.INTERNAL_USER):
+            for source_name in sources:
+                src = self.exchanges.get(source_name)
+                if src is None:
+                    continue
+                gone = src.remove_destination(dest)
+                if src.auto_delete and not src.binding_set and src.name in self.exchanges:
+                    self.delete_exchange(src, auto=True)
+                for binding in sorted(gone, key=lambda b: b.key):
+                    events.emit("binding.deleted", partial(ev.binding_props, self.name, source_name, binding))
 
     # -- queues -----------------------------------------------------------------------------------
 
@@ -300,7 +311,9 @@ class VHost:
         self._remove_destination(Destination.queue(q.name))
         self.stats.retire(q.stats)
         n = q.delete()
-        self.events.emit("queue.deleted", lambda: ev.resource("name", q.name, self.name))
+        # asked for (by a client, or with its vhost) or not (auto-delete, expiry, owner gone)
+        actor = None if reason in ("deleted", "vhost deleted") else ev.INTERNAL_USER
+        self.events.emit("queue.deleted", lambda: ev.resource("name", q.name, self.name), actor=actor)
         for cb in list(self.on_queue_deleted):
             cb(q)
         log.debug("queue %r deleted (%s)", q.name, reason)

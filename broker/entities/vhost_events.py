@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from broker.entities.events import (
     INTERNAL_USER,
     Events,
@@ -32,7 +34,7 @@ def announce_vhost_created(events: Events, vhost: VHost) -> None:
     for name in CREATION_ORDER:
         x = vhost.exchanges.get(name)
         if x is not None:
-            events.emit("exchange.created", lambda x=x: exchange_created(vhost.name, x))  # type: ignore[misc]
+            events.emit("exchange.created", partial(exchange_created, vhost.name, x))
     tags = strings(vhost.tags)
     description = longstr(vhost.description)
 

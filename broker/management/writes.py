@@ -259,14 +259,24 @@ class Writes:
         no such vhost)."""
         return self._broker.delete_vhost(name)
 
-    def put_user(self, user: User) -> bool:
-        """Create or replace `user` (a PUT replaces the whole user); True when new."""
+    def put_user(self, user: User, credential: str = "password") -> bool:
+        """Create or replace `user` (a PUT replaces the whole user); True when new. `credential`:
+        what the request gave, "password", "password_hash" or "none" (what RabbitMQ's events tell
+        depends on it: a new hash alone tells nothing, no credential clears the password)."""
         auth = self._broker.auth
         created = user.name not in auth.users
         auth.put_user(user)
         events = self._broker.events
-        ev.announce_user(events, "user.created" if created else "user.password.changed", user.name)
-        ev.announce_user(events, "user.tags.set", user.name, user.tags)
+        if created:
+            ev.announce_user(events, "user.created", user.name)
+            if user.tags:
+                ev.announce_user(events, "user.tags.set", user.name, user.tags)
+        elif credential == "password":
+            ev.announce_user(events, "user.password.changed", user.name)
+            ev.announce_user(events, "user.tags.set", user.name, user.tags)
+        elif credential == "none":
+            ev.announce_user(events, "user.tags.set", user.name, user.tags)
+            ev.announce_user(events, "user.password.cleared", user.name)
         return created
 
     def delete_user(self, name: str) -> bool:

@@ -24,8 +24,10 @@ def connection_pid(node: str, conn_id: int) -> str:
     return f"<{node}.1.{conn_id}.0>"
 
 
-def channel_pid(node: str, conn_id: int, number: int) -> str:
-    return f"<{node}.2.{conn_id}.{number}>"
+def channel_pid(node: str, serial: int) -> str:
+    """A channel's: `serial` counts the broker's channels (a number a closed channel used is
+    open to the next, which is another process in RabbitMQ)."""
+    return f"<{node}.2.{serial}.0>"
 
 
 def _address(hostport: str) -> tuple[str, int]:
@@ -102,36 +104,36 @@ def connection_closed(link: Link, conn_id: int, node: str) -> Props:
     )
 
 
-def channel_created(link: Link, conn_id: int, node: str, number: int) -> Props:
+def channel_created(link: Link, conn_id: int, node: str, number: int, pid: str) -> Props:
     return (
         ("vhost", longstr(link.vhost_name)),
         ("user", longstr(link.user)),
         ("number", long(number)),
         ("connection", longstr(connection_pid(node, conn_id))),
         ("name", longstr(f"{link.name} ({number})")),
-        ("pid", longstr(channel_pid(node, conn_id, number))),
+        ("pid", longstr(pid)),
     )
 
 
-def channel_closed(link: Link, conn_id: int, node: str, number: int) -> Props:
-    return (("pid", longstr(channel_pid(node, conn_id, number))),)
+def channel_closed(pid: str) -> Props:
+    return (("pid", longstr(pid)),)
 
 
-def consumer_created(link: Link, conn_id: int, node: str, number: int, consumer: Consumer) -> Props:
+def consumer_created(channel: str, consumer: Consumer) -> Props:
     return (
         ("arguments", terms(consumer.args)),
         ("prefetch_count", long(consumer.prefetch)),
         *resource("queue", consumer.queue.name, consumer.queue.vhost.name),
-        ("channel", longstr(channel_pid(node, conn_id, number))),
+        ("channel", longstr(channel)),
         ("ack_required", boolean(not consumer.no_ack)),
         ("exclusive", boolean(consumer.exclusive)),
         ("consumer_tag", longstr(consumer.tag)),
     )
 
 
-def consumer_deleted(link: Link, conn_id: int, node: str, number: int, consumer: Consumer) -> Props:
+def consumer_deleted(channel: str, consumer: Consumer) -> Props:
     return (
         *resource("queue", consumer.queue.name, consumer.queue.vhost.name),
-        ("channel", longstr(channel_pid(node, conn_id, number))),
+        ("channel", longstr(channel)),
         ("consumer_tag", longstr(consumer.tag)),
     )

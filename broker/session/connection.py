@@ -217,10 +217,7 @@ class Connection(Link):
             return
         self.channels[number] = _channel_class()(self, number)
         self.send_method(number, replies.channel_open_ok())
-        node = self.broker.cluster.local
-        self.events.emit(
-            "channel.created", lambda: announce.channel_created(self, self.id, node, number), actor=self.user
-        )
+        self.announce_channel_open(number)
 
     def _on_close(self, number: int, command: C.ConnectionClose) -> None:
         self.send_method(0, replies.connection_close_ok())

@@ -49,6 +49,7 @@ __all__ = ["CLOSE_OK_TIMEOUT", "SILENT_CLOSE_DELAY", "Link", "Transport"]
 
 log = logging.getLogger("hashbroker.connection")
 _ids = itertools.count(1)
+_channel_serials = itertools.count(1)
 # After connection.close RabbitMQ 3.10.8 keeps reading (discarding all but close/close-ok) and
 # resets the socket 30 s later if no close-ok came (observed with a raw socket).
 CLOSE_OK_TIMEOUT = 30.0
@@ -74,6 +75,7 @@ class Link(ConnectionIdentity):
         self._out = self.core.outbox
         self.vhost_obj: VHost = None  # type: ignore[assignment]  # set on connection.open
         self.channels: dict[int, Channel] = {}
+        self.channel_pids: dict[int, str] = {}  # the open channels' made-up process ids (events)
         self.exclusive_queues: list[Queue] = []
         self.paused = False
         self.alarm_blocked = False  # a publisher under a resource alarm: its socket is not read
@@ -314,17 +316,26 @@ class Link(ConnectionIdentity):
         self._announce_closed()
         log.info("connection %s closed: %s", self.id, reason)
 
-    def _announce_channel_closed(self, number: int) -> None:
+    def announce_channel_open(self, number: int) -> None:
+        """channel.created for channel `number`, just opened (its pid is made here)."""
         node = self.broker.cluster.local
+        pid = self.channel_pids[number] = announce.channel_pid(node, next(_channel_serials))
         self.events.emit(
-            "channel.closed", lambda: announce.channel_closed(self, self.id, node, number), actor=self.user
+            "channel.created",
+            lambda: announce.channel_created(self, self.id, node, number, pid),
+            actor=self.user,
         )
+
+    def _announce_channel_closed(self, number: int) -> None:
+        pid = self.channel_pids.pop(number, None)
+        if pid is not None:
+            self.events.emit("channel.closed", lambda: announce.channel_closed(pid), actor=self.user)
 
     def announce_consumer(self, kind: str, number: int, consumer: Consumer) -> None:
         """consumer.created or consumer.deleted on channel `number`."""
-        node = self.broker.cluster.local
+        pid = self.channel_pids.get(number, "")
         build = announce.consumer_created if kind == "consumer.created" else announce.consumer_deleted
-        self.events.emit(kind, lambda: build(self, self.id, node, number, consumer), actor=self.user)
+        self.events.emit(kind, lambda: build(pid, consumer), actor=self.user)
 
     def _announce_closed(self) -> None:
         node = self.broker.cluster.local

@@ -22,7 +22,8 @@ import pytest
 from broker.embedded import BrokerThread
 from tests.event_exchange_session import EXCHANGE, record
 
-RECORDED = Path(__file__).resolve().parents[1] / "data" / "event_exchange" / "rabbitmq_3.10.8_session.json"
+DATA = Path(__file__).resolve().parents[1] / "data" / "event_exchange"
+SESSIONS = ("session", "cascades")
 MANAGEMENT_PORT = 15672
 PLUGINS = ["rabbitmq_management", "rabbitmq_event_exchange"]
 
@@ -34,27 +35,33 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def hashbroker_events() -> list[dict[str, Any]]:
+def hashbroker_events() -> dict[str, list[dict[str, Any]]]:
+    """Each session's events on one hashbroker with the plugin on."""
     mgmt = _free_port()
     with BrokerThread(host="127.0.0.1", port=0, management_port=mgmt, plugins=PLUGINS) as b:
-        return record("127.0.0.1", b.broker.port, f"http://127.0.0.1:{mgmt}/api")
+        return {s: record("127.0.0.1", b.broker.port, f"http://127.0.0.1:{mgmt}/api", s) for s in SESSIONS}
 
 
-def recorded() -> list[dict[str, Any]]:
-    data: list[dict[str, Any]] = json.loads(RECORDED.read_text())
+def recorded(session: str) -> list[dict[str, Any]]:
+    data: list[dict[str, Any]] = json.loads((DATA / f"rabbitmq_3.10.8_{session}.json").read_text())
     return data
 
 
-def test_session_events_as_recorded_from_rabbitmq(hashbroker_events: list[dict[str, Any]]) -> None:
-    expected = recorded()
-    assert [e["key"] for e in hashbroker_events] == [e["key"] for e in expected]
-    for ours, theirs in zip(hashbroker_events, expected, strict=True):
-        assert ours == theirs, ours["key"]
+@pytest.mark.parametrize("session", SESSIONS)
+def test_session_events_as_recorded_from_rabbitmq(
+    hashbroker_events: dict[str, list[dict[str, Any]]], session: str
+) -> None:
+    ours, expected = hashbroker_events[session], recorded(session)
+    assert [e["key"] for e in ours] == [e["key"] for e in expected]
+    for event, theirs in zip(ours, expected, strict=True):
+        assert event == theirs, event["key"]
 
 
-def test_event_messages_are_persistent_with_a_timestamp(hashbroker_events: list[dict[str, Any]]) -> None:
-    assert hashbroker_events
-    for e in hashbroker_events:
+def test_event_messages_are_persistent_with_a_timestamp(
+    hashbroker_events: dict[str, list[dict[str, Any]]],
+) -> None:
+    assert hashbroker_events["session"]
+    for e in hashbroker_events["session"]:
         assert e["properties"] == ["delivery_mode", "timestamp"]  # and the headers
         assert e["delivery_mode"] == 2
         assert e["headers"][-1][0] == "timestamp_in_ms"
@@ -65,7 +72,8 @@ def test_exchange_is_absent_without_the_plugin() -> None:
         assert EXCHANGE not in b.broker.vhosts["/"].exchanges
 
 
-def test_session_events_as_the_live_rabbitmq(rabbitmq_url: str) -> None:
+@pytest.mark.parametrize("session", SESSIONS)
+def test_session_events_as_the_live_rabbitmq(rabbitmq_url: str, session: str) -> None:
     host = pika.URLParameters(rabbitmq_url).host
     port = pika.URLParameters(rabbitmq_url).port
     api = f"http://{host}:{MANAGEMENT_PORT}/api"
@@ -78,6 +86,6 @@ def test_session_events_as_the_live_rabbitmq(rabbitmq_url: str) -> None:
             f"the reference RabbitMQ on {host} has no {EXCHANGE} (or no management API on "
             f"{MANAGEMENT_PORT}); enable it with: rabbitmq-plugins enable rabbitmq_event_exchange"
         )
-    live = record(host, port, api)
-    assert [e["key"] for e in live] == [e["key"] for e in recorded()]
-    assert live == recorded()
+    live = record(host, port, api, session)
+    assert [e["key"] for e in live] == [e["key"] for e in recorded(session)]
+    assert live == recorded(session)
