@@ -53,7 +53,7 @@ class Recorder:
         raw.send(1, commands.Channel.Open())
         raw.expect(commands.Channel.OpenOk)
         raw.send(1, commands.Queue.Declare(queue="", exclusive=True))
-        queue = raw.expect(commands.Queue.DeclareOk).queue
+        queue = self.queue = raw.expect(commands.Queue.DeclareOk).queue
         raw.send(1, commands.Queue.Bind(queue=queue, exchange=EXCHANGE, routing_key="#"))
         raw.expect(commands.Queue.BindOk)
         raw.send(1, commands.Basic.Consume(queue=queue, no_ack=True))
@@ -238,10 +238,11 @@ def record(host: str, port: int, http: str, session: str = "session") -> list[di
         SESSIONS[session](host, port, http, prefix)
     finally:
         events = recorder.stop()
-    return normalized(events, prefix)
+    return normalized(events, prefix, recorder.queue)
 
 
 _PID = re.compile(r"^<[^<>]+\.\d+\.\d+\.\d+>$")
+_CTAG = re.compile(r"amq\.ctag-[A-Za-z0-9_\-]+")
 _CONN_NAME = re.compile(r"\d+\.\d+\.\d+\.\d+:\d+ -> \d+\.\d+\.\d+\.\d+:\d+")
 _VOLATILE = {"timestamp_in_ms", "connected_at", "peer_port", "port"}
 
@@ -250,8 +251,10 @@ def _mentions(value: Any, needle: str) -> bool:
     return needle in repr(value)
 
 
-def normalized(events: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
-    """This session's events with placeholders for what differs run to run (see the module)."""
+def normalized(events: list[dict[str, Any]], prefix: str, queue: str) -> list[dict[str, Any]]:
+    """This session's events with placeholders for what differs run to run (see the module);
+    `queue`: the recorder's, whose own binding and consumer are events too (its declaration is
+    not: nothing was bound yet)."""
 
     def header(e: dict[str, Any], name: str) -> Any:
         for k, v in e["headers"]:
@@ -279,7 +282,7 @@ def normalized(events: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]
         elif key == "user.authentication.success":
             keep = header(e, "connection_name") in names
         else:
-            keep = _mentions(e, prefix)
+            keep = _mentions(e, prefix) or _mentions(e, queue)
         if keep:
             kept.append(e)
     pids: dict[str, str] = {}
@@ -291,8 +294,8 @@ def normalized(events: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]
             return v
         if _PID.match(v):
             return pids.setdefault(v, f"<pid{len(pids) + 1}>")
-        v = _CONN_NAME.sub("<connection>", v)
-        return v.replace(prefix, "<p>")
+        v = _CTAG.sub("amq.ctag-*", _CONN_NAME.sub("<connection>", v))
+        return v.replace(prefix, "<p>").replace(queue, "<recorder>")
 
     out = []
     for e in kept:
