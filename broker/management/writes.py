@@ -172,21 +172,20 @@ class Writes:
         rabbit_definitions' order: users, vhosts, permissions, then each vhost's queues, exchanges
         and bindings, then the policies, only once every declaration succeeded (DefinitionError
         names the item that failed; what was made before it stays)."""
-        auth = self._broker.auth
         for u in plan.users:
             tags = parse_tags(u.get("tags", ""))
-            auth.put_user(User(str(u["name"]), str(u.get("password_hash", "")), tags))
+            self.put_user(User(str(u["name"]), str(u.get("password_hash", "")), tags), "password_hash")
         for v in plan.new_vhosts:
             if self._broker.add_vhost(v):
                 self._grant_creator(v, req.user)
         for p in plan.permissions:
-            auth.set_permissions(str(p["vhost"]), str(p["user"]), p["configure"], p["write"], p["read"])
+            self.set_permissions(str(p["vhost"]), str(p["user"]), p["configure"], p["write"], p["read"])
         for vh in plan.vhosts():
             self._declare_definitions(
                 req, vh, plan.queues.get(vh, []), plan.exchanges.get(vh, []), plan.bindings.get(vh, [])
             )
         for policy in plan.policies:
-            self._broker.policies.put(policy)
+            self.put_policy(policy)
 
     def _declare_definitions(
         self,
