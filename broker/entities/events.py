@@ -23,6 +23,7 @@ deletion, a vhost's own exchanges).
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from broker.entities.queues.catalog import Queue
     from broker.entities.users import Permission
     from exchanges.base import Binding
+
+log = logging.getLogger("hashbroker.events")
 
 INTERNAL_USER = "rmq-internal"
 """RabbitMQ's ?INTERNAL_USER: the actor of what no client asked for."""
@@ -107,7 +110,10 @@ class Events:
             props = (("user_who_performed_action", longstr(who)), *props)
         event = Event(kind, props)
         for sink in tuple(self.sinks):
-            sink.notify(event)
+            try:
+                sink.notify(event)
+            except Exception:  # a listener's fault must not fail what the broker was doing
+                log.exception("event %s not delivered to %r", kind, sink)
 
 
 NO_EVENTS = Events()

@@ -168,3 +168,16 @@ def test_without_a_binding_nothing_is_published() -> None:
         declare(v, "other")
     assert q.message_count == 0
     assert v.exchanges[EXCHANGE].publish_in == 0
+
+
+def test_a_failing_sink_costs_a_log_line_not_the_operation(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken:
+        def notify(self, event: Event) -> None:
+            raise ValueError("boom")
+
+    v, events, sink = hub_vhost()
+    events.sinks.insert(0, Broken())
+    declare(v, "q")
+    assert "q" in v.queues
+    assert sink.kinds() == ["queue.created"]
+    assert "event queue.created not delivered" in caplog.text
