@@ -6,7 +6,8 @@ values). `normalized` turns a recording into what two brokers must agree on: the
 session only (by the names it used, and the connections and channels they lead to), with
 timestamps, ports, process ids and consumer tags replaced by placeholders (pids numbered by first
 appearance, so identity still counts). RabbitMQ deletes a vhost's exchanges in its table's hash
-order: those deletions are compared sorted by exchange name.
+order, and applies a policy to its queues in that order too: those runs are compared sorted by
+name.
 """
 
 from __future__ import annotations
@@ -226,7 +227,40 @@ def run_cascades(host: str, port: int, http: str, prefix: str) -> None:
             requests.delete(f"{http}/{path}", auth=auth, timeout=10)
 
 
-SESSIONS = {"session": run_session, "cascades": run_cascades}
+def run_policies(host: str, port: int, http: str, prefix: str) -> None:
+    """A policy set on a queue and an exchange, changed (two keys in its definition), cleared."""
+    auth = ("guest", "guest")
+    conn = pika.BlockingConnection(
+        pika.ConnectionParameters(host, port, client_properties={"connection_name": prefix})
+    )
+    try:
+        ch = conn.channel()
+        ch.queue_declare(f"{prefix}.q")
+        ch.queue_declare(f"{prefix}.q2", arguments={"x-queue-type": "quorum"}, durable=True)
+        ch.exchange_declare(f"{prefix}.x", "direct")
+        policy: dict[str, Any] = {
+            "pattern": f"^{prefix}\\.",
+            "definition": {"max-length": 5},
+            "apply-to": "all",
+            "priority": 1,
+        }
+        url = f"{http}/policies/%2F/{prefix}.p"
+        requests.put(url, json=policy, auth=auth, timeout=10).raise_for_status()
+        policy["definition"] = {"max-length": 6, "message-ttl": 1000}
+        requests.put(url, json=policy, auth=auth, timeout=10).raise_for_status()
+        requests.put(url, json=policy, auth=auth, timeout=10).raise_for_status()  # the same again
+        requests.delete(url, auth=auth, timeout=10).raise_for_status()
+        ch.queue_delete(f"{prefix}.q")
+        ch.queue_delete(f"{prefix}.q2")
+        ch.exchange_delete(f"{prefix}.x")
+        ch.close()
+    finally:
+        conn.close()
+        for path in (f"policies/%2F/{prefix}.p", f"queues/%2F/{prefix}.q", f"queues/%2F/{prefix}.q2"):
+            requests.delete(f"{http}/{path}", auth=auth, timeout=10)
+
+
+SESSIONS = {"session": run_session, "cascades": run_cascades, "policies": run_policies}
 
 
 def record(host: str, port: int, http: str, session: str = "session") -> list[dict[str, Any]]:
@@ -307,18 +341,20 @@ def normalized(events: list[dict[str, Any]], prefix: str, queue: str) -> list[di
 
 
 def _sorted_exchange_deletions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs of (parameter.set, exchange.deleted, parameter.cleared) sorted by exchange name."""
+    """Runs of (parameter.set, exchange.deleted, parameter.cleared) sorted by exchange name, and
+    runs of one queue.policy.* kind by queue: RabbitMQ walks its tables in hash order there."""
     out: list[dict[str, Any]] = []
     i = 0
     keys = [e["key"] for e in events]
     while i < len(events):
+        step = 3 if keys[i : i + 3] == ["parameter.set", "exchange.deleted", "parameter.cleared"] else 1
         j = i
-        while keys[j : j + 3] == ["parameter.set", "exchange.deleted", "parameter.cleared"]:
-            j += 3
-        if j - i > 3:
-            triples = [events[k : k + 3] for k in range(i, j, 3)]
-            triples.sort(key=lambda t: repr(t[1]["headers"]))
-            out.extend(e for t in triples for e in t)
+        while keys[j : j + step] == keys[i : i + step] and (step == 3 or keys[i].startswith("queue.policy.")):
+            j += step
+        if j - i > step:
+            groups = [events[k : k + step] for k in range(i, j, step)]
+            groups.sort(key=lambda g: repr(g[-1 if step == 1 else 1]["headers"]))
+            out.extend(e for g in groups for e in g)
             i = j
         else:
             out.append(events[i])

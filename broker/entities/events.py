@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from amqpwire.fields import Field, FieldTable
@@ -185,6 +186,13 @@ def terms(entries: Iterable[tuple[str, Field]]) -> Field:
 
 # -- the entities' events, with RabbitMQ's headers --------------------------------------------------
 
+QUEUE_TYPE_MODULES = {
+    "classic": "rabbit_classic_queue",
+    "quorum": "rabbit_quorum_queue",
+    "stream": "rabbit_stream_queue",
+}
+"""The queue type modules events name."""
+
 DELETE_IN_PROGRESS = "exchange-delete-in-progress"
 """The runtime parameter 3.10.8 sets while it deletes an exchange (parameter.set before
 exchange.deleted, parameter.cleared after)."""
@@ -229,14 +237,21 @@ def binding_props(vhost: str, source: str, binding: Binding) -> Props:
 
 
 def queue_created(q: Queue) -> Props:
+    """A classic queue's process tells its owner; quorum and stream queues tell their type."""
+    named = resource("name", q.name, q.vhost.name)
+    kind = ("type", longstr(QUEUE_TYPE_MODULES.get(q.type_name, q.type_name)))
+    arguments = ("arguments", terms(q.arguments))
+    if q.type_name == "stream":
+        return (kind, arguments, ("auto_delete", boolean(False)), ("durable", boolean(True)), *named)
+    flags = (("auto_delete", boolean(q.auto_delete)), ("durable", boolean(q.durable)), *named)
     owner = q.exclusive_owner
+    if q.type_name == "quorum":
+        return (arguments, kind, ("exclusive", boolean(False)), *flags)
     return (
         ("exclusive", boolean(owner is not None)),
         ("owner_pid", longstr(getattr(owner, "pid", "") if owner is not None else "")),
-        ("arguments", terms(q.arguments)),
-        ("auto_delete", boolean(q.auto_delete)),
-        ("durable", boolean(q.durable)),
-        *resource("name", q.name, q.vhost.name),
+        arguments,
+        *flags,
     )
 
 
@@ -251,7 +266,9 @@ def json_field(value: object) -> Field:
     if isinstance(value, str):
         return longstr(value)
     if isinstance(value, dict):
-        return table((str(k), json_field(v)) for k, v in value.items()) if value else array([])
+        # an Erlang map's keys in order, folded into the headers last first, as the plugin does
+        entries = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: kv[0].encode(), reverse=True)
+        return table((k, json_field(v)) for k, v in entries) if entries else array([])
     if isinstance(value, list):
         return array([json_field(v) for v in value])
     return longstr("null")
@@ -286,19 +303,50 @@ def announce_policy_cleared(events: Events, vhost: str, name: str) -> None:
     events.emit("policy.cleared", lambda: (("vhost", longstr(vhost)), ("name", longstr(name))))
 
 
+def _policy_terms(policy: Policy) -> Props:
+    return (
+        ("apply-to", longstr(policy.apply_to)),
+        ("priority", long(policy.priority)),
+        ("definition", json_field(policy.definition)),
+        ("pattern", longstr(policy.pattern)),
+    )
+
+
 def announce_policy(events: Events, policy: Policy) -> None:
     events.emit(
         "policy.set",
         lambda: (
-            ("apply-to", longstr(policy.apply_to)),
-            ("priority", long(policy.priority)),
-            ("definition", json_field(policy.definition)),
+            *_policy_terms(policy),
             *texts(
-                ("pattern", policy.pattern),
-                ("user_who_performed_action", events.actor),
-                ("vhost", policy.vhost),
-                ("name", policy.name),
+                ("user_who_performed_action", events.actor), ("vhost", policy.vhost), ("name", policy.name)
             ),
         ),
         acted=False,
     )
+
+
+def announce_queue_policies(
+    events: Events, queues: Iterable[Queue], before: Mapping[str, Policy | None]
+) -> None:
+    """queue.policy.updated or queue.policy.cleared for each of `queues` (by name) whose
+    effective policy is no longer what `before` had, as rabbit_policy tells it before the
+    policy.set or policy.cleared that caused it."""
+    for q in sorted(queues, key=lambda q: q.name):
+        new = q.policy
+        if new == before.get(q.name):
+            continue
+        about = texts(
+            ("user_who_performed_action", events.actor),
+            ("type", QUEUE_TYPE_MODULES.get(q.type_name, q.type_name)),
+            ("vhost", q.vhost.name),
+            ("name", q.name),
+            ("vhost", q.vhost.name),
+        )
+        if new is None:
+            events.emit("queue.policy.cleared", partial(tuple, about), acted=False)
+        else:
+            events.emit("queue.policy.updated", partial(_with_terms, new, about), acted=False)
+
+
+def _with_terms(policy: Policy, about: Props) -> Props:
+    return (*_policy_terms(policy), *about)

@@ -300,15 +300,30 @@ class Writes:
 
     def put_policy(self, policy: Policy) -> bool:
         """Store and apply a validated policy; True when new."""
+        unchanged = self._broker.policies.get(policy.vhost, policy.name) == policy  # told nothing
+        before = self._queue_policies(policy.vhost)
         created = self._broker.policies.put(policy)
-        ev.announce_policy(self._broker.events, policy)
+        if not unchanged:
+            self._announce_queue_policies(policy.vhost, before)
+            ev.announce_policy(self._broker.events, policy)
         return created
 
     def delete_policy(self, vhost: str, name: str) -> bool:
+        before = self._queue_policies(vhost)
         deleted = self._broker.policies.delete(vhost, name)
         if deleted:
+            self._announce_queue_policies(vhost, before)
             ev.announce_policy_cleared(self._broker.events, vhost, name)
         return deleted
+
+    def _queue_policies(self, vhost: str) -> dict[str, Policy | None]:
+        vh = self._broker.vhosts.get(vhost)
+        return {q.name: q.policy for q in vh.queues.values()} if vh is not None else {}
+
+    def _announce_queue_policies(self, vhost: str, before: dict[str, Policy | None]) -> None:
+        vh = self._broker.vhosts.get(vhost)
+        if vh is not None:
+            ev.announce_queue_policies(self._broker.events, vh.queues.values(), before)
 
     def add_node(self, node: str) -> bool:
         """A node joins the emulated cluster (ClusterError for a bad name); False if a member."""

@@ -23,7 +23,7 @@ from broker.embedded import BrokerThread
 from tests.event_exchange_session import EXCHANGE, record
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "event_exchange"
-SESSIONS = ("session", "cascades")
+SESSIONS = ("session", "cascades", "policies")
 MANAGEMENT_PORT = 15672
 PLUGINS = ["rabbitmq_management", "rabbitmq_event_exchange"]
 
