@@ -263,15 +263,18 @@ def run_policies(host: str, port: int, http: str, prefix: str) -> None:
 SESSIONS = {"session": run_session, "cascades": run_cascades, "policies": run_policies}
 
 
-def record(host: str, port: int, http: str, session: str = "session") -> list[dict[str, Any]]:
-    """Run a session on a broker with its event exchange on; the normalized events."""
+def record(
+    host: str, port: int, http: str, session: str = "session", settle: float = 1.0
+) -> list[dict[str, Any]]:
+    """Run a session on a broker with its event exchange on; the normalized events (`settle`:
+    how long to wait for the last ones: RabbitMQ publishes them from another process)."""
     prefix = "hb-events-" + uuid.uuid4().hex[:8]
     recorder = Recorder(host, port)
     time.sleep(0.3)
     try:
         SESSIONS[session](host, port, http, prefix)
     finally:
-        events = recorder.stop()
+        events = recorder.stop(settle)
     return normalized(events, prefix, recorder.queue)
 
 

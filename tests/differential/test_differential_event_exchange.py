@@ -39,7 +39,8 @@ def hashbroker_events() -> dict[str, list[dict[str, Any]]]:
     """Each session's events on one hashbroker with the plugin on."""
     mgmt = _free_port()
     with BrokerThread(host="127.0.0.1", port=0, management_port=mgmt, plugins=PLUGINS) as b:
-        return {s: record("127.0.0.1", b.broker.port, f"http://127.0.0.1:{mgmt}/api", s) for s in SESSIONS}
+        api = f"http://127.0.0.1:{mgmt}/api"
+        return {s: record("127.0.0.1", b.broker.port, api, s, settle=0.3) for s in SESSIONS}
 
 
 def recorded(session: str) -> list[dict[str, Any]]:
