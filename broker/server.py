@@ -220,6 +220,8 @@ class Broker:
         if "rabbitmq_event_exchange" in self.plugins:
             from broker.plugins.event_exchange import EventExchange  # lazy: only when enabled
 
+            if self.event_exchange in self.events.sinks:  # started again: the new default vhost's
+                self.events.sinks.remove(self.event_exchange)
             self.event_exchange = EventExchange(self.events, default)
         self.alarms.start(loop, store)
         sock = self._server.sockets[0]

@@ -131,6 +131,7 @@ class Connection(Link):
                     except AmqpError as err:
                         self._failed(err, command, None)
                 if self._halted:
+                    events.actor = actor
                     return
         except Exception as exc:  # a bug here must cost one connection and one log line, no more
             log.debug("internal error on connection %s", self.id, exc_info=True)
