@@ -60,6 +60,10 @@ class Event:
 class EventSink(Protocol):
     """What listens to the hub (the event exchange plugin)."""
 
+    def wants(self) -> bool:
+        """Whether it would do anything with an event now (nothing is built for it otherwise)."""
+        ...
+
     def notify(self, event: Event) -> None: ...
 
 
@@ -83,10 +87,6 @@ class Events:
         finally:
             self.actor = before
 
-    @property
-    def listening(self) -> bool:
-        return bool(self.sinks)
-
     def count(self, kind: str) -> None:
         """A counted moment with no event (RabbitMQ's core metrics only)."""
         self.counts[kind] += 1
@@ -105,12 +105,15 @@ class Events:
         self.counts[kind] += 1
         if not self.sinks:
             return
+        sinks = [sink for sink in self.sinks if sink.wants()]
+        if not sinks:
+            return
         props = tuple(build())
         if acted:
             who = self.actor if actor is None else actor
             props = (("user_who_performed_action", longstr(who)), *props)
         event = Event(kind, props)
-        for sink in tuple(self.sinks):
+        for sink in sinks:
             try:
                 sink.notify(event)
             except Exception:  # a listener's fault must not fail what the broker was doing

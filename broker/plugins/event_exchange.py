@@ -47,6 +47,9 @@ class EventExchange:
         x = self.vhost.exchanges.get(EXCHANGE)
         return x if x is not None and x.binding_set else None
 
+    def wants(self) -> bool:
+        return self.exchange() is not None
+
     def notify(self, event: Event) -> None:
         if self.exchange() is None:
             return

@@ -25,6 +25,9 @@ class Sink:
     def __init__(self) -> None:
         self.events: list[Event] = []
 
+    def wants(self) -> bool:
+        return True
+
     def notify(self, event: Event) -> None:
         self.events.append(event)
 
@@ -171,7 +174,7 @@ def test_without_a_binding_nothing_is_published() -> None:
 
 
 def test_a_failing_sink_costs_a_log_line_not_the_operation(caplog: pytest.LogCaptureFixture) -> None:
-    class Broken:
+    class Broken(Sink):
         def notify(self, event: Event) -> None:
             raise ValueError("boom")
 
