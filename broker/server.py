@@ -121,10 +121,14 @@ class Broker:
         self.ledger: StoreLedger | None = None  # while the store is persistent
         self._policies: BrokerPolicies | None = None
         self._clock: LoopClock | None = None
+        from broker.entities.events import Events
         from broker.entities.users import Registry
         from broker.runtime.alarms import Alarms
 
         self.auth = Registry()
+        self.events = Events()
+        """The broker's event hub (rabbit_event): churn counters, and the event exchange when on."""
+        self.event_exchange: Any = None  # the rabbitmq_event_exchange plugin, while it is on
         self.alarms = Alarms(self)
         """Resource alarms: `alarms.set(resource, reason)` / `alarms.clear(resource)` block and
         unblock publishers; the memory and disk monitor runs while the broker does."""
@@ -220,7 +224,14 @@ class Broker:
             store.start(loop)
             self._restore_auth(snapshot)
         for vhost in self.vhosts.values():
+            vhost.events = self.events  # restored objects were not announced: RabbitMQ's recovery is silent
             self.policies.attach(vhost)
+        if "rabbitmq_event_exchange" in self.plugins:
+            from broker.plugins.event_exchange import EventExchange  # lazy: only when enabled
+
+            if self.event_exchange in self.events.sinks:  # started again: the new default vhost's
+                self.events.sinks.remove(self.event_exchange)
+            self.event_exchange = EventExchange(self.events, default)
         self.alarms.start(loop, store)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
@@ -442,6 +453,10 @@ class Broker:
 
             self.store.put_vhost(VHostRecord(name, description, tags))
         self.vhosts[name] = vhost
+        vhost.events = self.events
+        from broker.entities.vhost_events import announce_vhost_created
+
+        announce_vhost_created(self.events, vhost)
         self.policies.attach(vhost)
         return True
 
@@ -457,6 +472,10 @@ class Broker:
             if conn.vhost_obj is vhost and not conn.closed:
                 conn.fail(AmqpError(320, f"vhost '{name}' is deleted", hard=True), (0, 0))
         del self.vhosts[name]
+        from broker.entities import events, vhost_events
+
+        for vname, user in [k for k in self.auth.permissions if k[0] == name]:
+            events.announce_permission(self.events, vname, user, None)
         for p in list(self.policies.list(name)):
             self.policies.delete(name, p.name)
         store = self.store if vhost.persistence is not None else None
@@ -470,6 +489,7 @@ class Broker:
         self.auth.forget_vhost(name)
         if store is not None:
             store.delete_vhost(name)
+        vhost_events.announce_vhost_deleted(self.events, vhost)
         return True
 
     # -- direct reply-to ------------------------------------------------------------------------------

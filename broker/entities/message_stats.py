@@ -35,12 +35,16 @@ class VHostStats:
     """The publish-side counters of one vhost and what its deleted queues and exchanges counted
     (`publish` is the sum of its exchanges' `publish_in`, so a publish counts once)."""
 
-    __slots__ = ("active", "confirm", "publish", "retired", "return_unroutable")
+    __slots__ = ("active", "confirm", "publish", "received_confirm", "retired", "return_unroutable", "routed")
 
     def __init__(self) -> None:
         self.publish = 0  # publishes to exchanges since deleted
         self.confirm = 0
         self.return_unroutable = 0
+        # the node-wide global counters (rabbit_global_counters), not message_stats: publishes
+        # received on confirm-mode channels, and queues reached by exchanges since deleted
+        self.received_confirm = 0
+        self.routed = 0
         self.retired = dict.fromkeys(DELIVER_KEYS, 0)
         self.active = False  # a deleted queue had activity
 

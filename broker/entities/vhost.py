@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Container
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from amqpwire.errors import AmqpError, internal_error, resource_name, resource_not_found
 from amqpwire.fields import FieldTable
+from broker.entities import events as ev
 from broker.entities.clock import Clock, UnscheduledClock
 from broker.entities.cluster import DEFAULT_NODE
 from broker.entities.dead_letter import is_cycle, make_dead_letter
@@ -134,6 +136,8 @@ class VHost:
         self.hash_watches: dict[str, Any] = {}
         # tracing or a watch: the one attribute the publish path reads (see `retap`)
         self.tapped = False
+        # what is told of its exchanges, queues and bindings (the broker's hub once attached)
+        self.events: ev.Events = ev.NO_EVENTS
         self.exchanges[""] = Exchange(
             "", "direct", None, durable=True, auto_delete=False, internal=False, arguments=FieldTable()
         )
@@ -207,19 +211,27 @@ class VHost:
             self.persistence.exchange_declared(self, x)
         if self.hooks is not None:
             self.hooks.exchange_declared(self, x)
+        self.events.emit("exchange.created", lambda: ev.exchange_created(self.name, x))
         return x
 
-    def delete_exchange(self, x: Exchange) -> None:
+    def delete_exchange(self, x: Exchange, *, auto: bool = False) -> None:
+        """`auto`: it goes because its last binding went (auto-delete), which RabbitMQ tells as
+        exchange.deleted alone; a deletion asked for is told with its delete-in-progress parameter."""
         if self.persistence is not None and x.durable:  # also drops its bindings
             self.persistence.exchange_deleted(self, x)
         self.exchanges.pop(x.name, None)
         self.stats.publish += x.publish_in  # the vhost's message_stats keep its publishes
+        self.stats.routed += x.publish_out
         if self.hooks is not None:
             self.hooks.exchange_deleted(self, x)
         # bindings where x is the source
         for b in list(x.binding_set):
             self._forget_dest_index(x.name, b)
         x.binding_set.clear()
+        if auto:
+            self.events.emit("exchange.deleted", lambda: ev.resource("name", x.name, self.name))
+        else:
+            ev.announce_exchange_deleted(self.events, self.name, x.name)
         # bindings where x is the destination
         self._remove_destination(Destination.exchange(x.name))
 
@@ -242,6 +254,7 @@ class VHost:
         self.bindings_to.setdefault(binding.destination, set()).add((src.name, binding))
         if self.persistence is not None and src.durable:
             self.persistence.binding_added(self, src, binding)
+        self.events.emit("binding.created", lambda: ev.binding_props(self.name, src.name, binding))
 
     def _deliver_bound(self, src: Exchange, dest: Destination, messages: Sequence[Message]) -> None:
         """Deliver what the source's type hands a new binding (`ExchangeType.bound`), in its order:
@@ -268,6 +281,7 @@ class VHost:
             self.persistence.binding_removed(self, src, binding)
         self._forget_dest_index(src.name, binding)
         self._remove_binding_from(src, binding)
+        self.events.emit("binding.deleted", lambda: ev.binding_props(self.name, src.name, binding))
         return True
 
     def _forget_dest_index(self, source: str, binding: Binding) -> None:
@@ -280,20 +294,25 @@ class VHost:
     def _remove_binding_from(self, src: Exchange, binding: Binding) -> None:
         src.remove_binding(binding)
         if src.auto_delete and not src.binding_set and src.name in self.exchanges:
-            self.delete_exchange(src)
+            self.delete_exchange(src, auto=True)
 
     def _remove_destination(self, dest: Destination) -> None:
         """Every binding to `dest` (a queue or exchange being deleted) goes, one source exchange at
-        a time, each at the cost of its own bindings to `dest`; an auto-delete source left without
-        bindings goes too."""
-        sources = dict.fromkeys(source for source, _binding in self.bindings_to.pop(dest, ()))
-        for source_name in sources:
-            src = self.exchanges.get(source_name)
-            if src is None:
-                continue
-            src.remove_destination(dest)
-            if src.auto_delete and not src.binding_set and src.name in self.exchanges:
-                self.delete_exchange(src)
+        a time (by name), each at the cost of its own bindings to `dest`; an auto-delete source left
+        without bindings goes too. RabbitMQ tells these as its internal user's: a source's deletion,
+        then its bindings'."""
+        sources = sorted({source for source, _binding in self.bindings_to.pop(dest, ())})
+        events = self.events
+        with events.acting(ev.INTERNAL_USER):
+            for source_name in sources:
+                src = self.exchanges.get(source_name)
+                if src is None:
+                    continue
+                gone = src.remove_destination(dest)
+                if src.auto_delete and not src.binding_set and src.name in self.exchanges:
+                    self.delete_exchange(src, auto=True)
+                for binding in sorted(gone, key=lambda b: b.key):
+                    events.emit("binding.deleted", partial(ev.binding_props, self.name, source_name, binding))
 
     # -- queues -----------------------------------------------------------------------------------
 
@@ -303,6 +322,7 @@ class VHost:
             self.persistence.queue_added(self, q)
         if self.hooks is not None:
             self.hooks.queue_added(self, q)
+        self.events.emit("queue.created", lambda: ev.queue_created(q))
 
     def delete_queue(self, q: Queue, reason: str = "deleted") -> int:
         """Remove a queue, its bindings and its consumers; returns the ready count it had."""
@@ -316,6 +336,9 @@ class VHost:
         self._remove_destination(Destination.queue(q.name))
         self.stats.retire(q.stats)
         n = q.delete()
+        # asked for (by a client, or with its vhost) or not (auto-delete, expiry, owner gone)
+        actor = None if reason in ("deleted", "vhost deleted") else ev.INTERNAL_USER
+        self.events.emit("queue.deleted", lambda: ev.resource("name", q.name, self.name), actor=actor)
         for cb in list(self.on_queue_deleted):
             cb(q)
         log.debug("queue %r deleted (%s)", q.name, reason)

@@ -52,7 +52,8 @@ class Api:
             pages = paging.pagination(req) if paged else None
         except paging.PagingError as exc:
             return exc.response()
-        resp = await handler(self.ctx, req, segments[1:])
+        with self.ctx.writes.acting(req.user):
+            resp = await handler(self.ctx, req, segments[1:])
         if req.method in ("GET", "HEAD") and (paged or "sort" in req.query or "sort_reverse" in req.query):
             try:
                 resp = _sorted_and_paged(req, resp, resource or "", pages)

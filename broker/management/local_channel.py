@@ -29,7 +29,7 @@ from broker.session.ports import ChannelServer
 if TYPE_CHECKING:
     from amqpwire.errors import AmqpError
     from broker.entities.message import StoredMessage
-    from broker.entities.queues.catalog import Queue
+    from broker.entities.queues.catalog import Consumer, Queue
     from broker.entities.vhost import VHost
     from broker.session.ports import ChannelHandle
 
@@ -114,6 +114,9 @@ class DirectSession:
 
     def channel_closed(self, channel: ChannelHandle) -> None:
         channel.teardown()
+
+    def announce_consumer(self, kind: str, number: int, consumer: Consumer) -> None:
+        """Management consumes nothing: no consumer events."""
 
     def close_channel(
         self, channel: ChannelHandle, err: AmqpError, culprit: tuple[int, int] = (0, 0)

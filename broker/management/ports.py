@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from amqpwire.errors import AmqpError
     from amqpwire.fields import FieldTable
     from broker.entities.cluster import Cluster
+    from broker.entities.events import Events
     from broker.entities.policy import Policy
     from broker.entities.users import Registry
     from broker.entities.vhost import VHost
@@ -192,6 +193,8 @@ class ManagementBroker(ChannelServer, Protocol):
     def connections(self) -> Collection[ConnectionReads]: ...
     @property
     def auth(self) -> Registry: ...  # users and permissions
+    @property
+    def events(self) -> Events: ...  # the event hub the writes tell (broker.entities.events)
     @property
     def policies(self) -> PolicyAdmin: ...
     @property

@@ -17,10 +17,12 @@ The views call only this module for changes, in two kinds:
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqpwire.errors import AmqpError
 from amqpwire.fields import FieldTable
+from broker.entities import events as ev
 from broker.entities import hash_watch
 from broker.entities.users import User, parse_tags
 from broker.management import local_channel as direct
@@ -55,6 +57,10 @@ class Writes:
     def policies(self) -> PolicyAdmin:
         """The broker's own policy engine: the API stores policies there, it keeps no copy."""
         return self._broker.policies
+
+    def acting(self, user: str) -> AbstractContextManager[None]:
+        """The broker's events told inside this block were caused by `user` (the request's)."""
+        return self._broker.events.acting(user)
 
     def _session(self, vhost: str, user: str, *, superuser: bool = False) -> DirectSession:
         """An in-process AMQP session of `user` on `vhost` (AmqpError if the vhost is gone)."""
@@ -166,21 +172,20 @@ class Writes:
         rabbit_definitions' order: users, vhosts, permissions, then each vhost's queues, exchanges
         and bindings, then the policies, only once every declaration succeeded (DefinitionError
         names the item that failed; what was made before it stays)."""
-        auth = self._broker.auth
         for u in plan.users:
             tags = parse_tags(u.get("tags", ""))
-            auth.put_user(User(str(u["name"]), str(u.get("password_hash", "")), tags))
+            self.put_user(User(str(u["name"]), str(u.get("password_hash", "")), tags), "password_hash")
         for v in plan.new_vhosts:
             if self._broker.add_vhost(v):
                 self._grant_creator(v, req.user)
         for p in plan.permissions:
-            auth.set_permissions(str(p["vhost"]), str(p["user"]), p["configure"], p["write"], p["read"])
+            self.set_permissions(str(p["vhost"]), str(p["user"]), p["configure"], p["write"], p["read"])
         for vh in plan.vhosts():
             self._declare_definitions(
                 req, vh, plan.queues.get(vh, []), plan.exchanges.get(vh, []), plan.bindings.get(vh, [])
             )
         for policy in plan.policies:
-            self._broker.policies.put(policy)
+            self.put_policy(policy)
 
     def _declare_definitions(
         self,
@@ -246,38 +251,79 @@ class Writes:
         auth = self._broker.auth
         if user in auth.users and (vhost, user) not in auth.permissions:
             auth.set_permissions(vhost, user, _ALL, _ALL, _ALL)
+            ev.announce_permission(self._broker.events, vhost, user, auth.permissions[(vhost, user)])
 
     def delete_vhost(self, name: str) -> bool:
         """Delete `name` with its connections, queues, exchanges, policies and permissions (False:
         no such vhost)."""
         return self._broker.delete_vhost(name)
 
-    def put_user(self, user: User) -> bool:
-        """Create or replace `user` (a PUT replaces the whole user); True when new."""
+    def put_user(self, user: User, credential: str = "password") -> bool:
+        """Create or replace `user` (a PUT replaces the whole user); True when new. `credential`:
+        what the request gave, "password", "password_hash" or "none" (what RabbitMQ's events tell
+        depends on it: a new hash alone tells nothing, no credential clears the password)."""
         auth = self._broker.auth
         created = user.name not in auth.users
         auth.put_user(user)
+        events = self._broker.events
+        if created:
+            ev.announce_user(events, "user.created", user.name)
+            if user.tags:
+                ev.announce_user(events, "user.tags.set", user.name, user.tags)
+        elif credential == "password":
+            ev.announce_user(events, "user.password.changed", user.name)
+            ev.announce_user(events, "user.tags.set", user.name, user.tags)
+        elif credential == "none":
+            ev.announce_user(events, "user.tags.set", user.name, user.tags)
+            ev.announce_user(events, "user.password.cleared", user.name)
         return created
 
     def delete_user(self, name: str) -> bool:
-        return self._broker.auth.delete_user(name)
+        deleted = self._broker.auth.delete_user(name)
+        if deleted:
+            ev.announce_user(self._broker.events, "user.deleted", name)
+        return deleted
 
     def set_permissions(self, vhost: str, user: str, configure: str, write: str, read: str) -> bool:
         """Set `user`'s permissions on `vhost` (RegexError for an invalid pattern); True when new."""
         auth = self._broker.auth
         created = (vhost, user) not in auth.permissions
         auth.set_permissions(vhost, user, configure, write, read)
+        ev.announce_permission(self._broker.events, vhost, user, auth.permissions[(vhost, user)])
         return created
 
     def clear_permissions(self, vhost: str, user: str) -> bool:
-        return self._broker.auth.clear_permissions(vhost, user)
+        cleared = self._broker.auth.clear_permissions(vhost, user)
+        if cleared:
+            ev.announce_permission(self._broker.events, vhost, user, None)
+        return cleared
 
     def put_policy(self, policy: Policy) -> bool:
         """Store and apply a validated policy; True when new."""
-        return self._broker.policies.put(policy)
+        unchanged = self._broker.policies.get(policy.vhost, policy.name) == policy  # told nothing
+        before = self._queue_policies(policy.vhost)
+        created = self._broker.policies.put(policy)
+        if not unchanged:
+            self._announce_queue_policies(policy.vhost, before)
+            ev.announce_policy(self._broker.events, policy)
+        return created
 
     def delete_policy(self, vhost: str, name: str) -> bool:
-        return self._broker.policies.delete(vhost, name)
+        before = self._queue_policies(vhost)
+        deleted = self._broker.policies.delete(vhost, name)
+        if deleted:
+            self._announce_queue_policies(vhost, before)
+            ev.announce_policy_cleared(self._broker.events, vhost, name)
+        return deleted
+
+    def _queue_policies(self, vhost: str) -> dict[str, Policy | None]:
+        vh = self._broker.vhosts.get(vhost)
+        return {q.name: q.policy for q in vh.queues.values()} if vh is not None else {}
+
+    def _announce_queue_policies(self, vhost: str, before: dict[str, Policy | None]) -> None:
+        vh = self._broker.vhosts.get(vhost)
+        if vh is not None:
+            ev.announce_queue_policies(self._broker.events, vh.queues.values(), before)
 
     def add_node(self, node: str) -> bool:
         """A node joins the emulated cluster (ClusterError for a bad name); False if a member."""

@@ -45,8 +45,26 @@ QUEUE_TYPES = {
     "stream": "rabbit_stream_queue",
 }
 
+CHURN: dict[str, str] = {
+    "rabbitmq_connections_opened_total": "connection.created",
+    "rabbitmq_connections_closed_total": "connection.closed",
+    "rabbitmq_channels_opened_total": "channel.created",
+    "rabbitmq_channels_closed_total": "channel.closed",
+    "rabbitmq_queues_declared_total": "queue.declared",
+    "rabbitmq_queues_created_total": "queue.created",
+    "rabbitmq_queues_deleted_total": "queue.deleted",
+}
+"""The churn families and the event kind each counts (rabbit_core_metrics counts at the points
+RabbitMQ notifies those events; queue.declared is counted with no event)."""
+
 Labels = tuple[tuple[str, str], ...]
 Samples = list[tuple[Labels, float]]
+
+
+def _prefixed(prefix: str, reason: str) -> dict[str, str]:
+    """Every recorded family whose name starts with `prefix`, left out for `reason`."""
+    return {name: reason for name, _t, _h in AGGREGATED if name.startswith(prefix)}
+
 
 OMITTED: dict[str, str] = {
     **dict.fromkeys(
@@ -67,11 +85,10 @@ OMITTED: dict[str, str] = {
         ),
         "Mnesia: hashbroker keeps its schema in SQLite, there is no Mnesia",
     ),
-    **{
-        name: "Erlang VM internals (allocators, schedulers, distribution, atoms, ports): no Python equivalent"
-        for name, _t, _h in AGGREGATED
-        if name.startswith("erlang_vm_")
-    },
+    **_prefixed(
+        "erlang_vm_",
+        "Erlang VM internals (allocators, schedulers, distribution, atoms, ports): no Python equivalent",
+    ),
     "rabbitmq_erlang_processes_limit": "the BEAM process table limit: Python has none",
     "rabbitmq_erlang_scheduler_run_queue": "BEAM scheduler run queue: no equivalent on one asyncio loop",
     "rabbitmq_erlang_net_ticktime_seconds": "Erlang distribution tick: no distribution",
@@ -120,18 +137,6 @@ OMITTED: dict[str, str] = {
     ),
     **dict.fromkeys(
         (
-            "rabbitmq_connections_opened_total",
-            "rabbitmq_connections_closed_total",
-            "rabbitmq_channels_opened_total",
-            "rabbitmq_channels_closed_total",
-            "rabbitmq_queues_declared_total",
-            "rabbitmq_queues_created_total",
-            "rabbitmq_queues_deleted_total",
-        ),
-        "churn counters: the broker counts no opens and closes (a view is missing)",
-    ),
-    **dict.fromkeys(
-        (
             "rabbitmq_auth_attempts_total",
             "rabbitmq_auth_attempts_succeeded_total",
             "rabbitmq_auth_attempts_failed_total",
@@ -172,8 +177,6 @@ OMITTED: dict[str, str] = {
     ),
     **dict.fromkeys(
         (
-            "rabbitmq_global_messages_routed_total",
-            "rabbitmq_global_messages_received_confirm_total",
             "rabbitmq_global_publishers",
             "rabbitmq_global_messages_dead_lettered_maxlen_total",
             "rabbitmq_global_messages_dead_lettered_rejected_total",
@@ -181,13 +184,12 @@ OMITTED: dict[str, str] = {
             "rabbitmq_global_messages_dead_lettered_delivery_limit_total",
             "rabbitmq_global_messages_dead_lettered_expired_total",
         ),
-        "global counters the broker does not keep (routed, confirm-mode publishes, publishers, dead letters)",
+        "global counters the broker does not keep (publishers, dead letters)",
     ),
-    **{
-        name: "stream protocol error counters: the stream listener counts no errors (a view is missing)"
-        for name, _t, _h in AGGREGATED
-        if name.startswith("rabbitmq_global_stream_error_")
-    },
+    **_prefixed(
+        "rabbitmq_global_stream_error_",
+        "stream protocol error counters: the stream listener counts no errors (a view is missing)",
+    ),
 }
 """Families of 3.10.8 this endpoint leaves out, with the reason (the recorded set minus these is
 what is served)."""
@@ -267,6 +269,7 @@ class Scrape:
         out["rabbitmq_consumers"] = [((), float(consumers))]
         out["rabbitmq_queues"] = [((), float(len(queues)))]
         out.update(self._global(queues, consumers, only))
+        out.update(self._churn(only))
         out.update(self._node())
         out.update(self._cluster(only))
         return out
@@ -312,6 +315,21 @@ class Scrape:
             "rabbitmq_global_messages_redelivered_total": by_queue_type("redeliver"),
             "rabbitmq_global_messages_acknowledged_total": by_queue_type("ack"),
         }
+
+    def _churn(self, only: set[str] | None) -> dict[str, Samples]:
+        """The churn counters, read from the broker's event hub (the kinds it counted), and the
+        global routed and confirm-mode publish counters the vhosts keep."""
+        counts = self.broker.events.counts
+        out: dict[str, Samples] = {family: [((), float(counts[kind]))] for family, kind in CHURN.items()}
+        routed = received_confirm = 0
+        for vhost in self.broker.vhosts.values():
+            if only is None or vhost.name in only:
+                routed += vhost.stats.routed + sum(x.publish_out for x in vhost.exchanges.values())
+                received_confirm += vhost.stats.received_confirm
+        proto = (("protocol", PROTOCOL),)
+        out["rabbitmq_global_messages_routed_total"] = [(proto, float(routed))]
+        out["rabbitmq_global_messages_received_confirm_total"] = [(proto, float(received_confirm))]
+        return out
 
     def _node(self) -> dict[str, Samples]:
         """The node families, from this process (what RabbitMQ reads from its Erlang VM)."""

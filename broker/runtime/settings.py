@@ -297,6 +297,7 @@ EMULATED_PLUGINS: dict[str, str] = {
     "rabbitmq_prometheus": "Prometheus metrics on /metrics (on --prometheus-port, 15692)",
     "rabbitmq_stream": "the stream protocol listener (streams as a queue type are core)",
     "rabbitmq_auth_mechanism_ssl": "the EXTERNAL SASL mechanism: TLS client certificates name the user",
+    "rabbitmq_event_exchange": "the broker's events published to amq.rabbitmq.event (off by default)",
 }
 """The plugins hashbroker emulates, and what each switches on."""
 

@@ -55,7 +55,7 @@ from broker.protocol.assembler import PUBLISH, Publish
 from broker.protocol.framing import immediate_refused
 from broker.session import declarations as D
 from broker.session.confirms import ConfirmTracker
-from broker.session.consume import ConsumerRegistry
+from broker.session.consume import ConsumerRegistry, members
 from broker.session.declarations import REPLY_TO, REPLY_TO_PREFIX
 from broker.session.declare import Declarations
 from broker.session.limiter import Limiter
@@ -134,6 +134,9 @@ class Channel:
         """
         self.open = False
         self.tracker.close(self.tx.take_held() if self.tx is not None else [])
+        for consumer in self.consumers:  # told gone before any leaves (and auto-deletes) its queue
+            for member in members(consumer):
+                self.conn.announce_consumer("consumer.deleted", self.number, member)
         self.consumers.close()
 
     # -- exchanges and queues ----------------------------------------------------------------------
@@ -218,12 +221,14 @@ class Channel:
             self.reply(replies.basic_consume_ok(tag))
         for consumer in started:
             consumer.queue.add_consumer(consumer)
+            self.conn.announce_consumer("consumer.created", self.number, consumer)
 
     def on_basic_cancel(self, a: C.BasicCancel) -> None:
         gone = self.consumers.cancel(a.consumer_tag)
         if not a.nowait:
             self.reply(replies.basic_cancel_ok(a.consumer_tag))
         for member in gone:
+            self.conn.announce_consumer("consumer.deleted", self.number, member)  # before an auto-delete
             member.queue.remove_consumer(member)
 
     def on_basic_get(self, a: C.BasicGet) -> None:

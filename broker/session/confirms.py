@@ -49,6 +49,7 @@ class ConfirmTracker:
         """The sequence number of the publish being received."""
         seq = self.publish_seq + 1
         self.publish_seq = seq
+        self._stats.received_confirm += 1
         return seq
 
     def confirm(self, seq: int, ack: bool) -> None:

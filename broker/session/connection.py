@@ -29,6 +29,7 @@ from broker.protocol.assembler import (
     ProtocolHeader,
 )
 from broker.protocol.heartbeat import HeartbeatPolicy
+from broker.session import announce
 from broker.session.identity import server_properties
 from broker.session.link import CLOSE_OK_TIMEOUT, SILENT_CLOSE_DELAY, Link, Transport
 
@@ -108,6 +109,9 @@ class Connection(Link):
         alarm = alarms.blocked_by  # empty while no resource alarm is set
         held = alarm or alarms.flow  # truthy while publishers must wait
         published = False
+        events = self.events
+        actor = events.actor
+        events.actor = self.user or actor  # who the commands of this read are from
         try:
             core.receive_data(data)
             for number, command in core.events():
@@ -136,10 +140,12 @@ class Connection(Link):
                     except AmqpError as err:
                         self._failed(err, command, None)
                 if self._halted:
+                    events.actor = actor
                     return
         except Exception as exc:  # a bug here must cost one connection and one log line, no more
             log.debug("internal error on connection %s", self.id, exc_info=True)
             self.fail(internal_error(), (0, 0), detail=f" ({exc!r})")
+        events.actor = actor
         if not self._halted:
             if alarm:
                 if published or core.assembling_bytes:
@@ -221,6 +227,7 @@ class Connection(Link):
             return
         self.channels[number] = _channel_class()(self, number)
         self.send_method(number, replies.channel_open_ok())
+        self.announce_channel_open(number)
 
     def _on_close(self, number: int, command: C.ConnectionClose) -> None:
         self.send_method(0, replies.connection_close_ok())
@@ -276,6 +283,11 @@ class Connection(Link):
 
     def _authenticate(self, action: H.Authenticate) -> None:
         user, refusal = self._login_refusal(action)
+        self.events.emit(
+            "user.authentication.success" if refusal is None else "user.authentication.failure",
+            lambda: announce.login(self, user, refusal),
+            acted=False,
+        )
         if refusal is None:
             self.user = user
             self._run(self.handshake.authenticated(None))
@@ -311,6 +323,10 @@ class Connection(Link):
         self.vhost_name = vhost.name
         self._run(self.handshake.opened())
         self.core.opened(self.frame_max, self.channel_max)
+        node = self.broker.cluster.local
+        self.events.emit(
+            "connection.created", lambda: announce.connection_created(self, self.id, node), actor=self.user
+        )
         log.info(
             "connection %s (%s): user '%s' authenticated and granted access to vhost '%s'",
             *(self.id, self.name, self.user, vhost.name),

@@ -209,6 +209,7 @@ def queue_declare(vhost: VHost, principal: Principal, name: str, a: C.QueueDecla
     else:
         check_name("queue", name)
     principal.check_access("configure", "queue", name)
+    vhost.events.count("queue.declared")
     q = vhost.queues.get(name)
     if q is not None:
         if q.exclusive_owner is not (principal if exclusive else None):

@@ -19,6 +19,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from amqpwire.errors import AmqpError, ReplyCode
+from broker.entities.events import NO_EVENTS, Events
 from broker.protocol.assembler import CommandAssembler
 from broker.protocol.framing import HEARTBEAT_FRAME
 from broker.protocol.handshake import Handshake
@@ -33,12 +34,13 @@ from broker.protocol.methods import (
     return_payload,
     shortstr,
 )
+from broker.session import announce
 from broker.session.identity import ConnectionIdentity
 from broker.session.ports import Transport
 
 if TYPE_CHECKING:
     from broker.entities.message import StoredMessage
-    from broker.entities.queues.catalog import Queue
+    from broker.entities.queues.catalog import Consumer, Queue
     from broker.entities.vhost import VHost
     from broker.session.channel import Channel
     from broker.session.ports import ChannelHandle, Scheduler, Server, Timer
@@ -47,6 +49,7 @@ __all__ = ["CLOSE_OK_TIMEOUT", "SILENT_CLOSE_DELAY", "Link", "Transport"]
 
 log = logging.getLogger("hashbroker.connection")
 _ids = itertools.count(1)
+_channel_serials = itertools.count(1)
 # After connection.close RabbitMQ 3.10.8 keeps reading (discarding all but close/close-ok) and
 # resets the socket 30 s later if no close-ok came (observed with a raw socket).
 CLOSE_OK_TIMEOUT = 30.0
@@ -68,10 +71,13 @@ class Link(ConnectionIdentity):
         self.transport = transport
         self.loop = loop
         self.id = next(_ids)
+        # the broker's event hub (a test double of the Server port may have none)
+        self.events: Events = getattr(broker, "events", NO_EVENTS)
         self.core = CommandAssembler(broker.settings.max_message_size)
         self._out = self.core.outbox
         self.vhost_obj: VHost = None  # type: ignore[assignment]  # set on connection.open
         self.channels: dict[int, Channel] = {}
+        self.channel_pids: dict[int, str] = {}  # the open channels' made-up process ids (events)
         self.exclusive_queues: list[Queue] = []
         self.paused = False
         self.alarm_blocked = False  # a publisher under a resource alarm: its socket is not read
@@ -257,6 +263,7 @@ class Link(ConnectionIdentity):
         self.send_method(ch.number, close_payload(20, err.reply_code, err.reply_text, class_id, method_id))
         ch.closing = True
         ch.teardown()
+        self._announce_channel_closed(ch.number)
         self.channels.pop(ch.number, None)
         self.core.channel_closing(ch.number)
 
@@ -265,6 +272,7 @@ class Link(ConnectionIdentity):
         if self.channels.get(ch.number) is ch:
             del self.channels[ch.number]
             ch.teardown()
+            self._announce_channel_closed(ch.number)
         self.core.channel_closed(ch.number)
 
     def _teardown_channels(self) -> None:
@@ -272,6 +280,7 @@ class Link(ConnectionIdentity):
         self.channels.clear()
         for ch in chans:
             ch.teardown()
+            self._announce_channel_closed(ch.number)
         for q in self.exclusive_queues:
             if not q.deleted:
                 q.vhost.delete_queue(q, reason="owner closed")
@@ -306,7 +315,40 @@ class Link(ConnectionIdentity):
         self._cancel_timers()
         self._teardown_channels()
         self.broker.connection_lost(self)
+        self._announce_closed()
         log.info("connection %s closed: %s", self.id, reason)
+
+    def announce_channel_open(self, number: int) -> None:
+        """channel.created for channel `number`, just opened (its pid is made here)."""
+        node = self.broker.cluster.local
+        pid = self.channel_pids[number] = announce.channel_pid(node, next(_channel_serials))
+        self.events.emit(
+            "channel.created",
+            lambda: announce.channel_created(self, self.id, node, number, pid),
+            actor=self.user,
+        )
+
+    def _announce_channel_closed(self, number: int) -> None:
+        pid = self.channel_pids.pop(number, None)
+        if pid is not None:
+            self.events.emit("channel.closed", lambda: announce.channel_closed(pid), actor=self.user)
+
+    def announce_consumer(self, kind: str, number: int, consumer: Consumer) -> None:
+        """consumer.created or consumer.deleted on channel `number`."""
+        pid = self.channel_pids.get(number, "")
+        build = announce.consumer_created if kind == "consumer.created" else announce.consumer_deleted
+        self.events.emit(kind, lambda: build(pid, consumer), actor=self.user)
+
+    def _announce_closed(self) -> None:
+        node = self.broker.cluster.local
+        self.events.emit(
+            "connection.closed", lambda: announce.connection_closed(self, self.id, node), acted=False
+        )
+
+    @property
+    def pid(self) -> str:
+        """The made-up process id events name this connection by (an exclusive queue's owner_pid)."""
+        return announce.connection_pid(self.broker.cluster.local, self.id)
 
     def _drop_socket(self, reset: bool) -> None:
         if reset:
@@ -327,6 +369,7 @@ class Link(ConnectionIdentity):
             self._cancel_timers()
             self._teardown_channels()
             self.broker.connection_lost(self)
+            self._announce_closed()
 
     def pause_writing(self) -> None:
         self.paused = True

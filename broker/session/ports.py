@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from amqpwire.errors import AmqpError
     from broker.entities.message import StoredMessage
-    from broker.entities.queues.catalog import Entry, Queue
+    from broker.entities.queues.catalog import Consumer, Entry, Queue
     from broker.entities.vhost import VHost
 
 
@@ -317,6 +317,10 @@ class ChannelOwner(Outbox, Protocol):
     exclusive_queues: list[Queue]
 
     def check_access(self, kind: str, resource: str, name: str) -> None: ...
+
+    def announce_consumer(self, kind: str, number: int, consumer: Consumer) -> None:
+        """Tell the broker's events that channel `number` added or cancelled `consumer`
+        (`kind`: consumer.created or consumer.deleted)."""
 
     def channel_closed(self, channel: ChannelHandle) -> None:
         """The channel finished closing (the client's channel.close, or its close-ok to ours)."""

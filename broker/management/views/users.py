@@ -48,6 +48,7 @@ async def put_user(ctx: Context, req: Request, segs: list[str]) -> Response:
     # rabbit_mgmt_wm_user: a password, or a hash, or neither (the user then cannot log in, even if
     # it had a password before: a PUT replaces the whole user)
     password_hash = ""
+    credential = "password" if "password" in body else "password_hash" if "password_hash" in body else "none"
     if "password" in body:
         password_hash = hash_password(str(body["password"]))
     elif "password_hash" in body:
@@ -55,7 +56,7 @@ async def put_user(ctx: Context, req: Request, segs: list[str]) -> Response:
         algo = body.get("hashing_algorithm", SHA256)
         if algo != SHA256:
             return bad_request(f"hashbroker supports only {SHA256} password hashes")
-    return Response(201 if ctx.writes.put_user(User(name, password_hash, tags)) else 204)
+    return Response(201 if ctx.writes.put_user(User(name, password_hash, tags), credential) else 204)
 
 
 async def delete_user(ctx: Context, req: Request, segs: list[str]) -> Response:
