@@ -154,7 +154,12 @@ def test_unpaged_lists_ignore_page_and_name(broker: BrokerThread, rabbitmq_url: 
         assert isinstance(ours[1], list) and isinstance(theirs[1], list)
     path = "/api/exchanges/%2F?sort=type&sort_reverse=true&columns=name,type&name=amq"
     ours = http(base, "GET", path)[1]
-    theirs = [x for x in http(RABBIT_API, "GET", path)[1] if x["name"].startswith("amq.") or not x["name"]]
+    # amq.rabbitmq.event exists there only while rabbitmq_event_exchange runs (off in this broker)
+    theirs = [
+        x
+        for x in http(RABBIT_API, "GET", path)[1]
+        if (x["name"].startswith("amq.") or not x["name"]) and x["name"] != "amq.rabbitmq.event"
+    ]
     assert ours == theirs
 
 
