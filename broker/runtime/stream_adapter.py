@@ -32,10 +32,10 @@ from broker.entities.queues.stream.arguments import OffsetSpec as LogSpec
 from broker.entities.queues.stream.queue import StreamQueue, amqp10_record, record_message
 from broker.store.base import Store
 from broker.streamproto import chunk as C
-from broker.streamproto.constants import AUTH_MECHANISMS, Code, OffsetType
+from broker.streamproto.constants import AUTH_MECHANISMS, SERVER_PROPERTIES, Code, OffsetType
 from broker.streamproto.frames import OffsetSpec, SubBatch
 from broker.streamproto.ports import AuthRefused, Crashed, LoopbackOnly, Permission, StreamListener
-from broker.streamproto.tracking import TRACKING_CHUNK, Refused, Tracking, create_arguments
+from broker.streamproto.tracking import TRACKING_CHUNK, Refused, TrackedLog, Tracking, create_arguments
 
 if TYPE_CHECKING:
     from broker.entities.users import Registry
@@ -58,13 +58,16 @@ class StreamHost(Protocol):
     """What the adapter needs of the broker (`broker.server.Broker` satisfies it)."""
 
     @property
-    def vhosts(self) -> Mapping[str, VHost]: ...
+    def vhosts(self) -> Mapping[str, VHost]:
+        """The vhosts by name: their stream queues are the streams."""
 
     @property
-    def auth(self) -> Registry: ...
+    def auth(self) -> Registry:
+        """The users and permissions AMQP 0-9-1 connections check too."""
 
     @property
-    def alarms(self) -> Alarms: ...
+    def alarms(self) -> Alarms:
+        """The disk alarm stream publishers are blocked by."""
 
 
 def _is_loopback(host: str) -> bool:
@@ -116,7 +119,7 @@ class QueueReader:
         return C.Chunk.of(records, first_offset=offsets[i], timestamp=log.stamps[i])
 
 
-class QueueStream:
+class QueueStream(TrackedLog):
     """One stream queue as the stream protocol sees it (`broker.streamproto.ports.StreamLog`)."""
 
     def __init__(self, vhost: VHost, queue: StreamQueue, tracking: Tracking | None = None) -> None:
@@ -129,17 +132,9 @@ class QueueStream:
     def name(self) -> str:
         return self.queue.name
 
-    def append(
-        self,
-        entries: Sequence[tuple[int, C.Entry]],
-        writer: str | None,
-        confirm: Callable[[list[int]], None],
+    def write(
+        self, kept: Sequence[tuple[int, C.Entry]], writer: str | None, committed: Callable[[], None]
     ) -> None:
-        ids = [i for i, _ in entries]
-        kept = self.tracking.fresh(entries, writer)
-        if not kept:
-            confirm(ids)
-            return
         records = [rec for _, e in kept for rec in _records(e)]
         q, vhost = self.queue, self.vhost
         persistence = vhost.persistence if q.store is not None else None
@@ -161,7 +156,7 @@ class QueueStream:
             tracked = self._keep([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
             if tracked is not None and commits:
                 commits.append(tracked)
-        _when_all(commits, lambda: confirm(ids))
+        _when_all(commits, committed)
 
     def _keep(self, rows: list[tuple[int, str, int]]) -> Commit | None:
         """Write tracking rows beside a kept stream's records (None: the stream is not kept)."""
@@ -200,21 +195,14 @@ class QueueStream:
             listener.stream_deleted(self)
         self.listeners.clear()
 
-    def store_offset(self, reference: str, offset: int) -> None:
+    def write_tracking(self, reference: str, offset: int) -> None:
         """osiris writes a tracking chunk: it takes one offset of the log."""
-        self.tracking.store_offset(reference, offset)
         q = self.queue
         q.close_chunk()
         at = q.log.write_offset
         q.log.next_offset = at + 1
         q.seq = q.log.write_offset
         self._keep([(C.TRACK_OFFSET, reference, offset), (TRACKING_CHUNK, "", at)])
-
-    def query_offset(self, reference: str) -> int | None:
-        return self.tracking.query_offset(reference)
-
-    def writer_sequence(self, reference: str) -> int | None:
-        return self.tracking.writer_sequence(reference)
 
     @property
     def committed_offset(self) -> int:
@@ -287,14 +275,7 @@ class BrokerStreams:
     # -- connection ---------------------------------------------------------------------------
 
     def server_properties(self) -> Mapping[str, str]:
-        return {
-            "product": "RabbitMQ",
-            "version": "3.10.8",
-            "cluster_name": self.cluster_name,
-            "platform": "Erlang/OTP 24.3.4.6",
-            "copyright": "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.",
-            "information": "Licensed under the MPL 2.0. Website: https://rabbitmq.com",
-        }
+        return {**SERVER_PROPERTIES, "cluster_name": self.cluster_name, "platform": "Erlang/OTP 24.3.4.6"}
 
     def auth_mechanisms(self) -> Sequence[str]:
         return AUTH_MECHANISMS

@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from broker.streamproto import chunk as C
-from broker.streamproto.constants import AUTH_MECHANISMS, Code, OffsetType
+from broker.streamproto.constants import AUTH_MECHANISMS, SERVER_PROPERTIES, Code, OffsetType
 from broker.streamproto.frames import OffsetSpec
 from broker.streamproto.ports import AuthRefused, LoopbackOnly, Permission, StreamListener
-from broker.streamproto.tracking import Refused, Tracking, create_arguments
+from broker.streamproto.tracking import Refused, TrackedLog, Tracking, create_arguments
 
 
 def _now_ms() -> int:
@@ -43,7 +43,7 @@ class MemoryReader:
 
 
 @dataclass(eq=False)
-class MemoryLog:
+class MemoryLog(TrackedLog):
     name: str
     arguments: dict[str, str | int]
     clock_ms: Callable[[], int] = _now_ms
@@ -63,33 +63,22 @@ class MemoryLog:
         for listener in list(self.listeners):
             listener.stream_grew(self)
 
-    def append(
-        self,
-        entries: Sequence[tuple[int, C.Entry]],
-        writer: str | None,
-        confirm: Callable[[list[int]], None],
+    def write(
+        self, kept: Sequence[tuple[int, C.Entry]], writer: str | None, committed: Callable[[], None]
     ) -> None:
-        ids = [i for i, _ in entries]
-        kept = self.tracking.fresh(entries, writer)
-        if not kept:
-            confirm(ids)
-        else:
-            trailer = b""
-            if writer is not None:
-                trailer = C.tracking_entries([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
-            self._write(
-                C.Chunk.of(
-                    (e for _, e in kept),
-                    first_offset=self.next_offset,
-                    timestamp=self.clock_ms(),
-                    epoch=self.epoch,
-                    trailer=trailer,
-                ),
-                lambda: confirm(ids),
-            )
+        trailer = b""
+        if writer is not None:
+            trailer = C.tracking_entries([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
+        chunk = C.Chunk.of(
+            (e for _, e in kept),
+            first_offset=self.next_offset,
+            timestamp=self.clock_ms(),
+            epoch=self.epoch,
+            trailer=trailer,
+        )
+        self._write(chunk, committed)
 
-    def store_offset(self, reference: str, offset: int) -> None:
-        self.tracking.store_offset(reference, offset)
+    def write_tracking(self, reference: str, offset: int) -> None:
         body = C.tracking_entries([(C.TRACK_OFFSET, reference, offset)])
         self._write(
             C.Chunk.of(
@@ -100,12 +89,6 @@ class MemoryLog:
                 chunk_type=C.TRACKING_DELTA,
             )
         )
-
-    def query_offset(self, reference: str) -> int | None:
-        return self.tracking.query_offset(reference)
-
-    def writer_sequence(self, reference: str) -> int | None:
-        return self.tracking.writer_sequence(reference)
 
     @property
     def committed_offset(self) -> int:
@@ -166,14 +149,7 @@ class MemoryBroker:
     _alarm_watchers: list[Callable[[bool], None]] = field(default_factory=list)
 
     def server_properties(self) -> Mapping[str, str]:
-        return {
-            "product": "RabbitMQ",
-            "version": "3.10.8",
-            "cluster_name": "hashbroker",
-            "platform": "Python",
-            "copyright": "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.",
-            "information": "Licensed under the MPL 2.0. Website: https://rabbitmq.com",
-        }
+        return {**SERVER_PROPERTIES, "cluster_name": "hashbroker", "platform": "Python"}
 
     def auth_mechanisms(self) -> Sequence[str]:
         return AUTH_MECHANISMS

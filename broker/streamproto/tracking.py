@@ -13,12 +13,12 @@ rabbit_stream_manager's rules.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from broker.streamproto.chunk import TRACK_OFFSET, TRACK_SEQUENCE
+from broker.streamproto.chunk import TRACK_OFFSET, TRACK_SEQUENCE, Entry
 from broker.streamproto.constants import Code
-from broker.streamproto.ports import Crashed
+from broker.streamproto.ports import Confirm, Crashed, Entries
 
 E = TypeVar("E")
 
@@ -112,3 +112,40 @@ class Tracking:
             elif kind == TRACK_OFFSET:
                 t.offsets[reference] = value
         return t
+
+
+class TrackedLog:
+    """What both stream logs do alike (`broker.streamproto.ports.StreamLog`): deduplicate a named
+    writer's entries, keep stored offsets, answer the queries. A log writes the kept entries
+    (`write`) and the tracking chunk of a stored offset (`write_tracking`) its own way."""
+
+    tracking: Tracking
+
+    def append(self, entries: Entries, writer: str | None, confirm: Confirm) -> None:
+        ids = [i for i, _ in entries]
+        kept = self.tracking.fresh(entries, writer)
+        if not kept:  # all written before: confirmed again, nothing written
+            confirm(ids)
+            return
+        self.write(kept, writer, lambda: confirm(ids))
+
+    def write(
+        self, kept: Sequence[tuple[int, Entry]], writer: str | None, committed: Callable[[], None]
+    ) -> None:
+        """Write one chunk of `kept` (the writer's sequence is the last id); `committed` once it
+        committed."""
+        raise NotImplementedError
+
+    def store_offset(self, reference: str, offset: int) -> None:
+        self.tracking.store_offset(reference, offset)
+        self.write_tracking(reference, offset)
+
+    def write_tracking(self, reference: str, offset: int) -> None:
+        """Write the tracking chunk of a stored offset (it takes one offset of the log)."""
+        raise NotImplementedError
+
+    def query_offset(self, reference: str) -> int | None:
+        return self.tracking.query_offset(reference)
+
+    def writer_sequence(self, reference: str) -> int | None:
+        return self.tracking.writer_sequence(reference)
