@@ -70,6 +70,11 @@ class StreamHost(Protocol):
         """The disk alarm stream publishers are blocked by."""
 
 
+def _name_bytes(name: str) -> bytes:
+    """A name as Erlang orders it: its bytes."""
+    return name.encode("utf-8", "surrogateescape")
+
+
 def _is_loopback(host: str) -> bool:
     return host.startswith("127.") or host in ("::1", "::ffff:127.0.0.1", "localhost")
 
@@ -362,26 +367,35 @@ class BrokerStreams:
     # -- super streams ------------------------------------------------------------------------
 
     def _partition_bindings(self, vhost: str, super_stream: str) -> list[tuple[str, str, int]] | None:
+        """The exchange's bindings to stream queues as rabbit_binding:list_for_source lists them
+        (the route table's order: by key, then destination name): (stream, key, partition order,
+        -1 without one). None: no such exchange."""
         vh = self.broker.vhosts.get(vhost)
         x = vh.exchanges.get(super_stream) if vh is not None else None
         if vh is None or x is None:
             return None
         out = []
         for b in x.bindings_in_order():
-            if b.destination.kind != "queue" or b.destination.name not in vh.queues:
+            dest = b.destination
+            if dest.kind != "queue" or not isinstance(vh.queues.get(dest.name), StreamQueue):
                 continue
             order = b.arguments.get("x-stream-partition-order")
             rank = int(order.value) if order is not None and isinstance(order.value, int) else -1
-            out.append((b.destination.name, b.key, rank))
+            out.append((dest.name, b.key, rank))
+        out.sort(key=lambda b: (b[1].encode("utf-8", "surrogateescape"), _name_bytes(b[0])))
         return out
 
     def route(self, vhost: str, super_stream: str, routing_key: str) -> list[str] | None:
+        """rabbit_exchange:route's answer: the streams bound with the key, sorted and unique (it
+        usorts the queue resources)."""
         bindings = self._partition_bindings(vhost, super_stream)
         if bindings is None:
             return None
-        return [name for name, key, _ in bindings if key == routing_key]
+        return sorted({name for name, key, _ in bindings if key == routing_key}, key=_name_bytes)
 
     def partitions(self, vhost: str, super_stream: str) -> list[str] | None:
+        """Every binding's stream (one bound twice comes twice), in x-stream-partition-order; a
+        stable sort, as rabbit_stream_utils:sort_partitions."""
         bindings = self._partition_bindings(vhost, super_stream)
         if bindings is None:
             return None
