@@ -7,21 +7,12 @@ Run with HB_RECORD=1 to write RabbitMQ's answers to the recording."""
 
 from __future__ import annotations
 
-import json
-import os
 import uuid
 from pathlib import Path
 
 from tests.differential.test_stream_protocol_broker_differential import RABBIT_STREAM, pytestmark
-from tests.integration.test_stream_tracking_restart import (
-    RECORDED,
-    after,
-    before,
-    delete,
-    jsonable,
-    recorded,
-    run_hashbroker,
-)
+from tests.integration.test_stream_tracking_restart import RECORDED, after, before, delete, run_hashbroker
+from tests.stream_recording import check_live
 
 __all__ = ["pytestmark"]
 
@@ -30,13 +21,9 @@ async def test_tracking_same_on_rabbitmq_and_hashbroker(tmp_path: Path) -> None:
     stream = f"hb-stream1-track-{uuid.uuid4().hex[:6]}"
     port = RABBIT_STREAM[1]
     try:
-        rabbit = jsonable({"before": await before(port, stream), "after": await after(port, stream)})
+        answers = {"before": await before(port, stream), "after": await after(port, stream)}
     finally:
         await delete(port, stream)
-    if os.environ.get("HB_RECORD"):
-        RECORDED.write_text(
-            json.dumps({"broker": "RabbitMQ 3.10.8, rabbitmq_stream", "answers": rabbit}, indent=1) + "\n"
-        )
-    assert rabbit == recorded()
+    rabbit = check_live(RECORDED, answers)
     assert await run_hashbroker(tmp_path / "live", stream, restart=False) == rabbit
     assert await run_hashbroker(tmp_path / "restart", stream, restart=True) == rabbit

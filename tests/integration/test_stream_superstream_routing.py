@@ -20,24 +20,17 @@ broker and writes it with HB_RECORD=1); here hashbroker is compared with the rec
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
 import mmh3
 import pika
-from rstream import (
-    AMQPMessage,
-    Consumer,
-    ConsumerOffsetSpecification,
-    MessageContext,
-    OffsetType,
-    Producer,
-    amqp_decoder,
-)
+import rstream
+from rstream import AMQPMessage, Producer
 
 from broker.streamproto import frames as F
 from tests.integration.test_stream_protocol_amqp import running
+from tests.stream_recording import jsonable, recorded
 
 USER = PASSWORD = "guest"
 PARTITIONS = 3
@@ -45,7 +38,7 @@ BOUND_ORDER = (2, 0, 1)  # bound out of order: partitions come in x-stream-parti
 SHARED_KEY = "shared"  # bound to two partitions
 KEYS = [str(i) for i in range(PARTITIONS)] + [SHARED_KEY, "unbound", ""]
 HASHED = [f"customer-{i}" for i in range(24)]
-RECORDED = Path(__file__).parent.parent / "data" / "stream_protocol" / "superstream_rabbitmq_3.10.8.json"
+RECORDED = "superstream_rabbitmq_3.10.8.json"
 
 
 class RawStream:
@@ -135,14 +128,14 @@ async def _read_all(port: int, stream: str) -> list[str]:
     """Every body of `stream` from the first offset (until nothing came for half a second)."""
     got: list[str] = []
 
-    async def on_message(msg: AMQPMessage, ctx: MessageContext) -> None:
+    async def on_message(msg: AMQPMessage, ctx: rstream.MessageContext) -> None:
         got.append(bytes(msg.body if isinstance(msg.body, bytes) else b"".join(msg.body)).decode())
 
-    consumer = Consumer("127.0.0.1", port=port, username=USER, password=PASSWORD)
+    consumer = rstream.Consumer("127.0.0.1", port=port, username=USER, password=PASSWORD)
     await consumer.start()
     try:
-        spec = ConsumerOffsetSpecification(OffsetType.FIRST, None)
-        await consumer.subscribe(stream, on_message, decoder=amqp_decoder, offset_specification=spec)
+        spec = rstream.ConsumerOffsetSpecification(rstream.OffsetType.FIRST, None)
+        await consumer.subscribe(stream, on_message, decoder=rstream.amqp_decoder, offset_specification=spec)
         seen = -1
         while seen != len(got):
             seen = len(got)
@@ -188,19 +181,15 @@ async def program(stream_port: int, name: str) -> dict[str, Any]:
     return out
 
 
-def recorded() -> dict[str, Any]:
-    return json.loads(RECORDED.read_text())["answers"]  # type: ignore[no-any-return]
-
-
 async def run_hashbroker(data_dir: Path, name: str) -> dict[str, Any]:
     async with running(data_dir) as (broker, port):
         await asyncio.to_thread(declare, broker.port, name)
-        return json.loads(json.dumps(await program(port, name)))  # type: ignore[no-any-return]
+        return jsonable(await program(port, name))
 
 
 async def test_super_stream_routing_as_recorded_on_rabbitmq(tmp_path: Path) -> None:
     ours = await asyncio.wait_for(run_hashbroker(tmp_path, "hb-stream1-orders"), 60)
-    assert ours == recorded()
+    assert ours == recorded(RECORDED)
     held = ours["held"]
     assert sum(len(v) for v in held.values()) == len(HASHED) + PARTITIONS + 2  # "shared" twice
     assert all(v for v in held.values())  # the hash spreads the keys over every partition

@@ -14,7 +14,6 @@ the live broker.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,10 @@ from rstream import AMQPMessage, Producer
 from rstream.exceptions import OffsetNotFound
 
 from tests.integration.test_stream_protocol_amqp import _stream_read, running
+from tests.stream_recording import jsonable, recorded
 
 USER = PASSWORD = "guest"
-RECORDED = Path(__file__).parent.parent / "data" / "stream_protocol" / "tracking_rabbitmq_3.10.8.json"
+RECORDED = "tracking_rabbitmq_3.10.8.json"
 
 
 def _message(body: str, publishing_id: int) -> AMQPMessage:
@@ -80,15 +80,6 @@ async def delete(port: int, stream: str) -> None:
         await producer.delete_stream(stream, missing_ok=True)
 
 
-def recorded() -> dict[str, Any]:
-    return json.loads(RECORDED.read_text())["answers"]  # type: ignore[no-any-return]
-
-
-def jsonable(answers: dict[str, Any]) -> dict[str, Any]:
-    """The answers as the recording holds them (tuples become lists)."""
-    return json.loads(json.dumps(answers))  # type: ignore[no-any-return]
-
-
 async def run_hashbroker(data_dir: Path, stream: str, *, restart: bool) -> dict[str, Any]:
     """Both halves on hashbroker, with a restart on `data_dir` between them or without."""
     if restart:
@@ -105,14 +96,14 @@ async def run_hashbroker(data_dir: Path, stream: str, *, restart: bool) -> dict[
 
 async def test_tracking_survives_a_restart_as_rabbitmq_keeps_it(tmp_path: Path) -> None:
     ours = await asyncio.wait_for(run_hashbroker(tmp_path / "a", "tracked", restart=True), 60)
-    assert ours == recorded()
+    assert ours == recorded(RECORDED)
     assert ours["after"]["restarted"]["offset c1"] == 2
     assert ours["after"]["restarted"]["sequence ref"] == 3
 
 
 async def test_without_a_restart_the_answers_are_the_same(tmp_path: Path) -> None:
     ours = await asyncio.wait_for(run_hashbroker(tmp_path / "b", "tracked", restart=False), 60)
-    assert ours == recorded()
+    assert ours == recorded(RECORDED)
 
 
 async def test_a_deleted_stream_forgets_its_tracking(tmp_path: Path) -> None:
