@@ -5,7 +5,8 @@ The super stream is made as 3.10.8 supports it (it has no create-super-stream co
 exchange and one stream per partition, each bound with its binding key and an
 `x-stream-partition-order` argument, bound out of order, plus one key bound to two partitions.
 The program asks the route and partitions commands over a raw socket with hashbroker's own frame
-codec (rstream 1.1.1 cannot decode 3.10.8's route and partitions responses), then publishes like a
+codec (tests/stream_raw.py: rstream 1.1.1 cannot decode 3.10.8's route and partitions responses),
+then publishes like a
 super-stream producer of the official clients: each message to the partition the murmur3 hash
 of its routing key picks from the partitions answer (rstream's HashRoutingMurmurStrategy), and
 each message with a bound key to the partitions the route answer names (its
@@ -30,6 +31,7 @@ from rstream import AMQPMessage, Producer
 
 from broker.streamproto import frames as F
 from tests.integration.test_stream_protocol_amqp import running
+from tests.stream_raw import RawStream
 from tests.stream_recording import jsonable, recorded
 
 USER = PASSWORD = "guest"
@@ -39,56 +41,6 @@ SHARED_KEY = "shared"  # bound to two partitions
 KEYS = [str(i) for i in range(PARTITIONS)] + [SHARED_KEY, "unbound", ""]
 HASHED = [f"customer-{i}" for i in range(24)]
 RECORDED = "superstream_rabbitmq_3.10.8.json"
-
-
-class RawStream:
-    """A stream-protocol client over hashbroker's frame codec: one request at a time."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.corr = 0
-
-    @classmethod
-    async def open(cls, port: int) -> RawStream:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        c = cls(reader, writer)
-        await c.request(F.PeerProperties(c.next(), {"product": "hashbroker-test"}))
-        await c.request(F.SaslHandshake(c.next()))
-        await c.request(F.SaslAuthenticate(c.next(), "PLAIN", f"\0{USER}\0{PASSWORD}".encode()))
-        tune = await c.receive()
-        assert isinstance(tune, F.Tune)
-        c.send(F.Tune(tune.frame_max, 0, answer=True))
-        opened = await c.request(F.Open(c.next(), "/"))
-        assert isinstance(opened, F.OpenResponse) and opened.code == 1
-        return c
-
-    def next(self) -> int:
-        self.corr += 1
-        return self.corr
-
-    def send(self, cmd: F.Command) -> None:
-        self.writer.write(cmd.to_bytes())
-
-    async def receive(self) -> F.Command:
-        size = int.from_bytes(await self.reader.readexactly(4), "big")
-        return F.parse(await self.reader.readexactly(size), from_server=True)
-
-    async def request(self, cmd: F.Request) -> F.Command:
-        self.send(cmd)
-        while True:
-            answer = await asyncio.wait_for(self.receive(), 5)
-            if getattr(answer, "corr", None) == cmd.corr:
-                return answer
-
-    async def streams(self, cmd: F.Request) -> tuple[int, list[str]]:
-        answer = await self.request(cmd)
-        assert isinstance(answer, F.StreamsResponse), answer
-        return answer.code, list(answer.streams)
-
-    async def close(self) -> None:
-        self.writer.close()
-        await self.writer.wait_closed()
 
 
 def declare(amqp_port: int, name: str) -> None:

@@ -20,7 +20,9 @@ from typing import Any
 from rstream import AMQPMessage, Producer
 from rstream.exceptions import OffsetNotFound
 
+from broker.streamproto import frames as F
 from tests.integration.test_stream_protocol_amqp import _stream_read, running
+from tests.stream_raw import RawStream
 from tests.stream_recording import jsonable, recorded
 
 USER = PASSWORD = "guest"
@@ -46,6 +48,28 @@ async def _queries(producer: Producer, stream: str) -> dict[str, Any]:
     return out
 
 
+async def _raw_queries(port: int, stream: str) -> dict[str, list[int]]:
+    """The responses as sent: (code, value) of query-offset and query-publisher-sequence for a
+    known and an unknown reference, and on a stream that does not exist."""
+    out: dict[str, list[int]] = {}
+    raw = await RawStream.open(port)
+    try:
+        for ref, name in (("c1", stream), ("nobody", stream), ("c1", f"{stream}-missing")):
+            a = await raw.request(F.QueryOffset(raw.next(), ref, name))
+            assert isinstance(a, F.QueryOffsetResponse), a
+            out[f"query-offset {ref}{'' if name == stream else ' (no stream)'}"] = [a.code, a.offset]
+        for ref, name in (("ref", stream), ("nobody", stream), ("ref", f"{stream}-missing")):
+            b = await raw.request(F.QueryPublisherSequence(raw.next(), ref, name))
+            assert isinstance(b, F.QueryPublisherSequenceResponse), b
+            out[f"query-publisher-sequence {ref}{'' if name == stream else ' (no stream)'}"] = [
+                b.code,
+                b.sequence,
+            ]
+    finally:
+        await raw.close()
+    return out
+
+
 async def before(port: int, stream: str) -> dict[str, Any]:
     async with Producer("127.0.0.1", port=port, username=USER, password=PASSWORD) as producer:
         await producer.create_stream(stream)
@@ -64,7 +88,7 @@ async def before(port: int, stream: str) -> dict[str, Any]:
 
 async def after(port: int, stream: str) -> dict[str, Any]:
     async with Producer("127.0.0.1", port=port, username=USER, password=PASSWORD) as producer:
-        out = {"restarted": await _queries(producer, stream)}
+        out = {"restarted": await _queries(producer, stream), "raw": await _raw_queries(port, stream)}
         for i in (2, 3, 4):
             await producer.send_wait(stream, _message(f"again{i}", i), publisher_name="ref")
         out["after republish"] = await _queries(producer, stream)
