@@ -76,16 +76,16 @@ class Tracking:
 
     def fresh(self, entries: Sequence[tuple[int, E]], writer: str | None) -> Sequence[tuple[int, E]]:
         """osiris deduplication: of a named writer's entries, those whose publishing id is above
-        the writer's last one; the writer's last id becomes the last of them."""
-        kept = entries
-        if writer is None:
-            return kept
-        last = self.writers.get(writer)
-        if last is not None:
-            kept = [(i, e) for i, e in entries if i > last]
-        if kept:
-            self.writers[writer] = kept[-1][0]
-        return kept
+        the writer's last one (`wrote` records the new last one once they are written)."""
+        last = self.writers.get(writer) if writer is not None else None
+        if last is None:
+            return entries
+        return [(i, e) for i, e in entries if i > last]
+
+    def wrote(self, writer: str | None, publishing_id: int) -> None:
+        """A named writer's entries up to `publishing_id` were written."""
+        if writer is not None:
+            self.writers[writer] = publishing_id
 
     def store_offset(self, reference: str, offset: int) -> None:
         self.offsets[reference] = offset
@@ -128,6 +128,7 @@ class TrackedLog:
             confirm(ids)
             return
         self.write(kept, writer, lambda: confirm(ids))
+        self.tracking.wrote(writer, kept[-1][0])  # not when the write failed (it raised)
 
     def write(
         self, kept: Sequence[tuple[int, Entry]], writer: str | None, committed: Callable[[], None]

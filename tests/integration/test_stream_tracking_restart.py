@@ -149,3 +149,27 @@ async def test_a_deleted_stream_forgets_its_tracking(tmp_path: Path) -> None:
         "sequence ref": 0,
         "sequence nobody": 0,
     }
+
+
+async def test_a_publish_the_connection_crashes_on_leaves_the_writer_where_it_was(tmp_path: Path) -> None:
+    """A sub-batch whose compression hashbroker lacks drops the connection before anything is
+    written: the writer's sequence stays, so the producer's retry is written, not deduplicated."""
+    async with running(tmp_path) as (_broker, port):
+        async with Producer("127.0.0.1", port=port, username=USER, password=PASSWORD) as producer:
+            await producer.create_stream("crash")
+        raw = await RawStream.open(port)
+        declared = await raw.request(F.DeclarePublisher(raw.next(), 7, "ref", "crash"))
+        assert isinstance(declared, F.CodeResponse) and declared.code == 1
+        raw.send(F.Publish.build(7, [(1, F.SubBatch(3, 1, 3, b"zzz"))]))  # 3: snappy
+        assert await asyncio.wait_for(raw.reader.read(), 5) == b""  # dropped
+        await raw.close()
+        async with Producer("127.0.0.1", port=port, username=USER, password=PASSWORD) as producer:
+            sequence = (await producer.default_client).query_publisher_sequence
+            assert await sequence("crash", "ref") == 0
+            await producer.send_wait("crash", _message("retry", 1), publisher_name="ref")
+            sequence = (await producer.default_client).query_publisher_sequence
+            assert await sequence("crash", "ref") == 1
+        got = await _stream_read(port, "crash", 1)
+        assert [bytes(m.body if isinstance(m.body, bytes) else b"".join(m.body)) for _o, m in got] == [
+            b"retry"
+        ]

@@ -16,7 +16,10 @@ from broker.streamproto.tracking import TRACKING_CHUNK, Refused, Tracking, creat
 def test_a_named_writer_drops_ids_it_wrote_before() -> None:
     t = Tracking()
     assert t.fresh([(1, "a"), (2, "b")], "ref") == [(1, "a"), (2, "b")]
+    assert t.writer_sequence("ref") is None  # nothing written yet
+    t.wrote("ref", 2)
     assert t.fresh([(2, "b"), (3, "c")], "ref") == [(3, "c")]
+    t.wrote("ref", 3)
     assert t.fresh([(1, "a")], "ref") == []
     assert t.writer_sequence("ref") == 3
     assert t.fresh([(1, "x")], None) == [(1, "x")]  # no reference: no deduplication
@@ -25,7 +28,7 @@ def test_a_named_writer_drops_ids_it_wrote_before() -> None:
 
 def test_rows_round_trip_and_other_kinds_are_skipped() -> None:
     t = Tracking()
-    t.fresh([(7, b"")], "w")
+    t.wrote("w", 7)
     t.store_offset("c", 41)
     rows = t.rows()
     assert sorted(rows) == [(TRACK_SEQUENCE, "w", 7), (TRACK_OFFSET, "c", 41)]
