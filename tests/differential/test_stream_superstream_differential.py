@@ -11,6 +11,8 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tests.differential.test_stream_protocol_broker_differential import RABBIT_AMQP, RABBIT_STREAM, pytestmark
 from tests.integration.test_stream_superstream_routing import (
     RECORDED,
@@ -24,6 +26,7 @@ from tests.stream_recording import check_live
 __all__ = ["pytestmark"]
 
 
+@pytest.mark.slow  # the live check of the recording; hashbroker meets it every day (tests/integration)
 async def test_super_stream_routing_same_on_rabbitmq_and_hashbroker(tmp_path: Path) -> None:
     name = f"hb-stream1-ss-{uuid.uuid4().hex[:6]}"
     await asyncio.to_thread(declare, RABBIT_AMQP, name)

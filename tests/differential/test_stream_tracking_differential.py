@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tests.differential.test_stream_protocol_broker_differential import RABBIT_STREAM, pytestmark
 from tests.integration.test_stream_tracking_restart import RECORDED, after, before, delete, run_hashbroker
 from tests.stream_recording import check_live
@@ -17,6 +19,7 @@ from tests.stream_recording import check_live
 __all__ = ["pytestmark"]
 
 
+@pytest.mark.slow  # the live check of the recording; hashbroker meets it every day (tests/integration)
 async def test_tracking_same_on_rabbitmq_and_hashbroker(tmp_path: Path) -> None:
     stream = f"hb-stream1-track-{uuid.uuid4().hex[:6]}"
     port = RABBIT_STREAM[1]
