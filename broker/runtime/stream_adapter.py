@@ -9,7 +9,11 @@ converts an AMQP 0-9-1 publish for a stream-protocol one), so both protocols see
 same offsets, chunks and timestamps.
 
 What the stream protocol adds to a log (publisher deduplication state, consumer offsets stored
-with store-offset) lives in the `QueueStream` view of each stream while the broker runs.
+with store-offset: `broker.streamproto.tracking`) lives in the `QueueStream` view of each stream
+and, for a kept stream, in the store beside its records (osiris writes it into the log): a
+restart on the same data directory answers query-offset and query-publisher-sequence as before it,
+deduplicates a returning producer's publishing ids, and continues the log after the last tracking
+chunk's offset.
 """
 
 from __future__ import annotations
@@ -17,33 +21,27 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from amqpwire.fields import Field, FieldTable
-from broker.entities.persistence import failed
+from broker.entities.persistence import Commit, failed
 from broker.entities.queues.base import Queue
 from broker.entities.queues.stream.arguments import MAX_SEGMENT_BYTES
 from broker.entities.queues.stream.arguments import OffsetSpec as LogSpec
 from broker.entities.queues.stream.queue import StreamQueue, amqp10_record, record_message
+from broker.store.base import Store
 from broker.streamproto import chunk as C
-from broker.streamproto.constants import AUTH_MECHANISMS, Code, OffsetType
+from broker.streamproto.constants import AUTH_MECHANISMS, SERVER_PROPERTIES, Code, OffsetType
 from broker.streamproto.frames import OffsetSpec, SubBatch
 from broker.streamproto.ports import AuthRefused, Crashed, LoopbackOnly, Permission, StreamListener
+from broker.streamproto.tracking import TRACKING_CHUNK, Refused, TrackedLog, Tracking, create_arguments
 
 if TYPE_CHECKING:
     from broker.entities.users import Registry
     from broker.entities.vhost import VHost
     from broker.runtime.alarms import Alarms
 
-#: create-stream argument -> (queue argument, its AMQP field type)
-_ARGUMENTS = {
-    "max-length-bytes": ("x-max-length-bytes", "long"),
-    "max-age": ("x-max-age", "longstr"),
-    "stream-max-segment-size-bytes": ("x-stream-max-segment-size-bytes", "long"),
-    "initial-cluster-size": ("x-initial-cluster-size", "long"),
-    "queue-leader-locator": ("x-queue-leader-locator", "longstr"),
-}
-_LOCATORS = ("client-local", "balanced", "random", "least-leaders")
 _GZIP = 1
 #: How often the disk alarm is looked at for stream connections (they are told of changes).
 ALARM_POLL_SECONDS = 0.5
@@ -60,13 +58,21 @@ class StreamHost(Protocol):
     """What the adapter needs of the broker (`broker.server.Broker` satisfies it)."""
 
     @property
-    def vhosts(self) -> Mapping[str, VHost]: ...
+    def vhosts(self) -> Mapping[str, VHost]:
+        """The vhosts by name: their stream queues are the streams."""
 
     @property
-    def auth(self) -> Registry: ...
+    def auth(self) -> Registry:
+        """The users and permissions AMQP 0-9-1 connections check too."""
 
     @property
-    def alarms(self) -> Alarms: ...
+    def alarms(self) -> Alarms:
+        """The disk alarm stream publishers are blocked by."""
+
+
+def _name_bytes(name: str) -> bytes:
+    """A name as Erlang orders it: its bytes."""
+    return name.encode("utf-8", "surrogateescape")
 
 
 def _is_loopback(host: str) -> bool:
@@ -118,37 +124,26 @@ class QueueReader:
         return C.Chunk.of(records, first_offset=offsets[i], timestamp=log.stamps[i])
 
 
-class QueueStream:
+class QueueStream(TrackedLog):
     """One stream queue as the stream protocol sees it (`broker.streamproto.ports.StreamLog`)."""
 
-    def __init__(self, vhost: VHost, queue: StreamQueue) -> None:
+    def __init__(self, vhost: VHost, queue: StreamQueue, tracking: Tracking | None = None) -> None:
         self.vhost = vhost
         self.queue = queue
         self.listeners: list[StreamListener] = []
-        self.writers: dict[str, int] = {}
-        self.tracking: dict[str, int] = {}
+        self.tracking = tracking or Tracking()
 
     @property
     def name(self) -> str:
         return self.queue.name
 
-    def append(
-        self,
-        entries: Sequence[tuple[int, C.Entry]],
-        writer: str | None,
-        confirm: Callable[[list[int]], None],
+    def write(
+        self, kept: Sequence[tuple[int, C.Entry]], writer: str | None, committed: Callable[[], None]
     ) -> None:
-        ids = [i for i, _ in entries]
-        kept = entries
-        if writer is not None and writer in self.writers:
-            last = self.writers[writer]
-            kept = [(i, e) for i, e in entries if i > last]
-        if not kept:
-            confirm(ids)
-            return
         records = [rec for _, e in kept for rec in _records(e)]
         q, vhost = self.queue, self.vhost
         persistence = vhost.persistence if q.store is not None else None
+        commits: list[Commit] = []
         commit = None
         for n, rec in enumerate(records):
             msg = record_message(rec)
@@ -160,12 +155,20 @@ class QueueStream:
             if n == 0:
                 q.open_chunk()
         q.close_chunk()
-        if writer is not None:
-            self.writers[writer] = kept[-1][0]
-        if commit is None:
-            confirm(ids)
-        else:
-            commit.add_done_callback(lambda c: None if failed(c) else confirm(ids))
+        if commit is not None:
+            commits.append(commit)
+        if writer is not None:  # the chunk's trailer: kept with the records
+            tracked = self._keep([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
+            if tracked is not None and commits:
+                commits.append(tracked)
+        _when_all(commits, committed)
+
+    def _keep(self, rows: list[tuple[int, str, int]]) -> Commit | None:
+        """Write tracking rows beside a kept stream's records (None: the stream is not kept)."""
+        store = self.queue.store
+        if not isinstance(store, Store):
+            return None
+        return store.put_stream_tracking(self.vhost.name, self.queue.name, rows)
 
     def reader(self, spec: OffsetSpec) -> QueueReader:
         log = self.queue.log
@@ -197,59 +200,87 @@ class QueueStream:
             listener.stream_deleted(self)
         self.listeners.clear()
 
-    def store_offset(self, reference: str, offset: int) -> None:
+    def write_tracking(self, reference: str, offset: int) -> None:
         """osiris writes a tracking chunk: it takes one offset of the log."""
-        self.tracking[reference] = offset
         q = self.queue
         q.close_chunk()
-        q.log.next_offset = q.log.write_offset + 1
+        at = q.log.write_offset
+        q.log.next_offset = at + 1
         q.seq = q.log.write_offset
-
-    def query_offset(self, reference: str) -> int | None:
-        return self.tracking.get(reference)
-
-    def writer_sequence(self, reference: str) -> int | None:
-        return self.writers.get(reference)
+        self._keep([(C.TRACK_OFFSET, reference, offset), (TRACKING_CHUNK, "", at)])
 
     @property
     def committed_offset(self) -> int:
         return self.queue.log.next_offset - 1
 
 
-class BrokerStreams:
-    """The broker as the stream protocol needs it (`broker.streamproto.ports.StreamBroker`)."""
+def _when_all(commits: Sequence[Commit], then: Callable[[], None]) -> None:
+    """Call `then` once every commit is done (at once when there is none), never if one failed."""
+    left = [len(commits)]
 
-    def __init__(
-        self,
-        broker: StreamHost,
-        *,
-        loopback_users: Collection[str],
-        advertised_host: str,
-        advertised_port: int,
-        cluster_name: str = "rabbit@localhost",
-    ) -> None:
-        self.broker = broker
-        self.loopback_users = loopback_users
-        self.advertised_host = advertised_host
-        self.advertised_port = advertised_port
-        self.cluster_name = cluster_name
-        self._streams: dict[int, QueueStream] = {}  # by id() of the stream queue
-        self._watched: set[int] = set()  # vhosts whose deletions are followed (by id())
-        self._alarm_watchers: list[Callable[[bool], None]] = []
-        self._alarm_state = False
-        self._alarm_timer: asyncio.TimerHandle | None = None
+    def done(c: Commit) -> None:
+        if failed(c):
+            left[0] = -1
+            return
+        left[0] -= 1
+        if left[0] == 0:
+            then()
+
+    if not commits:
+        then()
+    for c in commits:
+        c.add_done_callback(done)
+
+
+def restore_tracking(vh: VHost, q: StreamQueue) -> Tracking | None:
+    """A kept stream's tracking as the store has it (None: nothing tracked); the log continues
+    after the last tracking chunk's offset, as osiris's does after a restart."""
+    store = q.store
+    rows = store.read_stream_tracking(vh.name, q.name) if isinstance(store, Store) else []
+    if not rows:
+        return None
+    for kind, _reference, at in rows:
+        if kind == TRACKING_CHUNK and at >= q.log.next_offset:
+            q.close_chunk()
+            q.log.next_offset = at + 1
+            q.seq = q.log.write_offset
+    return Tracking.from_rows(rows)
+
+
+@dataclass(eq=False)
+class BrokerStreams:
+    """The broker as the stream protocol needs it (`broker.streamproto.ports.StreamBroker`).
+
+    Made once the broker rebuilt its queues from the store: the kept streams' tracking is read
+    back then, before any client can publish to them."""
+
+    broker: StreamHost
+    _: KW_ONLY
+    loopback_users: Collection[str]
+    advertised_host: str
+    advertised_port: int
+    cluster_name: str = "rabbit@localhost"
+    _streams: dict[int, QueueStream] = field(default_factory=dict, init=False)  # by id() of the queue
+    _watched: set[int] = field(default_factory=set, init=False)  # vhosts whose deletions are followed
+    _alarm_watchers: list[Callable[[bool], None]] = field(default_factory=list, init=False)
+    _alarm_state: bool = field(default=False, init=False)
+    _alarm_timer: asyncio.TimerHandle | None = field(default=None, init=False)
+    #: tracking read back from the store, by id() of its queue, until the queue is first viewed
+    _restored: dict[int, tuple[StreamQueue, Tracking]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        for vh in self.broker.vhosts.values():
+            for q in vh.queues.values():
+                if not isinstance(q, StreamQueue):
+                    continue
+                tracking = restore_tracking(vh, q)
+                if tracking is not None:
+                    self._restored[id(q)] = (q, tracking)
 
     # -- connection ---------------------------------------------------------------------------
 
     def server_properties(self) -> Mapping[str, str]:
-        return {
-            "product": "RabbitMQ",
-            "version": "3.10.8",
-            "cluster_name": self.cluster_name,
-            "platform": "Erlang/OTP 24.3.4.6",
-            "copyright": "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.",
-            "information": "Licensed under the MPL 2.0. Website: https://rabbitmq.com",
-        }
+        return {**SERVER_PROPERTIES, "cluster_name": self.cluster_name, "platform": "Erlang/OTP 24.3.4.6"}
 
     def auth_mechanisms(self) -> Sequence[str]:
         return AUTH_MECHANISMS
@@ -276,7 +307,9 @@ class BrokerStreams:
     def _view(self, vh: VHost, q: StreamQueue) -> QueueStream:
         view = self._streams.get(id(q))
         if view is None or view.queue is not q:
-            view = self._streams[id(q)] = QueueStream(vh, q)
+            restored = self._restored.pop(id(q), None)
+            tracking = restored[1] if restored is not None and restored[0] is q else None
+            view = self._streams[id(q)] = QueueStream(vh, q, tracking)
         if id(vh) not in self._watched:
             self._watched.add(id(vh))
             vh.on_queue_deleted.append(self._queue_deleted)
@@ -298,25 +331,14 @@ class BrokerStreams:
     def create_stream(self, user: object, vhost: str, stream: str, arguments: Mapping[str, str]) -> int:
         """rabbit_stream_manager:create: the known arguments become the queue's x-arguments (the
         others are ignored); max-age is not checked as the AMQP declare checks it."""
+        try:
+            known = create_arguments(arguments, MAX_SEGMENT_BYTES)
+        except Refused as e:
+            return e.code
         fields: list[tuple[str, Field]] = [("x-queue-type", Field("longstr", b"stream"))]
-        for key, value in arguments.items():
-            if key not in _ARGUMENTS:
-                continue
-            name, ftype = _ARGUMENTS[key]
-            if ftype == "long":
-                try:
-                    number = int(value)
-                except ValueError:
-                    raise Crashed(f"binary_to_integer({value!r})") from None
-                if key == "initial-cluster-size" and number <= 0:
-                    return Code.PRECONDITION_FAILED
-                if key == "stream-max-segment-size-bytes" and number > MAX_SEGMENT_BYTES:
-                    return Code.PRECONDITION_FAILED
-                fields.append((name, Field("long", number)))
-            else:
-                if key == "queue-leader-locator" and value not in _LOCATORS:
-                    return Code.PRECONDITION_FAILED
-                fields.append((name, Field("longstr", value.encode())))
+        for key, value in known.items():
+            field_ = Field("long", value) if isinstance(value, int) else Field("longstr", value.encode())
+            fields.append((f"x-{key}", field_))
         vh = self.broker.vhosts.get(vhost)
         if vh is None:
             return Code.INTERNAL_ERROR
@@ -345,26 +367,35 @@ class BrokerStreams:
     # -- super streams ------------------------------------------------------------------------
 
     def _partition_bindings(self, vhost: str, super_stream: str) -> list[tuple[str, str, int]] | None:
+        """The exchange's bindings to stream queues as rabbit_binding:list_for_source lists them
+        (the route table's order: by key, then destination name): (stream, key, partition order,
+        -1 without one). None: no such exchange."""
         vh = self.broker.vhosts.get(vhost)
         x = vh.exchanges.get(super_stream) if vh is not None else None
         if vh is None or x is None:
             return None
         out = []
         for b in x.bindings_in_order():
-            if b.destination.kind != "queue" or b.destination.name not in vh.queues:
+            dest = b.destination
+            if dest.kind != "queue" or not isinstance(vh.queues.get(dest.name), StreamQueue):
                 continue
             order = b.arguments.get("x-stream-partition-order")
             rank = int(order.value) if order is not None and isinstance(order.value, int) else -1
-            out.append((b.destination.name, b.key, rank))
+            out.append((dest.name, b.key, rank))
+        out.sort(key=lambda b: (b[1].encode("utf-8", "surrogateescape"), _name_bytes(b[0])))
         return out
 
     def route(self, vhost: str, super_stream: str, routing_key: str) -> list[str] | None:
+        """rabbit_exchange:route's answer: the streams bound with the key, sorted and unique (it
+        usorts the queue resources)."""
         bindings = self._partition_bindings(vhost, super_stream)
         if bindings is None:
             return None
-        return [name for name, key, _ in bindings if key == routing_key]
+        return sorted({name for name, key, _ in bindings if key == routing_key}, key=_name_bytes)
 
     def partitions(self, vhost: str, super_stream: str) -> list[str] | None:
+        """Every binding's stream (one bound twice comes twice), in x-stream-partition-order; a
+        stable sort, as rabbit_stream_utils:sort_partitions."""
         bindings = self._partition_bindings(vhost, super_stream)
         if bindings is None:
             return None

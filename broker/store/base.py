@@ -186,6 +186,20 @@ class Store(ABC):
         restart holds them again, in that order, instead of putting them back in the queue."""
         return None
 
+    # What a stream tracks beside its records (osiris keeps it in the log): rows of (kind,
+    # reference, value), one per (kind, reference); deleting the queue or vhost forgets them. A
+    # store without a place for them keeps none.
+
+    def put_stream_tracking(
+        self, vhost: str, queue: str, rows: Iterable[tuple[int, str, int]]
+    ) -> asyncio.Future[None] | None:
+        """Set the rows' values; the future (None: nothing kept) resolves once they committed."""
+        return None
+
+    def read_stream_tracking(self, vhost: str, queue: str) -> list[tuple[int, str, int]]:
+        """The committed rows of a stream."""
+        return []
+
     # The messages durable x-delayed-message exchanges hold; a store without a place for them
     # keeps none (they are then gone after a restart). Deleting an exchange or a vhost also
     # forgets those it held.

@@ -75,6 +75,14 @@ DEFAULT_HEARTBEAT = 60
 NEGOTIATION_STEP_TIMEOUT = 10.0
 #: Mechanisms RabbitMQ 3.10.8 offers by default, in its order.
 AUTH_MECHANISMS = ("PLAIN", "AMQPLAIN")
+#: The peer-properties answer's product entries, as RabbitMQ 3.10.8 sends them (a broker adds its
+#: cluster_name and platform).
+SERVER_PROPERTIES = {
+    "product": "RabbitMQ",
+    "version": "3.10.8",
+    "copyright": "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.",
+    "information": "Licensed under the MPL 2.0. Website: https://rabbitmq.com",
+}
 #: A frame longer than this closes the connection with FRAME_TOO_LARGE. RabbitMQ 3.10.8 enforces no
 #: limit at all (a 1.2 MB publish with frame_max 1 MiB is accepted); this bound only keeps one
 #: connection from making the broker buffer an arbitrary length.

@@ -14,50 +14,43 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from broker.streamproto import chunk as C
-from broker.streamproto.constants import AUTH_MECHANISMS, Code, OffsetType
+from broker.streamproto.constants import AUTH_MECHANISMS, SERVER_PROPERTIES, Code, OffsetType
 from broker.streamproto.frames import OffsetSpec
-from broker.streamproto.ports import AuthRefused, Crashed, LoopbackOnly, Permission, StreamListener
-
-_INT_ARGS = ("max-length-bytes", "stream-max-segment-size-bytes", "initial-cluster-size")
-_LOCATORS = ("client-local", "balanced", "random", "least-leaders")
+from broker.streamproto.ports import AuthRefused, LoopbackOnly, Permission, StreamListener
+from broker.streamproto.tracking import Refused, TrackedLog, Tracking, create_arguments
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+@dataclass(slots=True)
 class MemoryReader:
-    __slots__ = ("_i", "_log", "_offset")
+    """A position in a `MemoryLog`: the index of the next chunk and the offset it starts at."""
 
-    def __init__(self, log: MemoryLog, index: int, offset: int) -> None:
-        self._log = log
-        self._i = index
-        self._offset = offset
+    log: MemoryLog
+    index: int
+    next_offset: int
 
     def next_chunk(self) -> C.Chunk | None:
-        chunks = self._log.chunks
-        if self._i >= len(chunks):
+        chunks = self.log.chunks
+        if self.index >= len(chunks):
             return None
-        ch = chunks[self._i]
-        self._i += 1
-        self._offset = ch.next_offset
+        ch = chunks[self.index]
+        self.index += 1
+        self.next_offset = ch.next_offset
         return ch
-
-    @property
-    def next_offset(self) -> int:
-        return self._offset
 
 
 @dataclass(eq=False)
-class MemoryLog:
+class MemoryLog(TrackedLog):
     name: str
-    arguments: dict[str, str]
+    arguments: dict[str, str | int]
     clock_ms: Callable[[], int] = _now_ms
     epoch: int = 1
     chunks: list[C.Chunk] = field(default_factory=list)
     next_offset: int = 0
-    writers: dict[str, int] = field(default_factory=dict)
-    tracking: dict[str, int] = field(default_factory=dict)
+    tracking: Tracking = field(default_factory=Tracking)
     listeners: list[StreamListener] = field(default_factory=list)
 
     def _write(self, chunk: C.Chunk, committed: Callable[[], None] | None = None) -> None:
@@ -70,37 +63,22 @@ class MemoryLog:
         for listener in list(self.listeners):
             listener.stream_grew(self)
 
-    def append(
-        self,
-        entries: Sequence[tuple[int, C.Entry]],
-        writer: str | None,
-        confirm: Callable[[list[int]], None],
+    def write(
+        self, kept: Sequence[tuple[int, C.Entry]], writer: str | None, committed: Callable[[], None]
     ) -> None:
-        ids = [i for i, _ in entries]
-        kept = entries
-        if writer is not None and writer in self.writers:
-            last = self.writers[writer]
-            kept = [(i, e) for i, e in entries if i > last]
-        if not kept:
-            confirm(ids)
-        else:
-            trailer = b""
-            if writer is not None:
-                self.writers[writer] = kept[-1][0]
-                trailer = C.tracking_entries([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
-            self._write(
-                C.Chunk.of(
-                    (e for _, e in kept),
-                    first_offset=self.next_offset,
-                    timestamp=self.clock_ms(),
-                    epoch=self.epoch,
-                    trailer=trailer,
-                ),
-                lambda: confirm(ids),
-            )
+        trailer = b""
+        if writer is not None:
+            trailer = C.tracking_entries([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
+        chunk = C.Chunk.of(
+            (e for _, e in kept),
+            first_offset=self.next_offset,
+            timestamp=self.clock_ms(),
+            epoch=self.epoch,
+            trailer=trailer,
+        )
+        self._write(chunk, committed)
 
-    def store_offset(self, reference: str, offset: int) -> None:
-        self.tracking[reference] = offset
+    def write_tracking(self, reference: str, offset: int) -> None:
         body = C.tracking_entries([(C.TRACK_OFFSET, reference, offset)])
         self._write(
             C.Chunk.of(
@@ -111,12 +89,6 @@ class MemoryLog:
                 chunk_type=C.TRACKING_DELTA,
             )
         )
-
-    def query_offset(self, reference: str) -> int | None:
-        return self.tracking.get(reference)
-
-    def writer_sequence(self, reference: str) -> int | None:
-        return self.writers.get(reference)
 
     @property
     def committed_offset(self) -> int:
@@ -177,14 +149,7 @@ class MemoryBroker:
     _alarm_watchers: list[Callable[[bool], None]] = field(default_factory=list)
 
     def server_properties(self) -> Mapping[str, str]:
-        return {
-            "product": "RabbitMQ",
-            "version": "3.10.8",
-            "cluster_name": "hashbroker",
-            "platform": "Python",
-            "copyright": "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.",
-            "information": "Licensed under the MPL 2.0. Website: https://rabbitmq.com",
-        }
+        return {**SERVER_PROPERTIES, "cluster_name": "hashbroker", "platform": "Python"}
 
     def auth_mechanisms(self) -> Sequence[str]:
         return AUTH_MECHANISMS
@@ -215,17 +180,10 @@ class MemoryBroker:
         return self.streams.get((vhost, stream))
 
     def create_stream(self, user: object, vhost: str, stream: str, arguments: Mapping[str, str]) -> int:
-        args = {k: v for k, v in arguments.items() if k in (*_INT_ARGS, "max-age", "queue-leader-locator")}
-        for key in _INT_ARGS:
-            if key in args:
-                try:
-                    int(args[key])
-                except ValueError:
-                    raise Crashed(f"binary_to_integer({args[key]!r})") from None
-        if "initial-cluster-size" in args and int(args["initial-cluster-size"]) <= 0:
-            return Code.PRECONDITION_FAILED
-        if "queue-leader-locator" in args and args["queue-leader-locator"] not in _LOCATORS:
-            return Code.PRECONDITION_FAILED
+        try:
+            args = create_arguments(arguments)
+        except Refused as e:
+            return e.code
         existing = self.streams.get((vhost, stream))
         if existing is not None:
             return Code.STREAM_ALREADY_EXISTS if existing.arguments == args else Code.PRECONDITION_FAILED

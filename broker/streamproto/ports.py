@@ -21,6 +21,10 @@ from broker.streamproto.chunk import Chunk, Entry
 from broker.streamproto.frames import OffsetSpec
 
 Permission = Literal["configure", "write", "read"]
+#: (publishing id, entry) pairs of one publish frame
+Entries = Sequence[tuple[int, Entry]]
+#: what a log calls with the publishing ids it committed
+Confirm = Callable[[list[int]], None]
 
 
 class AuthRefused(Exception):
@@ -64,12 +68,7 @@ class StreamLog(Protocol):
     @property
     def name(self) -> str: ...
 
-    def append(
-        self,
-        entries: Sequence[tuple[int, Entry]],
-        writer: str | None,
-        confirm: Callable[[list[int]], None],
-    ) -> None:
+    def append(self, entries: Entries, writer: str | None, confirm: Confirm) -> None:
         """Write one chunk of (publishing id, entry) pairs. With a `writer` reference, an entry
         whose publishing id is not above the writer's last one is dropped, still confirmed (osiris
         deduplication) and the writer's sequence goes into the chunk's trailer. `confirm` gets the

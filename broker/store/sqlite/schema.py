@@ -63,7 +63,17 @@ CREATE TABLE queue_messages (
     vhost BLOB NOT NULL, queue BLOB NOT NULL, seq INTEGER NOT NULL, msg_id INTEGER NOT NULL,
     redelivered INTEGER NOT NULL, PRIMARY KEY (vhost, queue, seq)) WITHOUT ROWID;
 """
-LATER_TABLES = (PERMISSIONS_TABLE, DELAYED_TABLE)
+TRACKING_TABLE = """CREATE TABLE IF NOT EXISTS stream_tracking (
+    vhost BLOB NOT NULL, queue BLOB NOT NULL, kind INTEGER NOT NULL, reference BLOB NOT NULL,
+    value INTEGER NOT NULL, PRIMARY KEY (vhost, queue, kind, reference)) WITHOUT ROWID"""
+"""Added after schema version 1 shipped: what a stream tracks beside its records (its named
+writers' last publishing ids, its consumers' stored offsets), which osiris keeps in the log.
+Created on open when a store lacks it; an older hashbroker ignores it."""
+PUT_TRACKING = (
+    "INSERT INTO stream_tracking (vhost, queue, kind, reference, value) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (vhost, queue, kind, reference) DO UPDATE SET value = excluded.value"
+)
+LATER_TABLES = (PERMISSIONS_TABLE, DELAYED_TABLE, TRACKING_TABLE)
 """Tables added after schema version 1 shipped (`CREATE TABLE IF NOT EXISTS`): every store gets
 them on open."""
 TABLES = frozenset(

@@ -196,6 +196,7 @@ class SqliteStore(Store):
                 ("DELETE FROM policies WHERE vhost = ?", v),
                 ("DELETE FROM permissions WHERE vhost = ?", v),
                 ("DELETE FROM delayed_messages WHERE vhost = ?", v),
+                ("DELETE FROM stream_tracking WHERE vhost = ?", v),
                 ("DELETE FROM vhosts WHERE name = ?", v),
             ]
         )
@@ -297,6 +298,7 @@ class SqliteStore(Store):
                 (S.DELETE_QUEUE_POSITIONS, (v, n)),
                 ("DELETE FROM bindings WHERE vhost = ? AND dest_kind = 'queue' AND destination = ?", (v, n)),
                 ("DELETE FROM queues WHERE vhost = ? AND name = ?", (v, n)),
+                ("DELETE FROM stream_tracking WHERE vhost = ? AND queue = ?", (v, n)),
             ],
             garbage=True,
         )
@@ -387,6 +389,23 @@ class SqliteStore(Store):
         from broker.store.sqlite.stream_pages import reader_for
 
         return reader_for(self.location).read_index(vhost, queue, after, limit)
+
+    def put_stream_tracking(
+        self, vhost: str, queue: str, rows: Iterable[tuple[int, str, int]]
+    ) -> asyncio.Future[None]:
+        v, q = to_blob(vhost), to_blob(queue)
+        fut = self._writer.new_future()
+        ops: list[Op] = [(S.PUT_TRACKING, (v, q, kind, to_blob(ref), value)) for kind, ref, value in rows]
+        if ops and not fut.done():
+            self._writer.submit(ops, fut)
+        elif not fut.done():
+            fut.set_result(None)
+        return fut
+
+    def read_stream_tracking(self, vhost: str, queue: str) -> list[tuple[int, str, int]]:
+        from broker.store.sqlite.stream_pages import reader_for
+
+        return reader_for(self.location).read_tracking(vhost, queue)
 
     def sync(self) -> asyncio.Future[None]:
         fut = self._writer.new_future()

@@ -11,10 +11,10 @@ costs one query per page, not one per message.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
-from broker.store.sqlite.schema import to_blob
+from broker.store.sqlite.load import QueueReader
+from broker.store.sqlite.schema import from_blob, to_blob
 
 READ_RANGE = (
     "SELECT qm.seq, m.properties, m.body, m.exchange, m.routing_key FROM queue_messages qm "
@@ -35,23 +35,20 @@ READ_INDEX = (
 IndexRow = tuple[int, int, int, int, int, int]
 
 
+READ_TRACKING = "SELECT kind, reference, value FROM stream_tracking WHERE vhost = ? AND queue = ?"
+
 #: One stored message: (seq, properties, body, exchange, routing_key); properties are
 #: StoredMessage.props.
 Row = tuple[int, bytes, bytes, str, str]
 
 
-class StreamReader:
-    """Page reads of one store file; `location` is `Store.location` (":memory:": nothing stored)."""
+class StreamReader(QueueReader):
+    """Page reads of one store file, on the queue reader's read-only connection; `location` is
+    `Store.location` (":memory:": nothing stored)."""
 
     def __init__(self, location: str) -> None:
+        super().__init__(Path(location))
         self.location = location
-        self._conn: sqlite3.Connection | None = None
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            uri = f"{Path(self.location).resolve().as_uri()}?mode=ro"
-            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-        return self._conn
 
     def read_from(self, vhost: str, queue: str, seq: int, limit: int) -> list[Row]:
         """Up to `limit` stored messages of the queue at position `seq` or later, in order."""
@@ -71,10 +68,12 @@ class StreamReader:
         rows = self._connection().execute(READ_INDEX, (to_blob(vhost), to_blob(queue), after, limit))
         return [(int(s), int(t), int(x), int(k), int(p), int(b)) for s, t, x, k, p, b in rows]
 
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+    def read_tracking(self, vhost: str, queue: str) -> list[tuple[int, str, int]]:
+        """The stream's committed tracking rows: (kind, reference, value)."""
+        if self.location == ":memory:":
+            return []
+        rows = self._connection().execute(READ_TRACKING, (to_blob(vhost), to_blob(queue)))
+        return [(int(k), from_blob(r), int(v)) for k, r, v in rows]
 
 
 _READERS: dict[str, StreamReader] = {}
