@@ -25,6 +25,19 @@ INTEGER_TYPES = frozenset(
 MAX_EXPIRY = 315_360_000_000
 MAX_PRIORITY = 255
 
+#: Classic queue mirroring's policy keys and the master locator: the replicated types (quorum queues,
+#: streams) list them all in their unsupported_policies, so a policy holding one does not apply.
+MIRRORING_POLICY_KEYS = frozenset(
+    {
+        "ha-mode",
+        "ha-params",
+        "ha-sync-mode",
+        "ha-promote-on-shutdown",
+        "ha-promote-on-failure",
+        "queue-master-locator",
+    }
+)
+
 # rabbit_classic_queue:capabilities() queue_arguments, in this order (it is the comparison order).
 CLASSIC_QUEUE_ARGS: tuple[str, ...] = (
     "x-expires",
