@@ -147,35 +147,10 @@ def render(current: str | None = None) -> str:
         if m.fields:
             out.append("\n")
         out.extend(f"    {name}: {KINDS[domain][1]}\n" for name, domain in m.fields)
-    out.append(
-        '''
-
-class MethodSpec(NamedTuple):
-    """How one client method decodes: its dotted name, field kinds and tuple class.
-
-    Field kinds: s shortstr, S longstr, o octet, h short, l long, L longlong, b bit, t table.
-    """
-
-    name: str
-    kinds: str
-    cls: type[Any]
-
-
-SPECS: dict[tuple[int, int], MethodSpec] = {
-'''
-    )
+    out.append("\n\nSPECS: dict[tuple[int, int], MethodSpec] = {\n")
     out.extend(f'    {m.ids}: MethodSpec("{m.name}", "{m.kinds}", {m.class_name}),\n' for m in client)
-    out.append(
-        """}
-
-#: (class id, method id) of each command class: what an error close names.
-IDS: dict[type[Any], tuple[int, int]] = {spec.cls: ids for ids, spec in SPECS.items()}
-
-# Methods only a server may send: a client sending one gets "unimplemented method" (503), as the
-# channel process in RabbitMQ has no clause for them.
-SERVER_ONLY: dict[tuple[int, int], str] = {
-"""
-    )
+    out.append("}\n\n# Methods only a server may send (a client sending one gets 503).\n")
+    out.append("SERVER_ONLY: dict[tuple[int, int], str] = {\n")
     chosen = set(CLIENT_METHODS)
     out.extend(f'    {m.ids}: "{m.name}",\n' for m in methods.values() if m.name not in chosen)
     out.append("}\n")
