@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
@@ -117,43 +117,31 @@ def encode_properties(
     type_: str | None = None,
     app_id: str | None = None,
 ) -> tuple[int, bytes]:
-    """Encode basic properties as (flags, bytes) in the order the spec fixes."""
+    """Encode basic properties as (flags, bytes) in the order the spec fixes (`_PROPERTY_LAYOUT`)."""
+    values: dict[str, Any] = {
+        "content_type": content_type,
+        "headers": headers,
+        "delivery_mode": delivery_mode,
+        "priority": priority,
+        "correlation_id": correlation_id,
+        "expiration": expiration,
+        "message_id": message_id,
+        "timestamp": timestamp,
+        "type": type_,
+        "app_id": app_id,
+    }
     flags = 0
     parts: list[bytes] = []
-    if content_type is not None:
-        flags |= FLAG_CONTENT_TYPE
-        parts.append(shortstr(content_type))
-    if headers is not None:
-        flags |= FLAG_HEADERS
-        parts.append(field_table(headers))
-    if delivery_mode is not None:
-        flags |= FLAG_DELIVERY_MODE
-        parts.append(bytes((delivery_mode,)))
-    if priority is not None:
-        if not 0 <= priority <= 255:
-            raise ValueError(f"priority must be between 0 and 255 (an AMQP octet), got {priority}")
-        flags |= FLAG_PRIORITY
-        parts.append(bytes((priority,)))
-    if correlation_id is not None:
-        flags |= FLAG_CORRELATION_ID
-        parts.append(shortstr(correlation_id))
-    if expiration is not None:
-        flags |= FLAG_EXPIRATION
-        parts.append(shortstr(expiration))
-    if message_id is not None:
-        flags |= FLAG_MESSAGE_ID
-        parts.append(shortstr(message_id))
-    if timestamp is not None:
-        if not 0 <= timestamp < 1 << 64:
-            raise ValueError(f"timestamp must be between 0 and 2**64 - 1 seconds, got {timestamp}")
-        flags |= FLAG_TIMESTAMP
-        parts.append(struct.pack(">Q", timestamp))
-    if type_ is not None:
-        flags |= FLAG_TYPE
-        parts.append(shortstr(type_))
-    if app_id is not None:
-        flags |= FLAG_APP_ID
-        parts.append(shortstr(app_id))
+    for flag, name, kind in _PROPERTY_LAYOUT:
+        value = values.get(name)
+        if value is None:
+            continue
+        if name == "priority" and not 0 <= value <= 255:
+            raise ValueError(f"priority must be between 0 and 255 (an AMQP octet), got {value}")
+        if kind == "T" and not 0 <= value < 1 << 64:
+            raise ValueError(f"timestamp must be between 0 and 2**64 - 1 seconds, got {value}")
+        flags |= flag
+        parts.append(_ENCODE[kind](value))
     return flags, b"".join(parts)
 
 
@@ -195,6 +183,13 @@ _PROPERTY_LAYOUT = (
     (1 << 2, "cluster_id", "s"),
 )
 _U64 = struct.Struct(">Q")
+_ENCODE: dict[str, Callable[[Any], bytes]] = {
+    "s": shortstr,
+    "o": lambda value: bytes((value,)),
+    "t": field_table,
+    "T": _U64.pack,
+}
+"""How a value of each kind of `_PROPERTY_LAYOUT` is written."""
 
 
 def decode_properties(flags: int, data: bytes | bytearray, pos: int) -> Properties:

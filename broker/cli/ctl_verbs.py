@@ -57,6 +57,19 @@ def _call(c: Client, method: str, path: str, body: Any = None, *, missing: CtlEr
     return data
 
 
+def _one_call(line: str, method: str, path: str) -> Callable[[Client, argparse.Namespace, Out], int]:
+    """A verb that says `line` and makes the one call `method path`: both are formatted with the
+    options (the path with their values URL-quoted)."""
+
+    def run(c: Client, o: argparse.Namespace, out: Out) -> int:
+        options = vars(o)
+        _say(o, out, line.format(**options))
+        _call(c, method, path.format(**{k: q(v) for k, v in options.items() if isinstance(v, str)}))
+        return EX_OK
+
+    return run
+
+
 def _no_such_user(o: argparse.Namespace) -> CtlError:
     return CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
 
@@ -152,10 +165,9 @@ def list_policies(c: Client, o: argparse.Namespace, out: Out) -> int:
     return EX_OK
 
 
-def purge_queue(c: Client, o: argparse.Namespace, out: Out) -> int:
-    _say(o, out, f"Purging queue '{o.queue}' in vhost '{o.vhost}' ...")
-    _call(c, "DELETE", f"/queues/{q(o.vhost)}/{q(o.queue)}/contents")
-    return EX_OK
+purge_queue = _one_call(
+    "Purging queue '{queue}' in vhost '{vhost}' ...", "DELETE", "/queues/{vhost}/{queue}/contents"
+)
 
 
 def delete_queue(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -361,18 +373,12 @@ def clear_policy(c: Client, o: argparse.Namespace, out: Out) -> int:
     return EX_OK
 
 
-def add_node(c: Client, o: argparse.Namespace, out: Out) -> int:
-    """hashbroker-only: a node joins the emulated cluster (sharded exchanges get its shards)."""
-    _say(o, out, f'Adding node "{o.node}" to the emulated cluster ...')
-    _call(c, "POST", f"/hashbroker/nodes/{q(o.node)}")
-    return EX_OK
-
-
-def remove_node(c: Client, o: argparse.Namespace, out: Out) -> int:
-    """hashbroker-only: a node leaves the emulated cluster (its shard queues stay)."""
-    _say(o, out, f'Removing node "{o.node}" from the emulated cluster ...')
-    _call(c, "DELETE", f"/hashbroker/nodes/{q(o.node)}")
-    return EX_OK
+# hashbroker-only: a node joins the emulated cluster (sharded exchanges get its shards), or leaves it
+# (its shard queues stay)
+add_node = _one_call('Adding node "{node}" to the emulated cluster ...', "POST", "/hashbroker/nodes/{node}")
+remove_node = _one_call(
+    'Removing node "{node}" from the emulated cluster ...', "DELETE", "/hashbroker/nodes/{node}"
+)
 
 
 def list_nodes(c: Client, o: argparse.Namespace, out: Out) -> int:

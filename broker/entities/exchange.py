@@ -120,7 +120,10 @@ class Exchange:
         """The exchange type's state_summary (e.g. the consistent-hash ring), {} for none."""
         return dict(self.impl.state_summary) if self.impl is not None else {}
 
-    def info(self, vhost: str) -> ExchangeView:
+    def info(self, vhost: str, *, detail: bool = True) -> ExchangeView:
+        """A snapshot for management and tools, with the message_stats counters; `detail`: with
+        the bindings and the routing state too, which cost O(bindings + ring size) to take (a
+        listing of every exchange goes without)."""
         return ExchangeView(
             vhost=vhost,
             name=self.name,
@@ -130,6 +133,8 @@ class Exchange:
             internal=self.internal,
             arguments=self.arguments,
             policy=self.policy_name,
-            bindings=tuple(self.bindings_in_order()),
-            routing_state=self.routing_state,
+            publish_in=self.publish_in,
+            publish_out=self.publish_out,
+            bindings=tuple(self.bindings_in_order()) if detail else (),
+            routing_state=self.routing_state if detail else {},
         )

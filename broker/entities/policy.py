@@ -364,15 +364,9 @@ class Policy:
         }
 
     def row(self) -> dict[str, Any]:
-        """A `rabbitmqctl list_policies --formatter json` row."""
-        return {
-            "vhost": self.vhost,
-            "name": self.name,
-            "pattern": self.pattern,
-            "apply-to": self.apply_to,
-            "definition": definition_json(self.definition),
-            "priority": self.priority,
-        }
+        """A `rabbitmqctl list_policies --formatter json` row: the API's object with the definition
+        as list_policies prints it."""
+        return {**self.to_json(), "definition": definition_json(self.definition)}
 
 
 def definition_json(definition: Mapping[str, Any]) -> str:

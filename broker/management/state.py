@@ -340,19 +340,8 @@ def _queue_view(q: Queue, held: dict[int, int]) -> QueueView:
 
 def _exchange_view(vhost: str, x: Exchange) -> ExchangeView:
     """The exchange's view with its message_stats counters, without the bindings and routing state
-    (`Exchange.info()` snapshots both, O(bindings + ring size) per exchange)."""
-    return ExchangeView(
-        vhost=vhost,
-        name=x.name,
-        type=x.type_name,
-        durable=x.durable,
-        auto_delete=x.auto_delete,
-        internal=x.internal,
-        arguments=x.arguments,
-        policy=x.policy_name,
-        publish_in=x.publish_in,
-        publish_out=x.publish_out,
-    )
+    (O(bindings + ring size) per exchange)."""
+    return x.info(vhost, detail=False)
 
 
 def _vhost_stats(vh: VHost) -> dict[str, int] | None:

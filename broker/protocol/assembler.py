@@ -275,22 +275,12 @@ class CommandAssembler:
                                 and data[hstop] == FRAME_END
                             ):
                                 after = hstop + 1
+                                body: bytes | None = None
                                 if not body_size:
                                     frames += 2
                                     pos = after
-                                    yield (
-                                        channel,
-                                        (
-                                            exchange,
-                                            routing_key,
-                                            True if bits & 1 else False,  # noqa: SIM210 (bool(), == cost more)
-                                            True if bits & 2 else False,  # noqa: SIM210
-                                            data[h + 19 : hstop],
-                                            b"",
-                                        ),
-                                    )
-                                    continue
-                                if end - after >= 8:
+                                    body = b""
+                                elif end - after >= 8:
                                     ftype, bchannel, bsize = unpack(data, after)
                                     bstop = after + 7 + bsize
                                     if (
@@ -303,18 +293,20 @@ class CommandAssembler:
                                     ):
                                         frames += 3
                                         pos = bstop + 1
-                                        yield (
-                                            channel,
-                                            (
-                                                exchange,
-                                                routing_key,
-                                                True if bits & 1 else False,  # noqa: SIM210 (bool(), == cost more)
-                                                True if bits & 2 else False,  # noqa: SIM210
-                                                data[h + 19 : hstop],
-                                                data[after + 7 : bstop],
-                                            ),
-                                        )
-                                        continue
+                                        body = data[after + 7 : bstop]
+                                if body is not None:
+                                    yield (
+                                        channel,
+                                        (
+                                            exchange,
+                                            routing_key,
+                                            True if bits & 1 else False,  # noqa: SIM210 (bool(), == cost more)
+                                            True if bits & 2 else False,  # noqa: SIM210
+                                            data[h + 19 : hstop],
+                                            body,
+                                        ),
+                                    )
+                                    continue
                         content[channel] = _Content(exchange, routing_key, bits)
                         frames += 1
                         pos = h

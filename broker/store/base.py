@@ -9,7 +9,6 @@ applied in call order, grouped into as few transactions as the disk allows. Only
 from __future__ import annotations
 
 import asyncio
-from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -31,12 +30,13 @@ class StoreStats:
     largest_batch: int = 0
 
 
-class Store(ABC):
+class Store:
     """Durable state of one broker.
 
     Lifecycle: `open` (module function `broker.store.open_store`) checks the file, `load()` returns
     the snapshot to rebuild from, `start(loop)` starts writing, `await close()` commits what is
-    pending and releases the data directory.
+    pending and releases the data directory. Every store implements `load`, `start`, `close` and
+    `sync`; the writes keep nothing unless a store overrides them.
     """
 
     persistent: bool
@@ -46,11 +46,11 @@ class Store(ABC):
     pages: PageDirectory | None = None
     """Where queues page messages out of memory (broker.entities.queues.classic.paging); None: they do not."""
 
-    @abstractmethod
     def load(self, *, messages: bool = True) -> rec.Snapshot:
         """Everything durable, in rebuild order. Call once, before `start`. With `messages`
         False, the snapshot has each queue's depth instead of its messages (`read_queue` reads
         them, as a restarted broker does while its queues drain)."""
+        raise NotImplementedError
 
     def read_queue(
         self, vhost: str, queue: str, after: int, upto: int, limit: int
@@ -71,71 +71,63 @@ class Store(ABC):
         """The committed positions of a queue with `after` < seq <= `upto`."""
         return []
 
-    @abstractmethod
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Begin accepting writes; futures are resolved on `loop` (default: the running loop)."""
+        raise NotImplementedError
 
-    @abstractmethod
     async def close(self) -> None:
         """Commit everything enqueued so far, then release the files. Idempotent."""
+        raise NotImplementedError
 
     # -- metadata ---------------------------------------------------------------------------------
+    # The writes below keep nothing unless a store overrides them (`NullStore` keeps nothing; a
+    # persistent store overrides every one: tests/unit/test_store_overrides.py checks).
 
-    @abstractmethod
-    def put_vhost(self, vhost: rec.VHostRecord) -> None: ...
+    def put_vhost(self, vhost: rec.VHostRecord) -> None:
+        """Insert or update a vhost."""
 
-    @abstractmethod
     def delete_vhost(self, name: str) -> None:
         """Also removes every exchange, queue, binding, policy, permission and message of the vhost."""
 
-    @abstractmethod
-    def put_user(self, user: rec.UserRecord) -> None: ...
+    def put_user(self, user: rec.UserRecord) -> None:
+        """Insert or update a user."""
 
-    @abstractmethod
     def delete_user(self, name: str) -> None:
         """Also removes the user's permissions."""
 
-    @abstractmethod
     def put_permission(self, permission: rec.PermissionRecord) -> None:
         """Insert or replace (same vhost + user)."""
 
-    @abstractmethod
-    def delete_permission(self, vhost: str, user: str) -> None: ...
+    def delete_permission(self, vhost: str, user: str) -> None:
+        """Forget the user's permissions in the vhost."""
 
-    @abstractmethod
     def put_policy(self, policy: rec.PolicyRecord) -> None:
         """Insert or replace (same vhost + name); a replaced policy keeps its place in load order."""
 
-    @abstractmethod
-    def delete_policy(self, vhost: str, name: str) -> None: ...
+    def delete_policy(self, vhost: str, name: str) -> None:
+        """Forget a policy."""
 
-    @abstractmethod
     def put_exchange(self, exchange: rec.ExchangeRecord) -> None:
         """Insert or update a durable exchange (an update keeps its place in load order)."""
 
-    @abstractmethod
     def delete_exchange(self, vhost: str, name: str) -> None:
         """Also removes bindings whose source or destination is this exchange."""
 
-    @abstractmethod
     def put_queue(self, queue: rec.QueueRecord) -> None:
         """Insert or update a durable queue (an update keeps its place and its messages)."""
 
-    @abstractmethod
     def delete_queue(self, vhost: str, name: str) -> None:
         """Also removes the queue's messages and the bindings to it."""
 
-    @abstractmethod
     def add_binding(self, binding: rec.BindingRecord) -> None:
         """Append a binding; re-adding an identical one is ignored and keeps the original position,
         as `VHost.add_binding` ignores it (so the consistent-hash ring is unchanged)."""
 
-    @abstractmethod
-    def remove_binding(self, binding: rec.BindingRecord) -> None: ...
+    def remove_binding(self, binding: rec.BindingRecord) -> None:
+        """Forget a binding."""
 
     # -- messages ---------------------------------------------------------------------------------
 
-    @abstractmethod
     def persist(
         self,
         vhost: str,
@@ -149,23 +141,22 @@ class Store(ABC):
 
         The returned future is resolved once the transaction holding the write has committed, or
         fails with `StoreError`; send the publisher confirm from its done-callback, never earlier.
+        A store that keeps nothing resolves it as `sync` does.
         """
+        return self.sync()
 
-    @abstractmethod
     def remove_messages(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
         """Acked, dropped, expired or dead-lettered: forget these positions (unknown ones are ignored)."""
 
-    @abstractmethod
     def mark_redelivered(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
         """Record that these messages would come back redelivered after a restart."""
 
-    @abstractmethod
     def purge_queue(self, vhost: str, queue: str) -> None:
         """Remove every message of the queue (queue.purge); the queue itself stays."""
 
-    @abstractmethod
     def sync(self) -> asyncio.Future[None]:
         """A future resolved once everything enqueued before this call has committed."""
+        raise NotImplementedError
 
     # Quorum queues and streams keep state per position beside the message; a store without a
     # place for it keeps nothing (a restart then counts a delivered message once, as before).
@@ -235,73 +226,8 @@ class NullStore(Store):
     async def close(self) -> None:
         return None
 
-    def _done(self) -> asyncio.Future[None]:
+    def sync(self) -> asyncio.Future[None]:
         loop = self._loop or asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         fut.set_result(None)
         return fut
-
-    def put_vhost(self, vhost: rec.VHostRecord) -> None:
-        pass
-
-    def delete_vhost(self, name: str) -> None:
-        pass
-
-    def put_user(self, user: rec.UserRecord) -> None:
-        pass
-
-    def delete_user(self, name: str) -> None:
-        pass
-
-    def put_permission(self, permission: rec.PermissionRecord) -> None:
-        pass
-
-    def delete_permission(self, vhost: str, user: str) -> None:
-        pass
-
-    def put_policy(self, policy: rec.PolicyRecord) -> None:
-        pass
-
-    def delete_policy(self, vhost: str, name: str) -> None:
-        pass
-
-    def put_exchange(self, exchange: rec.ExchangeRecord) -> None:
-        pass
-
-    def delete_exchange(self, vhost: str, name: str) -> None:
-        pass
-
-    def put_queue(self, queue: rec.QueueRecord) -> None:
-        pass
-
-    def delete_queue(self, vhost: str, name: str) -> None:
-        pass
-
-    def add_binding(self, binding: rec.BindingRecord) -> None:
-        pass
-
-    def remove_binding(self, binding: rec.BindingRecord) -> None:
-        pass
-
-    def persist(
-        self,
-        vhost: str,
-        queues: Sequence[tuple[str, int]],
-        properties: bytes,
-        body: bytes,
-        exchange: str,
-        routing_key: str,
-    ) -> asyncio.Future[None]:
-        return self._done()
-
-    def remove_messages(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
-        pass
-
-    def mark_redelivered(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
-        pass
-
-    def purge_queue(self, vhost: str, queue: str) -> None:
-        pass
-
-    def sync(self) -> asyncio.Future[None]:
-        return self._done()

@@ -14,7 +14,7 @@ from amqpwire.errors import internal_error, not_implemented, precondition_failed
 from amqpwire.fields import Field, FieldTable, name_bytes
 from broker.entities.queues.base import find_queue_type, type_name_of
 from exchanges.erlang.atom import Atom
-from exchanges.erlang.format import erl_format, format_term
+from exchanges.erlang.format import erl_format
 
 if TYPE_CHECKING:
     from broker.entities.queues.base import Queue
@@ -24,6 +24,19 @@ INTEGER_TYPES = frozenset(
 )
 MAX_EXPIRY = 315_360_000_000
 MAX_PRIORITY = 255
+
+#: Classic queue mirroring's policy keys and the master locator: the replicated types (quorum queues,
+#: streams) list them all in their unsupported_policies, so a policy holding one does not apply.
+MIRRORING_POLICY_KEYS = frozenset(
+    {
+        "ha-mode",
+        "ha-params",
+        "ha-sync-mode",
+        "ha-promote-on-shutdown",
+        "ha-promote-on-failure",
+        "queue-master-locator",
+    }
+)
 
 # rabbit_classic_queue:capabilities() queue_arguments, in this order (it is the comparison order).
 CLASSIC_QUEUE_ARGS: tuple[str, ...] = (
@@ -97,24 +110,6 @@ _TYPE_UNSUPPORTED: dict[bytes, tuple[str, frozenset[str]]] = {
 }
 MASTER_LOCATORS = (b"min-masters", b"client-local", b"random")
 OTHER_CONSUMER_ARGS: frozenset[str] = frozenset({"x-stream-offset"})
-
-
-def erl_term(value: object) -> str:
-    """Format a Python value as Erlang's ~p would print the equivalent term (a binary by the
-    plugin-exact printer: a string when every byte is printable Latin-1, else a list of bytes)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, bytes):
-        return format_term(value)
-    if isinstance(value, tuple):
-        return "{" + ",".join(erl_term(v) for v in value) + "}"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, Atom):
-        return value.name
-    return repr(value)
 
 
 Check = Callable[[Field, FieldTable], object | None]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, Self, TypedDict, TypeVar, Unpack
 
 from amqpwire.errors import not_implemented, resource_name
 from amqpwire.fields import FieldTable
@@ -240,6 +240,15 @@ class QueueHost(Protocol):
 # -- the queue-type interface ---------------------------------------------------------------------
 
 
+class Declared(TypedDict):
+    """What queue.declare gives a queue besides its vhost and name (every type's constructor)."""
+
+    durable: bool
+    exclusive_owner: object | None
+    auto_delete: bool
+    arguments: FieldTable
+
+
 class Queue:
     """A queue of any type: the attributes every type keeps, and the operations each implements."""
 
@@ -275,8 +284,12 @@ class Queue:
     stat_refused: int = 0
     stat_empty_get: bool = False
 
-    def __new__(
-        cls,
+    def __new__(cls, vhost: QueueHost, name: str, **declared: Unpack[Declared]) -> Queue:
+        impl = queue_class(declared["arguments"]) if cls is Queue else cls
+        return object.__new__(impl)
+
+    def __init__(
+        self,
         vhost: QueueHost,
         name: str,
         *,
@@ -284,20 +297,8 @@ class Queue:
         exclusive_owner: object | None,
         auto_delete: bool,
         arguments: FieldTable,
-    ) -> Queue:
-        impl = queue_class(arguments) if cls is Queue else cls
-        return object.__new__(impl)
-
-    def _set_identity(
-        self,
-        vhost: QueueHost,
-        name: str,
-        durable: bool,
-        exclusive_owner: object | None,
-        auto_delete: bool,
-        arguments: FieldTable,
     ) -> None:
-        """The declared attributes every type keeps, as its constructor received them."""
+        """The declared attributes every type keeps; a type's constructor composes its parts after."""
         self.vhost = vhost
         self.clock = vhost.clock
         self.name = name

@@ -30,21 +30,34 @@ function tagButtons(formNode) {
 
 // -- users ---------------------------------------------------------------------------------------
 
+/** The password, its confirmation and the tags: the fields of both user forms. */
+function passwordAndTagsFields() {
+  return [
+    { name: "password", label: "Password", type: "password" },
+    { name: "confirm", label: "Password (confirm)", type: "password" },
+    tagsField(),
+  ];
+}
+
+/** The user a user form's values describe: its tags, and its password when one was typed (the two
+ * entries must match). */
+function userBody(v) {
+  if (v.password !== v.confirm) throw new Error("The passwords do not match.");
+  const body = { tags: v.tags };
+  if (v.password !== "") body.password = v.password;
+  return body;
+}
+
 export function usersPage(ctx) {
   const box = el("div");
   const add = tagButtons(form(ctx, {
     id: "add-user", submit: "Add user",
     fields: [
       { name: "username", label: "Username", required: true },
-      { name: "password", label: "Password", type: "password" },
-      { name: "confirm", label: "Password (confirm)", type: "password" },
-      tagsField(),
+      ...passwordAndTagsFields(),
     ],
     onSubmit: async (v) => {
-      if (v.password !== v.confirm) throw new Error("The passwords do not match.");
-      const body = { tags: v.tags };
-      if (v.password !== "") body.password = v.password;
-      await api.put(api.path("users", v.username), body);
+      await api.put(api.path("users", v.username), userBody(v));
       return `User ${v.username} added.`;
     },
   }));
@@ -114,17 +127,10 @@ export function userPage(ctx, name) {
   const update = tagButtons(form(ctx, {
     id: "update-user", submit: "Update user", keep: true,
     note: el("p", { class: "help" }, "Leave the password empty to keep the current one."),
-    fields: [
-      { name: "password", label: "Password", type: "password" },
-      { name: "confirm", label: "Password (confirm)", type: "password" },
-      tagsField(),
-    ],
+    fields: passwordAndTagsFields(),
     onSubmit: async (v) => {
-      if (v.password !== v.confirm) throw new Error("The passwords do not match.");
-      const body = { tags: v.tags };
-      if (v.password !== "") {
-        body.password = v.password;
-      } else if (current && current.password_hash) {
+      const body = userBody(v);
+      if (v.password === "" && current && current.password_hash) {
         // a PUT replaces the whole user: without the hash the user could no longer log in
         body.password_hash = current.password_hash;
         body.hashing_algorithm = current.hashing_algorithm;

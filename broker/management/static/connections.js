@@ -3,7 +3,7 @@
 
 import * as api from "./api.js";
 import { append, clear, el, kvTable, link, listTable, num, panel, rate, unavailable, when } from "./dom.js";
-import { filterBox, form } from "./widgets.js";
+import { form, listPage } from "./widgets.js";
 
 function connectionLabel(c) {
   return c.user_provided_name ? [link(c.name, "connections", c.name), el("div", { class: "muted" }, c.user_provided_name)]
@@ -11,14 +11,12 @@ function connectionLabel(c) {
 }
 
 export function connectionsPage(ctx) {
-  const listBox = el("div");
-  const filter = filterBox(() => draw());
-  const sortState = { column: -1, descending: false };
-  let rows = [];
-  const draw = () => {
-    const shown = rows.filter((c) => filter.matches(c.name + " " + (c.user_provided_name || "")));
-    clear(listBox, listTable({
-      attrs: { id: "connection-list" }, sortState, rows: shown, empty: "no connections",
+  return listPage(ctx, {
+    title: "Connections",
+    key: (c) => c.name + " " + (c.user_provided_name || ""),
+    load: async (vh) => (await api.get("/connections")).filter((c) => !vh || c.vhost === vh),
+    table: (rows, sortState) => listTable({
+      attrs: { id: "connection-list" }, sortState, rows, empty: "no connections",
       rowAttrs: (c) => ({ dataset: { connection: c.name, user: c.user, vhost: c.vhost } }),
       columns: [
         !ctx.vhost() ? { title: "Virtual host", cell: (c) => c.vhost, sort: (c) => c.vhost } : null,
@@ -31,16 +29,8 @@ export function connectionsPage(ctx) {
         { title: "From client", num: true, cell: (c) => rate(c.recv_oct_details) },
         { title: "To client", num: true, cell: (c) => rate(c.send_oct_details) },
       ].filter(Boolean),
-    }));
-  };
-  append(ctx.main,el("h1", {}, "Connections"), panel("All connections", {}, filter.node, listBox));
-  return {
-    async refresh() {
-      const vh = ctx.vhost();
-      rows = (await api.get("/connections")).filter((c) => !vh || c.vhost === vh);
-      draw();
-    },
-  };
+    }),
+  });
 }
 
 function channelsTable(ctx, rows, { id, sortState, showVhost }) {

@@ -5,26 +5,18 @@ import * as api from "./api.js";
 import { History, lineChart } from "./charts.js";
 import { append, clear, el, kvTable, link, listTable, panel, rate, rateOf, routeHref } from "./dom.js";
 import { HASH_TYPES, hashCard, loadHashView } from "./hash.js";
-import { actionButton, bindForm, features, filterBox, form, publishForm, unbindButton } from "./widgets.js";
-
-const MAX_ROWS = 500;
+import { actionButton, bindForm, features, form, listPage, publishForm, unbindButton } from "./widgets.js";
 
 function displayName(name) {
   return name === "" ? "(AMQP default)" : name;
 }
 
 export function exchangesPage(ctx) {
-  const listBox = el("div");
-  const filter = filterBox(() => draw());
-  const sortState = { column: -1, descending: false };
-  let exchanges = [];
-  const draw = () => {
-    const shown = exchanges.filter((x) => filter.matches(x.name));
-    clear(listBox, el("p", { class: "muted", dataset: { count: shown.length } },
-      shown.length > MAX_ROWS ? `Showing the first ${MAX_ROWS} of ${shown.length} exchanges.` : `${shown.length} exchange(s).`),
-    listTable({
-      attrs: { id: "exchange-list" }, sortState,
-      rows: shown.slice(0, MAX_ROWS),
+  return listPage(ctx, {
+    title: "Exchanges", noun: "exchange", after: addExchangeForm(ctx),
+    load: (vh) => api.get(vh ? api.path("exchanges", vh) : "/exchanges"),
+    table: (rows, sortState) => listTable({
+      attrs: { id: "exchange-list" }, sortState, rows,
       rowAttrs: (x) => ({ dataset: { exchange: x.name, vhost: x.vhost, type: x.type } }),
       columns: [
         !ctx.vhost() ? { title: "Virtual host", cell: (x) => x.vhost, sort: (x) => x.vhost } : null,
@@ -39,16 +31,8 @@ export function exchangesPage(ctx) {
         { title: "Message rate out", num: true, cell: (x) => rate(x.message_stats && x.message_stats.publish_out_details),
           sort: (x) => rateOf(x.message_stats, "publish_out") },
       ].filter(Boolean),
-    }));
-  };
-  append(ctx.main,el("h1", {}, "Exchanges"), panel("All exchanges", {}, filter.node, listBox), addExchangeForm(ctx));
-  return {
-    async refresh() {
-      const vh = ctx.vhost();
-      exchanges = await api.get(vh ? api.path("exchanges", vh) : "/exchanges");
-      draw();
-    },
-  };
+    }),
+  });
 }
 
 const EXCHANGE_ARGS = [

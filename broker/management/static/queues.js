@@ -5,32 +5,23 @@ import * as api from "./api.js";
 import { History, lineChart } from "./charts.js";
 import { append, bytes, clear, el, kvTable, link, listTable, num, panel, rate, rateOf, unavailable } from "./dom.js";
 import {
-  actionButton, bindForm, features, filterBox, form, getMessagesForm, publishForm, QUEUE_ARGS, unbindButton,
+  actionButton, bindForm, features, form, getMessagesForm, listPage, publishForm, QUEUE_ARGS, unbindButton,
 } from "./widgets.js";
-
-const MAX_ROWS = 500;
 
 function stats(q, key) {
   return rate(q.message_stats && q.message_stats[key + "_details"]);
 }
 
 export function queuesPage(ctx) {
-  const listBox = el("div");
-  const filter = filterBox(() => draw());
-  const sortState = { column: -1, descending: false };
-  let queues = [];
-  const draw = () => {
-    const shown = queues.filter((q) => filter.matches(q.name));
-    const showVhost = !ctx.vhost();
-    clear(listBox, el("p", { class: "muted", dataset: { count: shown.length } },
-      shown.length > MAX_ROWS ? `Showing the first ${MAX_ROWS} of ${shown.length} queues.` : `${shown.length} queue(s).`),
-    listTable({
-      attrs: { id: "queue-list" }, sortState,
-      rows: shown.slice(0, MAX_ROWS),
+  return listPage(ctx, {
+    title: "Queues", noun: "queue", after: addQueueForm(ctx),
+    load: (vh) => api.get(vh ? api.path("queues", vh) : "/queues"),
+    table: (rows, sortState) => listTable({
+      attrs: { id: "queue-list" }, sortState, rows,
       empty: "no queues",
       rowAttrs: (q) => ({ dataset: { queue: q.name, vhost: q.vhost, messages: q.messages ?? 0 } }),
       columns: [
-        showVhost ? { title: "Virtual host", cell: (q) => q.vhost, sort: (q) => q.vhost } : null,
+        !ctx.vhost() ? { title: "Virtual host", cell: (q) => q.vhost, sort: (q) => q.vhost } : null,
         { title: "Name", cell: (q) => link(q.name, "queues", q.vhost, q.name), sort: (q) => q.name },
         { title: "Type", cell: (q) => q.type, sort: (q) => q.type },
         { title: "Features", cell: (q) => features(q) },
@@ -42,16 +33,8 @@ export function queuesPage(ctx) {
         { title: "deliver / get", num: true, cell: (q) => stats(q, "deliver_get"), sort: (q) => rateOf(q.message_stats, "deliver_get") },
         { title: "ack", num: true, cell: (q) => stats(q, "ack"), sort: (q) => rateOf(q.message_stats, "ack") },
       ].filter(Boolean),
-    }));
-  };
-  append(ctx.main,el("h1", {}, "Queues"), panel("All queues", {}, filter.node, listBox), addQueueForm(ctx));
-  return {
-    async refresh() {
-      const vh = ctx.vhost();
-      queues = await api.get(vh ? api.path("queues", vh) : "/queues");
-      draw();
-    },
-  };
+    }),
+  });
 }
 
 function addQueueForm(ctx) {

@@ -3,7 +3,7 @@
 // line at the top of the page, then asks the page to refresh.
 
 import * as api from "./api.js";
-import { clear, el, kvTable, num, show } from "./dom.js";
+import { append, clear, el, kvTable, num, panel, show } from "./dom.js";
 
 // -- arguments (key = value rows with a type, RabbitMQ's "multifield") ----------------------------
 
@@ -176,10 +176,8 @@ export function form(ctx, { id, title, fields, submit, onSubmit, keep, confirmTe
     if (confirmText && !window.confirm(typeof confirmText === "function" ? confirmText(values) : confirmText)) {
       return;
     }
-    button.disabled = true;
-    try {
+    await runReported(ctx, result, button, async () => {
       const message = await onSubmit(values, node);
-      report(ctx, result, "ok", message || "Done.");
       if (!keep) {
         for (const [, [control, f]] of controls) {
           if (f.type === "args") control.reset();
@@ -188,18 +186,29 @@ export function form(ctx, { id, title, fields, submit, onSubmit, keep, confirmTe
           }
         }
       }
-      ctx.refreshSoon();
-    } catch (err) {
-      if (err instanceof api.ApiError && err.loginFailed) {
-        ctx.loggedOut(err.reason);
-        return;
-      }
-      report(ctx, result, "error", describe(err));
-    } finally {
-      button.disabled = false;
-    }
+      return message;
+    });
   });
   return node;
+}
+
+/** Run `work` with `button` disabled and report its outcome in `result`, as every form and action
+ * button does: its message (or "Done.") once it succeeded, then a refresh; its error otherwise; a
+ * lost login logs out instead. */
+async function runReported(ctx, result, button, work) {
+  button.disabled = true;
+  try {
+    report(ctx, result, "ok", (await work()) || "Done.");
+    ctx.refreshSoon();
+  } catch (err) {
+    if (err instanceof api.ApiError && err.loginFailed) {
+      ctx.loggedOut(err.reason);
+      return;
+    }
+    report(ctx, result, "error", describe(err));
+  } finally {
+    button.disabled = false;
+  }
 }
 
 /** A button that runs an action after a confirmation, reporting as forms do. */
@@ -209,22 +218,40 @@ export function actionButton(ctx, { label, action, confirmText, id, danger }) {
     type: "button", class: danger ? "danger" : undefined, dataset: { action: id },
     onclick: async () => {
       if (confirmText && !window.confirm(confirmText)) return;
-      button.disabled = true;
-      try {
-        report(ctx, result, "ok", (await action()) || "Done.");
-        ctx.refreshSoon();
-      } catch (err) {
-        if (err instanceof api.ApiError && err.loginFailed) {
-          ctx.loggedOut(err.reason);
-          return;
-        }
-        report(ctx, result, "error", describe(err));
-      } finally {
-        button.disabled = false;
-      }
+      await runReported(ctx, result, button, action);
     },
   }, label);
   return el("span", { class: "action-button" }, button, " ", result);
+}
+
+/** The most rows a capped list page draws (a broker may hold far more exchanges or queues). */
+const MAX_ROWS = 500;
+
+/** A list page: its heading, a name filter over the rows `load(vhost)` fetches at each refresh, and
+ * the table `table(rows, sortState)` makes of those that pass it. With `noun`, a line counts them
+ * and the table holds at most MAX_ROWS; `after`: what follows the list (a form to add one). */
+export function listPage(ctx, { title, load, table, key = (row) => row.name, noun, after = null }) {
+  const listBox = el("div");
+  const filter = filterBox(() => draw());
+  const sortState = { column: -1, descending: false };
+  let rows = [];
+  const draw = () => {
+    const shown = rows.filter((row) => filter.matches(key(row)));
+    if (!noun) {
+      clear(listBox, table(shown, sortState));
+      return;
+    }
+    clear(listBox, el("p", { class: "muted", dataset: { count: shown.length } },
+      shown.length > MAX_ROWS ? `Showing the first ${MAX_ROWS} of ${shown.length} ${noun}s.` : `${shown.length} ${noun}(s).`),
+    table(shown.slice(0, MAX_ROWS), sortState));
+  };
+  append(ctx.main, el("h1", {}, title), panel(`All ${title.toLowerCase()}`, {}, filter.node, listBox), after);
+  return {
+    async refresh() {
+      rows = await load(ctx.vhost());
+      draw();
+    },
+  };
 }
 
 /** A name filter (substring, or a regular expression when ticked) over a list page. */

@@ -10,17 +10,15 @@ messages themselves are a `ReadyList` (priority levels, TTL, limits, paging), th
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from amqpwire.errors import access_refused, precondition_failed, resource_name
 from amqpwire.fields import FieldTable
 from broker.entities.message import EXPIRATION_FLAG, StoredMessage
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Consumer, Entry, PageSpool, Queue, QueueHost, register
-from broker.entities.queues.consumers import QueueConsumers
-from broker.entities.queues.expiry import IdleExpiry
+from broker.entities.queues.base import Consumer, Declared, Entry, PageSpool, QueueHost, register
+from broker.entities.queues.held import HeldQueue
 from broker.entities.queues.ready import ReadyList
 
 if TYPE_CHECKING:
@@ -28,37 +26,18 @@ if TYPE_CHECKING:
     from broker.entities.queues.classic.paging import Backlog, Pager
 
 
+def _classic_overflow(value: str | None) -> str:
+    return value or "drop-head"
+
+
 @register
-class ClassicQueue(Queue):
+class ClassicQueue(HeldQueue):
     type_name = "classic"
 
-    def __init__(
-        self,
-        vhost: QueueHost,
-        name: str,
-        *,
-        durable: bool,
-        exclusive_owner: object | None,
-        auto_delete: bool,
-        arguments: FieldTable,
-    ) -> None:
-        self._set_identity(vhost, name, durable, exclusive_owner, auto_delete, arguments)
-        self.max_priority = A.int_value(arguments.get("x-max-priority")) or 0
-        self.ready = ReadyList(self, max_priority=self.max_priority)
-        self.ready.configure(
-            message_ttl=A.int_value(arguments.get("x-message-ttl")),
-            max_length=A.int_value(arguments.get("x-max-length")),
-            max_length_bytes=A.int_value(arguments.get("x-max-length-bytes")),
-        )
-        self._overflow = A.str_value(arguments.get("x-overflow")) or "drop-head"
-        self.dlx = A.str_value(arguments.get("x-dead-letter-exchange"))
-        self.dlrk = A.str_value(arguments.get("x-dead-letter-routing-key"))
-        sac = arguments.get("x-single-active-consumer")
-        self.single_active = bool(sac is not None and sac.type == "bool" and sac.value)
-        self.selection = QueueConsumers(self.single_active)
-        self.consumers = self.selection.members
-        self.idle = IdleExpiry(self.clock, self._expired_unused, A.int_value(arguments.get("x-expires")))
-        self.seq = 0
+    def __init__(self, vhost: QueueHost, name: str, **declared: Unpack[Declared]) -> None:
+        super().__init__(vhost, name, **declared)
+        self.max_priority = A.int_value(self.arguments.get("x-max-priority")) or 0
+        self.hold(ReadyList(self, max_priority=self.max_priority), _classic_overflow)
         self.reset_expiry()
 
     @classmethod
@@ -85,28 +64,6 @@ class ClassicQueue(Queue):
     # -- reading -------------------------------------------------------------------------------
 
     @property
-    def count(self) -> int:
-        return self.ready.count
-
-    @property
-    def bytes(self) -> int:
-        return self.ready.bytes
-
-    @property
-    def overflow(self) -> str:
-        return self._overflow
-
-    @property
-    def message_count(self) -> int:
-        self.ready.drop_expired()
-        return self.ready.count
-
-    @property
-    def levels(self) -> list[deque[Entry]]:
-        """The in-memory messages, one deque per priority level (lowest first)."""
-        return self.ready.levels
-
-    @property
     def pager(self) -> Pager | None:
         """Where the messages past the in-memory window are (None until the window was full)."""
         return self.ready.pager
@@ -117,10 +74,6 @@ class ClassicQueue(Queue):
         return self.ready.page_window
 
     @property
-    def active_consumer(self) -> Consumer | None:
-        return self.selection.chosen
-
-    @property
     def sac_active(self) -> Consumer | None:
         """The single active consumer (`active_consumer`)."""
         return self.selection.chosen
@@ -129,16 +82,7 @@ class ClassicQueue(Queue):
 
     def reset_expiry(self) -> None:
         """(Re)start the x-expires countdown: the queue dies after being unused that long."""
-        if self.deleted:
-            return
-        if self.consumers:
-            self.idle.cancel()
-        else:
-            self.idle.restart()
-
-    def _expired_unused(self) -> None:
-        if not self.deleted and not self.consumers:
-            self.vhost.delete_queue(self, reason="expired")
+        self.restart_expiry()
 
     # -- publishing ----------------------------------------------------------------------------
 
@@ -239,50 +183,9 @@ class ClassicQueue(Queue):
     def purge(self) -> int:
         return self.ready.purge()
 
-    def delete(self) -> int:
-        n = self.ready.count
-        self.deleted = True
-        self.selection.cancel_all(self.clock)
-        self.ready.cancel_timer()
-        self.idle.cancel()
-        self.purge()
-        return n
-
-    # -- consumers -----------------------------------------------------------------------------
-
-    def add_consumer(self, consumer: Consumer) -> None:
-        self.selection.add(consumer, self.name, self.vhost.active_consumer_selection)
-        self.idle.cancel()
-        self.try_deliver()
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        if not self.selection.remove(consumer, self.name, self.vhost.active_consumer_selection):
-            return
-        if self.consumers:
-            self.try_deliver()
-        elif self.auto_delete and self.selection.ever_had:
-            self.vhost.delete_queue(self, reason="auto_delete")
-        else:
-            self.reset_expiry()
-
     # -- policies ------------------------------------------------------------------------------
 
     def apply_policy(self, policy: Policy | None) -> None:
-        """Apply an effective policy (or None) combined with the x-arguments (broker.entities.policy
-        rules)."""
-        from broker.entities.policy import queue_settings  # loaded with the first policy applied
-
-        self.policy = policy
-        st = queue_settings(policy, A.plain_arguments(self.arguments))
-        self.ready.configure(
-            message_ttl=st.get("message-ttl"),
-            max_length=st.get("max-length"),
-            max_length_bytes=st.get("max-length-bytes"),
-        )
-        self._overflow = st.get("overflow") or "drop-head"
-        self.dlx = st.get("dead-letter-exchange")
-        self.dlrk = st.get("dead-letter-routing-key")
-        if self.idle.change(st.get("expires")):
-            self.reset_expiry()
+        self.take_policy(policy)
         if self.ready.limited and self._overflow == "drop-head":
             self.ready.trim()

@@ -10,6 +10,7 @@ from amqpwire.errors import precondition_failed
 from amqpwire.fields import Field, FieldTable
 from broker.entities.queues.arguments import (
     INTEGER_TYPES,
+    MIRRORING_POLICY_KEYS,
     QUORUM_UNSUPPORTED_ARGS,
     Check,
     atom_choice,
@@ -96,17 +97,11 @@ def check_quorum_consume_arguments(args: FieldTable, rs: str) -> None:
 
 
 #: Keys a policy may not hold to apply to a quorum queue (rabbit_quorum_queue:unsupported_policies).
-UNSUPPORTED_POLICY_KEYS = frozenset(
+UNSUPPORTED_POLICY_KEYS = MIRRORING_POLICY_KEYS | frozenset(
     {
         "max-priority",
         "queue-mode",
         "single-active-consumer",
-        "ha-mode",
-        "ha-params",
-        "ha-sync-mode",
-        "ha-promote-on-shutdown",
-        "ha-promote-on-failure",
-        "queue-master-locator",
         "max-age",
         "stream-max-segment-size-bytes",
         "initial-cluster-size",

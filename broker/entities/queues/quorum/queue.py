@@ -27,15 +27,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from amqpwire.errors import not_implemented, resource_locked
 from amqpwire.fields import Field, FieldTable, name_bytes
 from broker.entities.message import StoredMessage
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Consumer, Entry, Queue, QueueHost, register, resource
-from broker.entities.queues.consumers import QueueConsumers
-from broker.entities.queues.expiry import IdleExpiry
+from broker.entities.queues.base import Consumer, Declared, Entry, QueueHost, register, resource
+from broker.entities.queues.held import HeldQueue
 from broker.entities.queues.quorum import arguments as QA
 from broker.entities.queues.quorum.dlx import DeadLetterStore
 from broker.entities.queues.quorum.membership import place
@@ -81,40 +80,18 @@ def _quorum_overflow(value: str | None) -> str:
 
 
 @register
-class QuorumQueue(Queue):
+class QuorumQueue(HeldQueue):
     type_name = "quorum"
     replicated = True
     keeps_transient = True  # the Raft log keeps every message
 
-    def __init__(
-        self,
-        vhost: QueueHost,
-        name: str,
-        *,
-        durable: bool,
-        exclusive_owner: object | None,
-        auto_delete: bool,
-        arguments: FieldTable,
-    ) -> None:
-        self._set_identity(vhost, name, durable, exclusive_owner, auto_delete, arguments)
+    def __init__(self, vhost: QueueHost, name: str, **declared: Unpack[Declared]) -> None:
+        super().__init__(vhost, name, **declared)
+        arguments = self.arguments
         # two lists served in order: returned messages waiting at the front, then the others
-        self.ready = ReadyList(self, levels=2, pages=False)
-        self.ready.configure(
-            message_ttl=A.int_value(arguments.get("x-message-ttl")),
-            max_length=A.int_value(arguments.get("x-max-length")),
-            max_length_bytes=A.int_value(arguments.get("x-max-length-bytes")),
-        )
-        self._overflow = _quorum_overflow(A.str_value(arguments.get("x-overflow")))
-        self.dlx = A.str_value(arguments.get("x-dead-letter-exchange"))
-        self.dlrk = A.str_value(arguments.get("x-dead-letter-routing-key"))
-        sac = arguments.get("x-single-active-consumer")
-        self.single_active = bool(sac is not None and sac.type == "bool" and sac.value)
-        self.selection = QueueConsumers(self.single_active)
-        self.consumers = self.selection.members
+        self.hold(ReadyList(self, levels=2, pages=False), _quorum_overflow)
         #: cancelled consumers that held unacked deliveries when they left (see `consumer_count`)
         self.draining: list[Consumer] = []
-        self.idle = IdleExpiry(self.clock, self._expired_unused, A.int_value(arguments.get("x-expires")))
-        self.seq = 0
         self.delivery_limit = QA.delivery_limit(arguments.get("x-delivery-limit"))
         self.dlx_strategy = A.str_value(arguments.get("x-dead-letter-strategy")) or "at-most-once"
         size = arguments.get("x-quorum-initial-group-size")
@@ -167,20 +144,7 @@ class QuorumQueue(Queue):
         evaluates them."""
         if policy is not None and not self.is_policy_applicable(policy):
             policy = None
-        from broker.entities.policy import queue_settings  # loaded with the first policy applied
-
-        self.policy = policy
-        st = queue_settings(policy, A.plain_arguments(self.arguments))
-        self.ready.configure(
-            message_ttl=st.get("message-ttl"),
-            max_length=st.get("max-length"),
-            max_length_bytes=st.get("max-length-bytes"),
-        )
-        self._overflow = _quorum_overflow(st.get("overflow"))
-        self.dlx = st.get("dead-letter-exchange")
-        self.dlrk = st.get("dead-letter-routing-key")
-        if self.idle.change(st.get("expires")):
-            self._restart_expiry()
+        self.take_policy(policy)
         dl = policy.definition.get("delivery-limit") if policy is not None else None
         limit = QA.delivery_limit(self.arguments.get("x-delivery-limit"))
         if isinstance(dl, int) and not isinstance(dl, bool):
@@ -190,18 +154,6 @@ class QuorumQueue(Queue):
         self._update_blocked()
 
     # -- reading -------------------------------------------------------------------------------
-
-    @property
-    def count(self) -> int:
-        return self.ready.count
-
-    @property
-    def bytes(self) -> int:
-        return self.ready.bytes
-
-    @property
-    def overflow(self) -> str:
-        return self._overflow
 
     @property
     def consumer_count(self) -> int:
@@ -218,16 +170,6 @@ class QuorumQueue(Queue):
         return live + len(self.draining) + max(0, self.unacked - held)
 
     @property
-    def message_count(self) -> int:
-        self.ready.drop_expired()
-        return self.ready.count
-
-    @property
-    def levels(self) -> list[deque[Entry]]:
-        """The ready messages: `returns`, then `messages`."""
-        return self.ready.levels
-
-    @property
     def returns(self) -> deque[Entry]:
         """Returned messages waiting at the front (served before `messages`)."""
         return self.ready.levels[RETURNS]
@@ -242,29 +184,13 @@ class QuorumQueue(Queue):
         """The effective x-max-length (the argument or the policy's, the smaller)."""
         return self.ready.max_length
 
-    @property
-    def active_consumer(self) -> Consumer | None:
-        return self.selection.chosen
-
     # -- x-expires -----------------------------------------------------------------------------
 
     def reset_expiry(self) -> None:
         """Declaring (even passively) does not count as a use of a quorum queue: only consumers and
         basic.get restart its x-expires countdown (rabbit_fifo's last-active time)."""
         if not self.idle.running:
-            self._restart_expiry()
-
-    def _restart_expiry(self) -> None:
-        if self.deleted:
-            return
-        if self.consumers:
-            self.idle.cancel()
-        else:
-            self.idle.restart()
-
-    def _expired_unused(self) -> None:
-        if not self.deleted and not self.consumers:
-            self.vhost.delete_queue(self, reason="expired")
+            self.restart_expiry()
 
     # -- limits --------------------------------------------------------------------------------
 
@@ -412,7 +338,7 @@ class QuorumQueue(Queue):
                 f"cannot obtain access to locked {self.rs}. basic.get "
                 "operations are not supported by quorum queues with single active consumer"
             )
-        self._restart_expiry()
+        self.restart_expiry()
         self.ready.drop_expired()
         entry = self.ready.pop()
         if entry is not None and self.blocked:
@@ -486,20 +412,9 @@ class QuorumQueue(Queue):
 
     def delete(self) -> int:
         self.dlx_store.clear()
-        n = self.ready.count
-        self.deleted = True
-        self.selection.cancel_all(self.clock)
-        self.ready.cancel_timer()
-        self.idle.cancel()
-        self.purge()
-        return n
+        return super().delete()
 
     # -- consumers -----------------------------------------------------------------------------
-
-    def add_consumer(self, consumer: Consumer) -> None:
-        self.selection.add(consumer, self.name, self.vhost.active_consumer_selection)
-        self.idle.cancel()
-        self.try_deliver()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if not self.selection.remove(consumer, self.name, self.vhost.active_consumer_selection):
@@ -508,12 +423,7 @@ class QuorumQueue(Queue):
             self.draining = [c for c in self.draining if c.unacked > 0]
         if consumer.unacked > 0:
             self.draining.append(consumer)
-        if self.consumers:
-            self.try_deliver()
-        elif self.auto_delete and self.selection.ever_had:
-            self.vhost.delete_queue(self, reason="auto_delete")
-        else:
-            self.reset_expiry()
+        self.consumer_left()
 
     # -- dead lettering ------------------------------------------------------------------------
 

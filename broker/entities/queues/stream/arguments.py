@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from amqpwire.errors import internal_error, not_implemented, precondition_failed
 from amqpwire.fields import Field, FieldTable
 from broker.entities.queues import arguments as A
+from exchanges.erlang.format import format_term
 
 MODULE = "rabbit_stream_queue"
 
@@ -104,9 +105,7 @@ def check_declare(args: FieldTable, rs: str, *, durable: bool, exclusive: bool, 
     for key, check in DECLARE_CHECKS:
         f = args.get(key)
         if f is not None:
-            err = check(f, args)
-            if err is not None:
-                raise precondition_failed(f"invalid arg '{key}' for {rs}: {A.erl_term(err)}")
+            A.raise_if(f, check(f, args), key, rs)
     for key, _f in args:
         if key in STREAM_UNSUPPORTED:
             raise precondition_failed(f"invalid arg '{key}' for {rs} of queue type {MODULE}")
@@ -155,7 +154,7 @@ def parse_offset(f: Field | None, rs: str, now_ms: int) -> OffsetSpec:
         except InvalidMaxAge:
             raise precondition_failed(
                 f"invalid arg 'x-stream-offset' for {rs}: {{invalid_stream_offset_arg,{{longstr,"
-                f"{A.erl_term(bytes(f.value))}}}}}"
+                f"{format_term(bytes(f.value))}}}}}"
             ) from None
         return OffsetSpec("timestamp", now_ms - ms)
     raise internal_error()

@@ -23,13 +23,13 @@ import contextlib
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from amqpwire.errors import AmqpError, internal_error, not_implemented
 from amqpwire.fields import Field, FieldTable
 from broker.entities.message import HEADERS_FLAG, StoredMessage
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Entry, Queue, QueueHost, register, resource
+from broker.entities.queues.base import Declared, Entry, Queue, QueueHost, register, resource
 from broker.entities.queues.consumers import Consumer, notify_cancelled
 from broker.entities.queues.stream import arguments as SA
 from broker.entities.queues.stream import convert
@@ -45,7 +45,7 @@ _DROPPED_TYPES = frozenset({"array", "table"})
 OFFSET_HEADER = "x-stream-offset"
 _I64 = struct.Struct(">q")
 #: rabbit_stream_queue's unsupported_policies: a policy holding one of them is not applied.
-UNSUPPORTED_POLICY_KEYS = frozenset(
+UNSUPPORTED_POLICY_KEYS = A.MIRRORING_POLICY_KEYS | frozenset(
     {
         "expires",
         "message-ttl",
@@ -59,12 +59,6 @@ UNSUPPORTED_POLICY_KEYS = frozenset(
         "queue-mode",
         "single-active-consumer",
         "delivery-limit",
-        "ha-mode",
-        "ha-params",
-        "ha-sync-mode",
-        "ha-promote-on-shutdown",
-        "ha-promote-on-failure",
-        "queue-master-locator",
         "dead-letter-strategy",
     }
 )
@@ -170,17 +164,8 @@ class StreamQueue(Queue):
     bytes: int = 0
     overflow: str = "drop-head"  # no length limit refuses a publish
 
-    def __init__(
-        self,
-        vhost: QueueHost,
-        name: str,
-        *,
-        durable: bool,
-        exclusive_owner: object | None,
-        auto_delete: bool,
-        arguments: FieldTable,
-    ) -> None:
-        self._set_identity(vhost, name, durable, exclusive_owner, auto_delete, arguments)
+    def __init__(self, vhost: QueueHost, name: str, **declared: Unpack[Declared]) -> None:
+        super().__init__(vhost, name, **declared)
         self.consumers: deque[Consumer] = deque()
         self.positions: dict[Consumer, int] = {}  # next offset each consumer reads
         self.seq = 0
