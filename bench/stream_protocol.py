@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import statistics
 import subprocess
@@ -44,7 +43,7 @@ from rstream import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import ensure_bytecode, free_port, hashbroker_cmd, listener_pid, process_cpu_seconds  # noqa: E402
+from throughput import ensure_bytecode, free_port, hashbroker_cmd, listener_pid, process_cpu_seconds
 
 USER = PASSWORD = "guest"
 HOST = "127.0.0.1"
@@ -180,7 +179,8 @@ def one_round(
     finally:
         asyncio.run(delete(port, stream))
     print(
-        f"  {name:<10} publish {pub[0]:>9,.0f} msg/s ({_us(pub[1])})   consume {con[0]:>9,.0f} msg/s ({_us(con[1])})",
+        f"  {name:<10} publish {pub[0]:>9,.0f} msg/s ({_us(pub[1])})"
+        f"   consume {con[0]:>9,.0f} msg/s ({_us(con[1])})",
         flush=True,
     )
     return {"publish": pub, "consume": con}
@@ -252,7 +252,8 @@ def rss(args: argparse.Namespace) -> int:
             done += n
             print(
                 f"  {done:>11,} published  {time.perf_counter() - t0:7.0f} s  "
-                f"VmRSS {status_mib(proc.pid, 'VmRSS'):6.1f} MiB  VmHWM {status_mib(proc.pid, 'VmHWM'):6.1f} MiB",
+                f"VmRSS {status_mib(proc.pid, 'VmRSS'):6.1f} MiB  "
+                f"VmHWM {status_mib(proc.pid, 'VmHWM'):6.1f} MiB",
                 flush=True,
             )
         time.sleep(2)

@@ -146,17 +146,15 @@ class QueueStream:
         if not kept:
             confirm(ids)
             return
-        records = [rec for _, e in kept for rec in _records(e)]
+        msgs = [record_message(rec) for _, e in kept for rec in _records(e)]
         q, vhost = self.queue, self.vhost
         persistence = vhost.persistence if q.store is not None else None
         commit = None
-        for n, rec in enumerate(records):
-            msg = record_message(rec)
-            seq = 0
-            if persistence is not None:
-                commit, seqs = persistence.publish(vhost, msg, [q])
-                seq = seqs[0]
-            q.enqueue(msg, seq)
+        seqs = [0] * len(msgs)
+        if persistence is not None:  # one store write for the chunk, before any enqueue
+            commit, seqs = persistence.publish_records(vhost, msgs, q)
+        for n, msg in enumerate(msgs):
+            q.enqueue(msg, seqs[n])
             if n == 0:
                 q.open_chunk()
         q.close_chunk()
