@@ -85,6 +85,16 @@ def start_hashbroker(data_dir: str) -> tuple[subprocess.Popen[bytes], int]:
     raise RuntimeError("hashbroker's stream port did not accept within 60 s")
 
 
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not stopped within a minute (a large store's shutdown)."""
+    proc.terminate()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def status_mib(pid: int, field: str) -> float:
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:
@@ -213,8 +223,7 @@ def throughput(args: argparse.Namespace) -> int:
                     p, pid = brokers[name]
                     results[name].append(one_round(name, p, pid, args.messages, data))
         finally:
-            proc.terminate()
-            proc.wait(30)
+            stop(proc)
     print()
     print(f"{'workload':<20}{'hashbroker':>14}{'rabbitmq':>14}{'ratio':>8}{'hb cpu':>14}{'rmq cpu':>14}")
     for workload in ("publish", "consume"):
@@ -261,8 +270,7 @@ def rss(args: argparse.Namespace) -> int:
         print(f"final: VmRSS {vm_rss:.1f} MiB, VmHWM {vm_hwm:.1f} MiB (limit {args.rss_limit} MiB)")
         asyncio.run(delete(port, stream))
     finally:
-        proc.terminate()
-        proc.wait(60)
+        stop(proc)
     return 0 if vm_hwm < args.rss_limit else 1
 
 

@@ -108,11 +108,8 @@ class QueueReader:
         i = log.index_of(self._offset)
         if i >= end:
             return None
-        offsets, starts = log.offsets, log.chunks
-        start = starts[i]
-        j = i + 1
-        while j < end and starts[j] == start:
-            j += 1
+        offsets = log.offsets
+        j = log.chunk_end(i)
         records = [amqp10_record(q.message_at(k)) for k in range(i, j)]
         self._offset = offsets[j - 1] + 1
         return C.Chunk.of(records, first_offset=offsets[i], timestamp=log.stamps[i])
