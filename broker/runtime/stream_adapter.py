@@ -147,14 +147,9 @@ class QueueStream:
         q, vhost = self.queue, self.vhost
         persistence = vhost.persistence if q.store is not None else None
         commit = None
-        seqs = [0] * len(msgs)
         if persistence is not None:  # one store write for the chunk, before any enqueue
-            commit, seqs = persistence.publish_records(vhost, msgs, q)
-        for n, msg in enumerate(msgs):
-            q.enqueue(msg, seqs[n])
-            if n == 0:
-                q.open_chunk()
-        q.close_chunk()
+            commit, _seqs = persistence.publish_records(vhost, msgs, q)
+        q.enqueue_chunk(msgs)
         if writer is not None:
             self.writers[writer] = kept[-1][0]
         if commit is None:
