@@ -141,76 +141,55 @@ class ConnectionReads(TracksClient, Protocol):
 class StreamPublisherReads(Protocol):
     """What /api/stream/publishers shows of a declared publisher."""
 
-    @property
-    def publisher_id(self) -> int: ...
-    @property
-    def stream(self) -> str: ...
-    @property
-    def reference(self) -> str | None: ...
-    @property
-    def published(self) -> int: ...
-    @property
-    def confirmed(self) -> int: ...
-    @property
-    def errored(self) -> int: ...
+    publisher_id: int
+    stream: str
+    reference: str | None
+    published: int
+    confirmed: int
+    errored: int
 
 
 class StreamSubscriptionReads(Protocol):
-    """What /api/stream/consumers shows of a subscription."""
+    """What /api/stream/consumers shows of a subscription (`credit` in chunks, `offset` the
+    first offset of the last chunk sent)."""
+
+    subscription_id: int
+    stream: str
+    credit: int
+    consumed: int
+    offset: int
 
     @property
-    def subscription_id(self) -> int: ...
-    @property
-    def stream(self) -> str: ...
-    @property
-    def credit(self) -> int: ...
-    @property
     def properties(self) -> Mapping[str, str]: ...
-    @property
-    def consumed(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
     @property
     def committed_offset(self) -> int: ...
 
 
 class StreamConnectionReads(Protocol):
-    """What /api/stream/connections shows of a stream-protocol connection."""
+    """What /api/stream/connections shows of a stream-protocol connection: who, from where, the
+    negotiated limits, the socket counters, its publishers and subscriptions by id."""
+
+    username: str
+    vhost: str
+    peer_host: str
+    peer_port: int
+    host: str
+    port: int
+    auth_mechanism: str
+    frame_max: int
+    heartbeat: int | None
+    connected_at: int  # ms since the epoch
+    recv_cnt: int
+    recv_oct: int
+    send_cnt: int
+    send_oct: int
 
     @property
     def name(self) -> str: ...
     @property
     def is_open(self) -> bool: ...
     @property
-    def username(self) -> str: ...
-    @property
-    def vhost(self) -> str: ...
-    @property
-    def peer_host(self) -> str: ...
-    @property
-    def peer_port(self) -> int: ...
-    @property
-    def host(self) -> str: ...
-    @property
-    def port(self) -> int: ...
-    @property
-    def auth_mechanism(self) -> str: ...
-    @property
-    def frame_max(self) -> int: ...
-    @property
-    def heartbeat(self) -> int | None: ...
-    @property
     def client_properties(self) -> Mapping[str, str]: ...
-    @property
-    def connected_at(self) -> int: ...  # ms since the epoch
-    @property
-    def recv_cnt(self) -> int: ...
-    @property
-    def recv_oct(self) -> int: ...
-    @property
-    def send_cnt(self) -> int: ...
-    @property
-    def send_oct(self) -> int: ...
     @property
     def publishers(self) -> Mapping[int, StreamPublisherReads]: ...
     @property

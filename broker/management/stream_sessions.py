@@ -33,24 +33,33 @@ class StreamConsumerView:
 
 @dataclass(frozen=True)
 class StreamConnectionView:
+    """`figures`: what the API shows under the connection's own names (`FIGURES`)."""
+
     name: str
     user: str
     vhost: str
     peer_host: str
     peer_port: int
-    host: str
-    port: int
-    auth_mechanism: str
-    frame_max: int
     timeout: int  # the negotiated heartbeat, seconds
     client_properties: dict[str, str]
-    connected_at: int
-    recv_cnt: int
-    recv_oct: int
-    send_cnt: int
-    send_oct: int
+    figures: dict[str, object]
     publishers: tuple[StreamPublisherView, ...]
     consumers: tuple[StreamConsumerView, ...]
+
+
+#: The connection's figures shown as they are: the listener it reached and the socket counters,
+#: the negotiated limits, when it connected.
+FIGURES = (
+    "auth_mechanism",
+    "connected_at",
+    "frame_max",
+    "host",
+    "port",
+    "recv_cnt",
+    "recv_oct",
+    "send_cnt",
+    "send_oct",
+)
 
 
 def stream_connection_views(conns: Iterable[StreamConnectionReads]) -> list[StreamConnectionView]:
@@ -84,17 +93,9 @@ def stream_connection_views(conns: Iterable[StreamConnectionReads]) -> list[Stre
                 vhost=c.vhost,
                 peer_host=c.peer_host,
                 peer_port=c.peer_port,
-                host=c.host,
-                port=c.port,
-                auth_mechanism=c.auth_mechanism,
-                frame_max=c.frame_max,
                 timeout=c.heartbeat or 0,
                 client_properties=dict(c.client_properties),
-                connected_at=c.connected_at,
-                recv_cnt=c.recv_cnt,
-                recv_oct=c.recv_oct,
-                send_cnt=c.send_cnt,
-                send_oct=c.send_oct,
+                figures={k: getattr(c, k) for k in FIGURES},
                 publishers=publishers,
                 consumers=consumers,
             )

@@ -129,6 +129,7 @@ def _observe(port: int, prefix: str, stream: str) -> dict[str, Any]:
             and my_pubs[0]["confirmed"] == 1
             and my_cons
             and my_cons[0]["consumed"] == 1
+            and my_cons[0]["credits"] == 10  # the client's credit for the chunk came back
         )
         if settled or time.monotonic() > end:
             break

@@ -42,39 +42,31 @@ _TLS_FIELDS = (
 
 
 def fmt_stream_connection(ctx: Context, c: StreamConnectionView, *, tls_absent: Any = None) -> dict[str, Any]:
-    d: dict[str, Any] = {
-        "auth_mechanism": c.auth_mechanism,
-        "channel_max": 0,
-        "channels": 0,
-        "client_properties": dict(c.client_properties),
-        "connected_at": c.connected_at,
-        "frame_max": c.frame_max,
-        "host": c.host,
-        "name": c.name,
-        "node": ctx.state.node_name,
-        "peer_host": c.peer_host,
-        "peer_port": c.peer_port,
-        "port": c.port,
-        "protocol": "stream",
-        "recv_cnt": c.recv_cnt,
-        "recv_oct": c.recv_oct,
-        "recv_oct_details": {"rate": 0.0},
-        "reductions": 0,
-        "reductions_details": {"rate": 0.0},
-        "send_cnt": c.send_cnt,
-        "send_oct": c.send_oct,
-        "send_oct_details": {"rate": 0.0},
-        "send_pend": 0,
-        "ssl": False,
-        "state": "running",
+    d: dict[str, Any] = dict(c.figures)
+    d.update(
+        name=c.name,
+        user=c.user,
+        vhost=c.vhost,
+        peer_host=c.peer_host,
+        peer_port=c.peer_port,
+        timeout=c.timeout,
+        channel_max=0,
+        channels=0,
+        client_properties=dict(c.client_properties),
+        node=ctx.state.node_name,
+        protocol="stream",
+        recv_oct_details={"rate": 0.0},
+        reductions=0,
+        reductions_details={"rate": 0.0},
+        send_oct_details={"rate": 0.0},
+        send_pend=0,
+        ssl=False,
+        state="running",
         # an Erlang process's figures in RabbitMQ; the defaults of a fresh reader process here
-        "garbage_collection": dict(_GC),
-        "timeout": c.timeout,
-        "user": c.user,
-        "user_provided_name": c.client_properties.get("connection_name", ""),
-        "user_who_performed_action": c.user,
-        "vhost": c.vhost,
-    }
+        garbage_collection=dict(_GC),
+        user_provided_name=c.client_properties.get("connection_name", ""),
+        user_who_performed_action=c.user,
+    )
     d.update(dict.fromkeys(_TLS_FIELDS, tls_absent))
     return dict(sorted(d.items()))
 
