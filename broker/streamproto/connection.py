@@ -571,12 +571,18 @@ class StreamConnection:
 
     def _delete_publisher(self, cmd: F.DeletePublisher) -> None:
         pub = self.publishers.pop(cmd.publisher_id, None)
-        if pub is None:
-            self._send(F.CodeResponse(cmd.corr, Code.PUBLISHER_DOES_NOT_EXIST, Key.DELETE_PUBLISHER))
+        if pub is not None:
+            self.publisher_ids.pop((pub.stream, pub.reference or ""), None)
+        self._ended(cmd.corr, Key.DELETE_PUBLISHER, pub, Code.PUBLISHER_DOES_NOT_EXIST)
+
+    def _ended(self, corr: int, key: Key, gone: Publisher | Subscription | None, missing: int) -> None:
+        """Answer the removal of a publisher or a subscription (`missing`: the code when there was
+        none); the stream stops being watched when that was its last use."""
+        if gone is None:
+            self._send(F.CodeResponse(corr, missing, key))
             return
-        self.publisher_ids.pop((pub.stream, pub.reference or ""), None)
-        self._maybe_clean(pub.stream)
-        self._send(F.CodeResponse(cmd.corr, Code.OK, Key.DELETE_PUBLISHER))
+        self._maybe_clean(gone.stream)
+        self._send(F.CodeResponse(corr, Code.OK, key))
 
     def _subscribe(self, cmd: F.Subscribe) -> None:
         def reply(code: int) -> None:
@@ -660,11 +666,7 @@ class StreamConnection:
 
     def _unsubscribe(self, cmd: F.Unsubscribe) -> None:
         sub = self.subscriptions.pop(cmd.subscription_id, None)
-        if sub is None:
-            self._send(F.CodeResponse(cmd.corr, Code.SUBSCRIPTION_ID_DOES_NOT_EXIST, Key.UNSUBSCRIBE))
-            return
-        self._maybe_clean(sub.stream)
-        self._send(F.CodeResponse(cmd.corr, Code.OK, Key.UNSUBSCRIBE))
+        self._ended(cmd.corr, Key.UNSUBSCRIBE, sub, Code.SUBSCRIPTION_ID_DOES_NOT_EXIST)
 
     def _create_stream(self, cmd: F.CreateStream) -> None:
         name = cmd.stream.replace("\n", "").replace("\r", "")
