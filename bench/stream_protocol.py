@@ -16,7 +16,10 @@ RSS (`--rss`): publishes `--rss-messages` records of 100 bytes into one stream o
 a persistent data dir, then reports its VmRSS and VmHWM (peak); they must stay bounded whatever
 the stream holds (`--rss-limit`, MiB; the exit status says whether it did).
 
-Asserts nothing else (rates depend on the machine and on what else runs on it).
+Asserts nothing else (rates depend on the machine and on what else runs on it). RabbitMQ's CPU
+per message is its whole process's: when other clients use the same RabbitMQ during a round, their
+work counts too, and its rate drops with theirs; run on a quiet machine and broker, and read several
+rounds.
 """
 
 from __future__ import annotations
