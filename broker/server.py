@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from broker.session.connection import Connection
     from broker.session.ports import ReplyTarget
     from broker.store import Snapshot, Store
+    from broker.streamproto.connection import StreamConnection
     from exchanges.compat import Compat
 
 log = logging.getLogger("hashbroker.server")
@@ -396,6 +397,11 @@ class Broker:
         )
 
     # -- connections ----------------------------------------------------------------------------------
+
+    @property
+    def stream_connections(self) -> list[StreamConnection]:
+        """The stream-protocol connections past their handshake (none while the listener is off)."""
+        return self.stream_server.open_connections() if self.stream_server is not None else []
 
     def connection_made(self, conn: Connection) -> None:
         self.connections.add(conn)

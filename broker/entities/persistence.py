@@ -92,6 +92,12 @@ class Persistence(Protocol[H]):
         """
         ...
 
+    def publish_records(
+        self, vhost: H, msgs: Sequence[StoredMessage], queue: Queue
+    ) -> tuple[Commit | None, list[int]]:
+        """`publish` of each of `msgs` to `queue` alone, as one write (a stream chunk)."""
+        ...
+
     def committed(self) -> Commit:
         """A commit done once every write made so far has committed (tx.commit waits for it)."""
         ...

@@ -69,19 +69,32 @@ def _compile(regex: str) -> UserPattern:
         return never_matching(regex)
 
 
+#: Names a permission remembers its answers for (then it starts over).
+_SEEN_MAX = 1024
+
+
 @dataclass
 class Permission:
     configure: str
     write: str
     read: str
     _compiled: dict[str, UserPattern] = field(default_factory=dict, repr=False, compare=False)
+    _seen: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for kind in ("configure", "write", "read"):
             self._compiled[kind] = _compile(getattr(self, kind))
 
     def allows(self, kind: str, name: str) -> bool:
-        return self._compiled[kind].search(name)
+        """Memoised per (kind, name): a stream connection asks for every publish frame, and the
+        patterns are fixed for this object's life (a changed permission is a new object)."""
+        key = (kind, name)
+        hit = self._seen.get(key)
+        if hit is None:
+            if len(self._seen) >= _SEEN_MAX:
+                self._seen.clear()
+            hit = self._seen[key] = self._compiled[kind].search(name)
+        return hit
 
 
 class RegexError(ValueError):

@@ -138,6 +138,67 @@ class ConnectionReads(TracksClient, Protocol):
         """Close the connection with `err` (DELETE /api/connections/{name} sends 320)."""
 
 
+# -- stream protocol sessions --------------------------------------------------------------------
+
+
+class StreamPublisherReads(Protocol):
+    """What /api/stream/publishers shows of a declared publisher."""
+
+    publisher_id: int
+    stream: str
+    reference: str | None
+    published: int
+    confirmed: int
+    errored: int
+
+
+class StreamSubscriptionReads(Protocol):
+    """What /api/stream/consumers shows of a subscription (`credit` in chunks, `offset` the
+    first offset of the last chunk sent)."""
+
+    subscription_id: int
+    stream: str
+    credit: int
+    consumed: int
+    offset: int
+
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+    @property
+    def committed_offset(self) -> int: ...
+
+
+class StreamConnectionReads(Protocol):
+    """What /api/stream/connections shows of a stream-protocol connection: who, from where, the
+    negotiated limits, the socket counters, its publishers and subscriptions by id."""
+
+    username: str
+    vhost: str
+    peer_host: str
+    peer_port: int
+    host: str
+    port: int
+    auth_mechanism: str
+    frame_max: int
+    heartbeat: int | None
+    connected_at: int  # ms since the epoch
+    recv_cnt: int
+    recv_oct: int
+    send_cnt: int
+    send_oct: int
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def is_open(self) -> bool: ...
+    @property
+    def client_properties(self) -> Mapping[str, str]: ...
+    @property
+    def publishers(self) -> Mapping[int, StreamPublisherReads]: ...
+    @property
+    def subscriptions(self) -> Mapping[int, StreamSubscriptionReads]: ...
+
+
 # -- node ----------------------------------------------------------------------------------------
 
 
@@ -191,6 +252,8 @@ class ManagementBroker(ChannelServer, Protocol):
     def vhosts(self) -> Mapping[str, VHost]: ...
     @property
     def connections(self) -> Collection[ConnectionReads]: ...
+    @property
+    def stream_connections(self) -> Collection[StreamConnectionReads]: ...  # empty: no stream listener
     @property
     def auth(self) -> Registry: ...  # users and permissions
     @property

@@ -19,6 +19,7 @@ from broker.management.views import (
     overview,
     policies,
     queues,
+    streams,
     users,
     vhosts,
 )
@@ -65,6 +66,20 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
     (("channels", "*"), MANAGEMENT, {"GET": connections.get_channel}),
     (("consumers",), MANAGEMENT, {"GET": connections.get_consumers}),
     (("consumers", "*"), MANAGEMENT, {"GET": connections.get_consumers}),  # filtered, never refused
+    (("stream", "connections"), MANAGEMENT, {"GET": streams.get_connections}),
+    (("stream", "connections", "*"), Rule(Level.VHOST, 2), {"GET": streams.get_connections}),
+    (("stream", "connections", "*", "*"), MANAGEMENT, {"GET": streams.get_connection}),
+    (
+        ("stream", "connections", "*", "*", "publishers"),
+        MANAGEMENT,
+        {"GET": streams.get_connection_publishers},
+    ),
+    (("stream", "connections", "*", "*", "consumers"), MANAGEMENT, {"GET": streams.get_connection_consumers}),
+    (("stream", "publishers"), MANAGEMENT, {"GET": streams.get_publishers}),
+    (("stream", "publishers", "*"), MANAGEMENT, {"GET": streams.get_publishers}),
+    (("stream", "publishers", "*", "*"), MANAGEMENT, {"GET": streams.get_publishers}),
+    (("stream", "consumers"), MANAGEMENT, {"GET": streams.get_consumers}),
+    (("stream", "consumers", "*"), MANAGEMENT, {"GET": streams.get_consumers}),
     (("exchanges",), MANAGEMENT, {"GET": exchanges.get_exchanges}),
     (("exchanges", "*"), VHOST, {"GET": exchanges.get_exchanges}),
     (

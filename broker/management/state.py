@@ -24,6 +24,7 @@ from broker.entities.info import BindingView, ExchangeView, QueueView
 from broker.entities.message_stats import exchange_stats
 from broker.management.rates import DEPTHS, TOTALS, RateSamples, SampleKey, exchange_key, vhost_key
 from broker.management.sessions import Sessions, is_listed, unacked_bytes
+from broker.management.stream_sessions import StreamConnectionView, stream_connection_views
 
 if TYPE_CHECKING:
     from broker.entities.cluster import Cluster
@@ -239,6 +240,10 @@ class BrokerState:
         """The session views of every connection now (and the way from a view's session reference
         to its view)."""
         return Sessions(self._broker.connections, self.amqp_host, self.amqp_port)
+
+    def stream_connections(self) -> list[StreamConnectionView]:
+        """The stream-protocol connections now, by name (rabbitmq_stream_management's)."""
+        return stream_connection_views(self._broker.stream_connections)
 
     def connection(self, name: str) -> ConnectionReads | None:
         """The listed connection called `name` (as /api/connections names it), or None."""

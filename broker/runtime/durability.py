@@ -164,6 +164,23 @@ class StorePersistence:
             vhost.name, targets, msg.props, msg.body, msg.exchange, msg.routing_key
         ), seqs
 
+    def publish_records(
+        self, vhost: VHost, msgs: Sequence[StoredMessage], queue: Queue
+    ) -> tuple[asyncio.Future[None] | None, list[int]]:
+        first = queue.seq + 1
+        queue.seq += len(msgs)
+        seqs = list(range(first, first + len(msgs)))
+        if queue.store is None or not msgs:
+            return None, seqs
+        if not queue.keeps_transient:
+            kept = [(s, m) for s, m in zip(seqs, msgs, strict=True) if is_persistent(m)]
+        else:
+            kept = list(zip(seqs, msgs, strict=True))
+        if not kept:
+            return None, seqs
+        rows = [(s, m.props, m.body, m.exchange, m.routing_key) for s, m in kept]
+        return self.store.persist_records(vhost.name, queue.name, rows), seqs
+
     def committed(self) -> asyncio.Future[None]:
         return self.store.sync()
 

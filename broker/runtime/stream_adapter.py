@@ -114,11 +114,8 @@ class QueueReader:
         i = log.index_of(self._offset)
         if i >= end:
             return None
-        offsets, starts = log.offsets, log.chunks
-        start = starts[i]
-        j = i + 1
-        while j < end and starts[j] == start:
-            j += 1
+        offsets = log.offsets
+        j = log.chunk_end(i)
         records = [amqp10_record(q.message_at(k)) for k in range(i, j)]
         self._offset = offsets[j - 1] + 1
         return C.Chunk.of(records, first_offset=offsets[i], timestamp=log.stamps[i])
@@ -140,23 +137,15 @@ class QueueStream(TrackedLog):
     def write(
         self, kept: Sequence[tuple[int, C.Entry]], writer: str | None, committed: Callable[[], None]
     ) -> None:
-        records = [rec for _, e in kept for rec in _records(e)]
+        msgs = [record_message(rec) for _, e in kept for rec in _records(e)]
         q, vhost = self.queue, self.vhost
         persistence = vhost.persistence if q.store is not None else None
         commits: list[Commit] = []
-        commit = None
-        for n, rec in enumerate(records):
-            msg = record_message(rec)
-            seq = 0
-            if persistence is not None:
-                commit, seqs = persistence.publish(vhost, msg, [q])
-                seq = seqs[0]
-            q.enqueue(msg, seq)
-            if n == 0:
-                q.open_chunk()
-        q.close_chunk()
-        if commit is not None:
-            commits.append(commit)
+        if persistence is not None:  # one store write for the chunk, before any enqueue
+            commit, _seqs = persistence.publish_records(vhost, msgs, q)
+            if commit is not None:
+                commits.append(commit)
+        q.enqueue_chunk(msgs)
         if writer is not None:  # the chunk's trailer: kept with the records
             tracked = self._keep([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
             if tracked is not None and commits:

@@ -145,6 +145,17 @@ class Store:
         """
         return self.sync()
 
+    def persist_records(
+        self, vhost: str, queue: str, records: Sequence[tuple[int, bytes, bytes, str, str]]
+    ) -> asyncio.Future[None]:
+        """Store (seq, properties, body, exchange, routing key) messages of one queue, in order, as
+        one write (a stream chunk); the future resolves once all of them committed."""
+        fut: asyncio.Future[None] | None = None
+        for seq, props, body, exchange, routing_key in records:
+            fut = self.persist(vhost, [(queue, seq)], props, body, exchange, routing_key)
+        assert fut is not None, "no records"
+        return fut
+
     def remove_messages(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
         """Acked, dropped, expired or dead-lettered: forget these positions (unknown ones are ignored)."""
 

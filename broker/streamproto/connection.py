@@ -120,6 +120,11 @@ class Subscription:
     consumed: int = 0  # records sent
     offset: int = 0  # the first offset of the last chunk sent
 
+    @property
+    def committed_offset(self) -> int:
+        """The stream's last committed offset (a consumer's lag is measured against it)."""
+        return self.log.committed_offset
+
 
 @dataclass(slots=True)
 class _Heartbeat:
@@ -164,9 +169,19 @@ class StreamConnection:
         peer_host: str,
         config: Config | None = None,
         clock: Callable[[], float] = time.monotonic,
+        peer_port: int = 0,
+        host: str = "",
+        port: int = 0,
+        connected_at: int = 0,
     ) -> None:
         self.broker = broker
         self.peer_host = peer_host
+        self.peer_port = peer_port
+        self.host = host  # the listener's address the client reached
+        self.port = port
+        self.connected_at = connected_at  # ms since the epoch
+        # socket counters, as RabbitMQ's connection stats: reads and bytes in, writes and bytes out
+        self.recv_cnt = self.recv_oct = self.send_cnt = self.send_oct = 0
         self.config = config or Config()
         self.clock = clock
         self.state = State.TCP_CONNECTED
@@ -204,6 +219,16 @@ class StreamConnection:
         return self.state is State.CLOSED
 
     @property
+    def name(self) -> str:
+        """As RabbitMQ names a connection: "peer host:port -> listener host:port"."""
+        return f"{self.peer_host}:{self.peer_port} -> {self.host}:{self.port}"
+
+    @property
+    def is_open(self) -> bool:
+        """Listed by the management API: the handshake is over and no close is under way."""
+        return self.state is State.OPEN
+
+    @property
     def reading_paused(self) -> bool:
         return self.blocked and self.state is State.OPEN
 
@@ -212,6 +237,8 @@ class StreamConnection:
             return b""
         out = b"".join(self._out)
         self._out.clear()
+        self.send_cnt += 1
+        self.send_oct += len(out)
         if self._hb is not None and out:
             self._hb.last_sent = self.clock()
         return out
@@ -227,6 +254,8 @@ class StreamConnection:
     def receive_data(self, data: bytes) -> None:
         if self.state is State.CLOSED:
             return
+        self.recv_cnt += 1
+        self.recv_oct += len(data)
         if self._hb is not None:
             self._hb.last_received = self.clock()
         self._decoder.feed(data)
@@ -542,12 +571,18 @@ class StreamConnection:
 
     def _delete_publisher(self, cmd: F.DeletePublisher) -> None:
         pub = self.publishers.pop(cmd.publisher_id, None)
-        if pub is None:
-            self._send(F.CodeResponse(cmd.corr, Code.PUBLISHER_DOES_NOT_EXIST, Key.DELETE_PUBLISHER))
+        if pub is not None:
+            self.publisher_ids.pop((pub.stream, pub.reference or ""), None)
+        self._ended(cmd.corr, Key.DELETE_PUBLISHER, pub, Code.PUBLISHER_DOES_NOT_EXIST)
+
+    def _ended(self, corr: int, key: Key, gone: Publisher | Subscription | None, missing: int) -> None:
+        """Answer the removal of a publisher or a subscription (`missing`: the code when there was
+        none); the stream stops being watched when that was its last use."""
+        if gone is None:
+            self._send(F.CodeResponse(corr, missing, key))
             return
-        self.publisher_ids.pop((pub.stream, pub.reference or ""), None)
-        self._maybe_clean(pub.stream)
-        self._send(F.CodeResponse(cmd.corr, Code.OK, Key.DELETE_PUBLISHER))
+        self._maybe_clean(gone.stream)
+        self._send(F.CodeResponse(corr, Code.OK, key))
 
     def _subscribe(self, cmd: F.Subscribe) -> None:
         def reply(code: int) -> None:
@@ -631,11 +666,7 @@ class StreamConnection:
 
     def _unsubscribe(self, cmd: F.Unsubscribe) -> None:
         sub = self.subscriptions.pop(cmd.subscription_id, None)
-        if sub is None:
-            self._send(F.CodeResponse(cmd.corr, Code.SUBSCRIPTION_ID_DOES_NOT_EXIST, Key.UNSUBSCRIBE))
-            return
-        self._maybe_clean(sub.stream)
-        self._send(F.CodeResponse(cmd.corr, Code.OK, Key.UNSUBSCRIBE))
+        self._ended(cmd.corr, Key.UNSUBSCRIBE, sub, Code.SUBSCRIPTION_ID_DOES_NOT_EXIST)
 
     def _create_stream(self, cmd: F.CreateStream) -> None:
         name = cmd.stream.replace("\n", "").replace("\r", "")

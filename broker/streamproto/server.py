@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from broker.streamproto.connection import Config, StreamConnection
@@ -39,8 +40,18 @@ class _StreamProtocol(asyncio.Protocol):
         self.transport = transport
         transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
         peer = transport.get_extra_info("peername")
-        host = peer[0] if isinstance(peer, tuple) else "127.0.0.1"
-        self.conn = StreamConnection(self.server.broker, peer_host=host, config=self.server.config)
+        local = transport.get_extra_info("sockname")
+        host, port = (peer[0], peer[1]) if isinstance(peer, tuple) else ("127.0.0.1", 0)
+        here, here_port = (local[0], local[1]) if isinstance(local, tuple) else ("127.0.0.1", 0)
+        self.conn = StreamConnection(
+            self.server.broker,
+            peer_host=host,
+            peer_port=port,
+            host=here,
+            port=here_port,
+            connected_at=int(time.time() * 1000),
+            config=self.server.config,
+        )
         self.conn.on_output = self.schedule_flush
         self._unwatch = self.server.broker.watch_alarm(self._alarm)
         self.server.connections.add(self)
@@ -119,6 +130,10 @@ class StreamServer:
         self.connections: set[_StreamProtocol] = set()
         self._server: asyncio.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
+
+    def open_connections(self) -> list[StreamConnection]:
+        """The connections past their handshake (what the management API lists)."""
+        return [p.conn for p in self.connections if p.conn is not None and p.conn.is_open]
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

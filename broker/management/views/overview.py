@@ -84,7 +84,9 @@ async def get_overview(ctx: Context, req: Request, segs: list[str]) -> Response:
     sessions = s.sessions()
     totals = {
         "channels": sum(1 for ch in sessions.channels() if full or ch.connection.user == req.user),
-        "connections": sum(1 for c in sessions.connections() if full or c.user == req.user),
+        # stream-protocol connections are connections too (RabbitMQ's object_totals counts them)
+        "connections": sum(1 for c in sessions.connections() if full or c.user == req.user)
+        + sum(1 for c in s.stream_connections() if full or c.user == req.user),
         "exchanges": sum(1 for e in s.exchanges() if full or e.vhost in seen),
         "queues": len(qs),
     }

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import bisect
 from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from broker.entities.message import StoredMessage
 from broker.entities.queues.stream.arguments import OffsetSpec
@@ -111,21 +113,123 @@ def _column() -> array[int]:
     return array("q")
 
 
+class ChunkIndex:
+    """Where each chunk starts (the index of its first record, its first offset) and its time.
+
+    The records of a chunk take consecutive offsets, so a record's offset, chunk start and time
+    follow from its chunk's entry: memory grows per chunk, not per record (a stream of ten million
+    small records published in batches holds an index of a few MB). `chunk_of` remembers the last
+    chunk it found, so reading along the log costs no search."""
+
+    __slots__ = ("_last", "firsts", "starts", "times")
+
+    def __init__(self) -> None:
+        self.starts = _column()  # the record index of each chunk's first record
+        self.firsts = _column()  # each chunk's first offset
+        self.times = _column()  # each chunk's time, ms
+        self._last = 0
+
+    def chunk_of(self, i: int) -> int:
+        starts, k = self.starts, self._last
+        if k < len(starts) and starts[k] <= i and (k + 1 == len(starts) or i < starts[k + 1]):
+            return k
+        k = self._last = bisect.bisect_right(starts, i) - 1
+        return k
+
+    def add(self, index: int, offset: int, timestamp: int) -> None:
+        self.starts.append(index)
+        self.firsts.append(offset)
+        self.times.append(timestamp)
+
+    def drop_before(self, i: int) -> None:
+        """Forget the records before index `i` (the chunk holding `i` then starts there); the
+        indexes of the others shift down by `i`."""
+        if not len(self.starts):
+            return
+        k = max(self.chunk_of(i), 0)
+        if self.starts[k] < i:
+            self.firsts[k] += i - self.starts[k]
+            self.starts[k] = i
+        del self.firsts[:k], self.times[:k]
+        self.starts = array("q", (s - i for s in self.starts[k:]))
+        self._last = 0
+
+    def clear(self) -> None:
+        for column in (self.starts, self.firsts, self.times):
+            del column[:]
+        self._last = 0
+
+
+class RecordColumn(Sequence[int]):
+    """One per-record figure (offset, chunk start offset or chunk time) read from the chunk index,
+    for the readers that index records: `column[i]`, slices, iteration, `bisect`."""
+
+    __slots__ = ("_index", "_kind", "_log")
+
+    def __init__(self, log: StreamLog, index: ChunkIndex, kind: str) -> None:
+        self._log, self._index, self._kind = log, index, kind
+
+    def __len__(self) -> int:
+        return len(self._log.msgs)
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("record index out of range")
+        index = self._index
+        k = index.chunk_of(i)
+        if self._kind == "offset":
+            return index.firsts[k] + i - index.starts[k]
+        if self._kind == "chunk":
+            return index.firsts[k]
+        return index.times[k]
+
+    def __iter__(self) -> Iterator[int]:
+        return (self[j] for j in range(len(self)))
+
+
 @dataclass
 class StreamLog:
     segment_bytes: int
     max_bytes: int | None = None
     max_age_ms: int | None = None
     next_offset: int = 0
-    offsets: array[int] = field(default_factory=_column)
-    stamps: array[int] = field(default_factory=_column)  # each record's chunk time, ms
-    chunks: array[int] = field(default_factory=_column)  # each record's chunk start offset
+    index: ChunkIndex = field(default_factory=ChunkIndex)
     msgs: list[StoredMessage | None] = field(default_factory=list)  # None: paged out
     segments: list[Segment] = field(default_factory=list)
     head: int = 0  # index of the first retained record
     size: int = 0  # the segments' total size, kept as they change (retention reads no segment list)
     chunk_open: bool = False  # the next record joins the last chunk (its owner batches writes)
     segment_chunks: int = MAX_SEGMENT_CHUNKS
+
+    @property
+    def offsets(self) -> RecordColumn:
+        """Each record's offset."""
+        return RecordColumn(self, self.index, "offset")
+
+    @property
+    def stamps(self) -> RecordColumn:
+        """Each record's chunk time, ms."""
+        return RecordColumn(self, self.index, "stamp")
+
+    @property
+    def chunks(self) -> RecordColumn:
+        """Each record's chunk start offset."""
+        return RecordColumn(self, self.index, "chunk")
+
+    def chunk_end(self, i: int) -> int:
+        """One past the index of the last record of the chunk holding record `i`."""
+        index = self.index
+        k = index.chunk_of(i)
+        return index.starts[k + 1] if k + 1 < len(index.starts) else len(self.msgs)
 
     def _full(self) -> bool:
         """osiris's max_segment_size_reached: the current segment takes no further chunk."""
@@ -134,20 +238,20 @@ class StreamLog:
 
     @property
     def first_offset(self) -> int:
-        return self.offsets[self.head] if self.head < len(self.offsets) else self.next_offset
+        return self.offsets[self.head] if self.head < len(self.msgs) else self.next_offset
 
     def __len__(self) -> int:
-        return len(self.offsets) - self.head
+        return len(self.msgs) - self.head
 
     @property
     def end(self) -> int:
         """One past the index of the newest record."""
-        return len(self.offsets)
+        return len(self.msgs)
 
     @property
     def write_offset(self) -> int:
         """The offset the next record will take (one more when it must open a new segment)."""
-        if self.chunk_open and len(self.offsets) > self.head:
+        if self.chunk_open and len(self.msgs) > self.head:
             return self.next_offset
         if self.segments and self._full():
             return self.next_offset + 1
@@ -164,8 +268,9 @@ class StreamLog:
         """Write one record at `write_offset`, into the last chunk while it is open
         (`chunk_open`), else as a new chunk; returns what retention dropped, if any."""
         size, body_bytes = chunk_size(msg), len(msg.body)
-        if self.chunk_open and len(self.offsets) > self.head:
-            self._write(self.next_offset, self.stamps[-1], self.chunks[-1], msg, size, body_bytes)
+        if self.chunk_open and len(self.msgs) > self.head:
+            index = self.index
+            self._write(self.next_offset, index.times[-1], index.firsts[-1], msg, size, body_bytes)
             return None
         rolled = False
         if not self.segments:
@@ -197,11 +302,12 @@ class StreamLog:
             opening = SEGMENT_HEADER + (TRACKING_CHUNK if tracked else 0)
             self._open_segment(Segment(opening, chunks=int(tracked)))
         self.next_offset = offset
-        has_last = len(self.offsets) > self.head
+        has_last = len(self.msgs) > self.head
+        index = self.index
         if timestamp is None and has_last and not gap:
-            self._write(offset, self.stamps[-1], self.chunks[-1], msg, size, body_bytes)
+            self._write(offset, index.times[-1], index.firsts[-1], msg, size, body_bytes)
         else:
-            ts = timestamp if timestamp is not None else self.stamps[-1] if has_last else 0
+            ts = timestamp if timestamp is not None else index.times[-1] if has_last else 0
             self._write(offset, ts, offset, msg, size, body_bytes)
 
     def _open_segment(self, seg: Segment) -> None:
@@ -219,11 +325,10 @@ class StreamLog:
     ) -> None:
         seg = self.segments[-1]
         self.next_offset = offset + 1
-        self.offsets.append(offset)
-        self.stamps.append(timestamp)
-        self.chunks.append(chunk)
-        self.msgs.append(msg)
         joins = chunk != offset
+        if not joins:
+            self.index.add(len(self.msgs), offset, timestamp)
+        self.msgs.append(msg)
         grown = size - (CHUNK_HEADER if joins else 0)
         seg.size += grown
         self.size += grown
@@ -251,7 +356,8 @@ class StreamLog:
         self.size -= sum(s.size for s in segs[:drop])
         del segs[:drop]
         start, stop = self.head, self.head + n
-        seqs = [offset + 1 for offset in self.offsets[start:stop]]
+        offsets = self.offsets
+        seqs = [offsets[i] + 1 for i in range(start, stop)]
         resident = 0
         msgs = self.msgs
         for i in range(start, stop):
@@ -260,21 +366,28 @@ class StreamLog:
                 resident += resident_cost(m)
                 msgs[i] = None
         self.head = stop
-        if self.head > _COMPACT_AT and self.head * 2 > len(self.offsets):
-            for column in (self.offsets, self.stamps, self.chunks, self.msgs):
-                del column[: self.head]
+        if self.head > _COMPACT_AT and self.head * 2 > len(self.msgs):
+            self.index.drop_before(self.head)
+            del self.msgs[: self.head]
             self.head = 0
         return Dropped(seqs, body_bytes, resident)
 
     def index_of(self, offset: int) -> int:
         """The index of the first retained record at `offset` or later (`end` if none). Offsets
         are contiguous but for a tracking chunk per segment: the guess is nearly always right."""
-        offsets, head = self.offsets, self.head
-        if head < len(offsets):
-            guess = offset - offsets[head] + head
-            if head <= guess < len(offsets) and offsets[guess] == offset:
-                return guess
-        return bisect.bisect_left(offsets, offset, lo=head)
+        head, end = self.head, len(self.msgs)
+        if head >= end:
+            return end
+        index = self.index
+        k0 = index.chunk_of(head)
+        k = bisect.bisect_right(index.firsts, offset, lo=k0) - 1
+        if k < k0:
+            return head
+        i = index.starts[k] + offset - index.firsts[k]
+        chunk_end = index.starts[k + 1] if k + 1 < len(index.starts) else end
+        if i < chunk_end:
+            return max(i, head)
+        return chunk_end
 
     def start_offset(self, spec: OffsetSpec) -> int:
         """Where a consumer with `spec` starts reading (osiris's offset spec resolution)."""
@@ -289,12 +402,15 @@ class StreamLog:
             return max(spec.value, first)
         # timestamp: the first chunk at or after it; chunk times only grow along the log, so a
         # binary search over the column finds it without a scan
-        i = bisect.bisect_left(self.stamps, spec.value, lo=self.head)
-        return self.offsets[i] if i < len(self.stamps) else nxt
+        if self.head >= len(self.msgs):
+            return nxt
+        index = self.index
+        k = bisect.bisect_left(index.times, spec.value, lo=index.chunk_of(self.head))
+        return self.offsets[max(index.starts[k], self.head)] if k < len(index.times) else nxt
 
     def clear(self) -> None:
-        for column in (self.offsets, self.stamps, self.chunks, self.msgs):
-            del column[:]
+        self.index.clear()
+        del self.msgs[:]
         self.segments.clear()
         self.size = 0
         self.head = 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Unpack
 
 from amqpwire.errors import AmqpError, internal_error, not_implemented
@@ -281,6 +281,33 @@ class StreamQueue(Queue):
             else:
                 self.clock.call_later(0.0, self._grew)
 
+    def enqueue_chunk(self, msgs: Sequence[StoredMessage]) -> None:
+        """Append `msgs` as one chunk (a stream-protocol publish frame, whose store write was made
+        at the positions `enqueue` gives them). The first record is `enqueue`d; the others join
+        its chunk, which takes no new segment, timestamp or retention check, so what is done per
+        chunk (delivery, commit tracking) is done once."""
+        self.enqueue(msgs[0])
+        self.open_chunk()
+        if len(msgs) > 1:
+            log = self.log
+            resident = body_bytes = 0
+            for msg in msgs[1:]:
+                kept = stream_message(msg)
+                log.append(kept, 0)  # joins the open chunk: nothing is dropped
+                body_bytes += len(kept.body)
+                resident += resident_cost(kept)
+            n = len(msgs) - 1
+            self.published += n
+            self.count += n
+            self.bytes += body_bytes
+            self.resident += resident
+            self.seq = log.write_offset
+            if self.store is not None:
+                self._since_sync += n - 1
+                self._track_commits()
+            self.try_deliver()
+        self.close_chunk()
+
     def _grew(self) -> None:
         self._grew_pending = False
         for watcher in list(self.watchers):
@@ -386,20 +413,23 @@ class StreamQueue(Queue):
     def _evict(self) -> None:
         """Drop the oldest committed, stored messages while they cost more than RESIDENT_BYTES (only
         with a store that can read them back)."""
-        if self.resident <= RESIDENT_BYTES or not self._can_read_back():
+        if (
+            self.resident <= RESIDENT_BYTES
+            or self._evicted_below >= self._committed_below  # nothing newly committed to drop
+            or not self._can_read_back()
+        ):
             return
         log = self.log
-        offsets, msgs, end = log.offsets, log.msgs, log.end
+        msgs, end = log.msgs, log.end
         i = log.index_of(self._evicted_below)
-        while i < end and self.resident > RESIDENT_BYTES:
-            if offsets[i] >= self._committed_below:
-                break
+        stop = log.index_of(self._committed_below)  # the first record not known to be committed
+        while i < stop and self.resident > RESIDENT_BYTES:
             m = msgs[i]
             if m is not None:  # with a store every record is stored (see `enqueue`)
                 self.resident -= resident_cost(m)
                 msgs[i] = None
             i += 1
-        self._evicted_below = offsets[i] if i < end else log.next_offset
+        self._evicted_below = log.offsets[i] if i < end else log.next_offset
 
     def _can_read_back(self) -> bool:
         """Bodies leave memory only if the persistence can read them back."""
