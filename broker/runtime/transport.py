@@ -8,7 +8,7 @@ import contextlib
 import errno
 import logging
 import os
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from broker.session.connection import Connection
 from broker.session.ports import Server, ServerSettings
@@ -119,7 +119,7 @@ class AmqpProtocol(asyncio.Protocol):
         self.conn: Connection | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's transports subclass none of asyncio's
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)
         sock = transport.get_extra_info("socket")
         if sock is not None:
