@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from exchanges import native_twin
@@ -28,7 +29,12 @@ def source_digest(path: Path | None = None) -> str:
     return native_twin.source_digest(path or Path(_pure.__file__))
 
 
-core, IMPLEMENTATION, REASON = native_twin.choose(_pure, NATIVE_MODULE, "hash module")
+def _choose() -> tuple[ModuleType, str, str]:
+    """(module, "mypyc" | "python", why)."""
+    return native_twin.choose(_pure, NATIVE_MODULE, "hash module")
+
+
+core, IMPLEMENTATION, REASON = _choose()
 if IMPLEMENTATION == "python":
     # One line, once per process: a stale build is worth a warning, a plain absence is not.
     (log.warning if "built from another" in REASON else log.info)("pure-Python hashing: %s", REASON)
