@@ -163,7 +163,7 @@ def pack_message(msg: StoredMessage) -> bytes:
     r = msg.routing_key.encode("utf-8", "surrogateescape")
     props = msg.props
     if msg.extra_keys is None and not msg.has_bcc and len(e) < 0x10000 and len(r) < 0x10000:
-        return _PAGE_HEAD.pack(_COMPACT, len(e), len(r), len(props)) + e + r + props + msg.body
+        return b"".join((_PAGE_HEAD.pack(_COMPACT, len(e), len(r), len(props)), e, r, props, msg.body))
     import pickle  # only for messages with several routing keys
 
     keys = msg.extra_keys

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-_PUBLISH_HEAD: Final = b"\x00\x3c\x00\x28"
 _METHOD: Final = 1
 _HEADER: Final = 2
 _BODY: Final = 3
@@ -50,7 +49,12 @@ def scan(
             or data[stop] != _END
             or channel not in channels
             or (pending and channel in pending)
-            or not data.startswith(_PUBLISH_HEAD, pos + 7)
+            or size < 9  # class, method, ticket and three fields at the least
+            # basic.publish: class 60, method 40 (octet by octet, as above)
+            or data[pos + 7] != 0
+            or data[pos + 8] != 60
+            or data[pos + 9] != 0
+            or data[pos + 10] != 40
         ):
             break
         p = pos + 13  # frame header, class, method, ticket
