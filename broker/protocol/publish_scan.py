@@ -23,6 +23,19 @@ _END: Final = 0xCE
 Publish = tuple[str, str, bool, bool, bytes, bytes]
 
 
+def _frame_end(data: bytes, at: int, ftype: int, channel: int, limit: int) -> int:
+    """The position of the end marker of the frame at `at` when it has type `ftype` on `channel`,
+    a size within `limit` (0: none) and all of it in `data`; -1 otherwise. The header is read
+    octet by octet: compiled, that is cheaper than a struct call and the tuple it builds."""
+    if len(data) - at < 8 or data[at] != ftype or (data[at + 1] << 8 | data[at + 2]) != channel:
+        return -1
+    size = data[at + 3] << 24 | data[at + 4] << 16 | data[at + 5] << 8 | data[at + 6]
+    stop = at + 7 + size
+    if (limit and size > limit) or stop >= len(data) or data[stop] != _END:
+        return -1
+    return stop
+
+
 def scan(
     data: bytes,
     pos: int,
@@ -35,22 +48,15 @@ def scan(
     the module docstring. `channels`: the open channels; `pending`: channels with a content being
     assembled; `limit`: frame_max (0: none); `max_size`: the largest body accepted."""
     out: list[tuple[int, int, Publish]] = []
-    end = len(data)
-    while end - pos >= 7:
-        # frame header: type, channel, payload size (read octet by octet: compiled, that is
-        # cheaper than a struct call and the tuple it builds)
+    while len(data) - pos >= 8:
         channel = data[pos + 1] << 8 | data[pos + 2]
-        size = data[pos + 3] << 24 | data[pos + 4] << 16 | data[pos + 5] << 8 | data[pos + 6]
-        stop = pos + 7 + size
+        stop = _frame_end(data, pos, _METHOD, channel, limit)
         if (
-            data[pos] != _METHOD
-            or (limit and size > limit)
-            or stop >= end
-            or data[stop] != _END
+            stop < 0
             or channel not in channels
             or (pending and channel in pending)
-            or size < 9  # class, method, ticket and three fields at the least
-            # basic.publish: class 60, method 40 (octet by octet, as above)
+            or stop - pos < 16  # class, method, ticket and three fields at the least
+            # basic.publish: class 60, method 40
             or data[pos + 7] != 0
             or data[pos + 8] != 60
             or data[pos + 9] != 0
@@ -58,44 +64,22 @@ def scan(
         ):
             break
         p = pos + 13  # frame header, class, method, ticket
-        ex_end = p + 1 + data[p] if p < stop else stop
+        ex_end = p + 1 + data[p]
         rk_end = ex_end + 1 + data[ex_end] if ex_end < stop else stop
-        h = stop + 1
-        if rk_end + 1 != stop or end - h < 22:  # fields that do not fit, or no header here
+        if rk_end + 1 != stop:  # fields that do not fit
             break
-        # content header frame: type, channel, size, then class, weight, body size
-        hsize = data[h + 3] << 24 | data[h + 4] << 16 | data[h + 5] << 8 | data[h + 6]
-        hstop = h + 7 + hsize
-        if (
-            data[h] != _HEADER
-            or (data[h + 1] << 8 | data[h + 2]) != channel
-            or data[h + 7] != 0
-            or data[h + 8] != 60
-            or data[h + 9]
-            or data[h + 10]
-            or hsize < 14
-            or (limit and hsize > limit)
-            or hstop >= end
-            or data[hstop] != _END
-        ):
+        # the content header: class 60, weight 0, body size, then the property bytes
+        h = stop + 1
+        hstop = _frame_end(data, h, _HEADER, channel, limit)
+        if hstop - h < 21 or data[h + 7] != 0 or data[h + 8] != 60 or data[h + 9] or data[h + 10]:
             break
         body_size = int.from_bytes(data[h + 11 : h + 19], "big")
         if body_size > max_size:
             break
         after = hstop + 1
         if body_size:
-            if end - after < 8:
-                break
-            bsize = data[after + 3] << 24 | data[after + 4] << 16 | data[after + 5] << 8 | data[after + 6]
-            bstop = after + 7 + bsize
-            if (
-                data[after] != _BODY
-                or (data[after + 1] << 8 | data[after + 2]) != channel
-                or bsize != body_size
-                or (limit and bsize > limit)
-                or bstop >= end
-                or data[bstop] != _END
-            ):
+            bstop = _frame_end(data, after, _BODY, channel, limit)
+            if bstop - after - 7 != body_size:  # also when there is no such frame (-1)
                 break
             body = data[after + 7 : bstop]
             after = bstop + 1

@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 import os
 import random
-import sys
 import types
+from pathlib import Path
 
 import pytest
 from pamqp import commands, frame, header
@@ -139,16 +139,18 @@ def test_compiled_build_is_active_under_ci() -> None:
     assert native.IMPLEMENTATION == "mypyc", native.REASON
 
 
-def test_stale_compiled_build_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType(native.NATIVE_MODULE)
-    fake.SOURCE_DIGEST = "0" * 64  # type: ignore[attr-defined]
-    fake.__file__ = "fake.so"
-    monkeypatch.setitem(sys.modules, native.NATIVE_MODULE, fake)
+def test_only_a_twin_built_from_this_source_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A twin stamped with another digest is ignored, one stamped with this source's is taken, and
+    HASHBROKER_PURE wins over both."""
     monkeypatch.delenv("HASHBROKER_PURE", raising=False)
-    module, implementation, reason = native_twin.choose(pure, native.NATIVE_MODULE, "publish scanner")
-    assert (module, implementation) == (pure, "python")
-    assert "built from another publish_scan.py" in reason
-    fake.SOURCE_DIGEST = native_twin.source_digest(str(pure.__file__))  # type: ignore[attr-defined]
-    assert native_twin.choose(pure, native.NATIVE_MODULE, "publish scanner")[:2] == (fake, "mypyc")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    current = native_twin.source_digest(str(pure.__file__))
+    for name, digest, expected in (("stale_twin", "0" * 64, "python"), ("fresh_twin", current, "mypyc")):
+        (tmp_path / f"{name}.py").write_text(f"SOURCE_DIGEST = {digest!r}\n")
+        module, implementation, reason = native_twin.choose(pure, name, "publish scanner")
+        assert implementation == expected, reason
+        assert (module is pure) == (expected == "python")
+    assert "built from another publish_scan.py" in native_twin.choose(pure, "stale_twin", "scanner")[2]
+    assert "no compiled scanner" in native_twin.choose(pure, "absent_twin", "scanner")[2]
     monkeypatch.setenv("HASHBROKER_PURE", "1")
-    assert native_twin.choose(pure, native.NATIVE_MODULE, "publish scanner")[:2] == (pure, "python")
+    assert native_twin.choose(pure, "fresh_twin", "scanner")[1] == "python"
