@@ -57,12 +57,14 @@ class Tail:
     def __init__(self) -> None:
         self.backlog: Backlog | None = None
         self.spool: PageSpool | None = None
-        self.seqs = array("q")
-        self.sizes = array("q")
+        # unsigned 64-bit rows ("Q"): appending to them converts the int directly, where the signed
+        # type goes through the argument parser, and none of these is ever negative
+        self.seqs = array("Q")
+        self.sizes = array("Q")
         self.expires = array("d")
         self.flags = array("B")
-        self.offs = array("q")
-        self.ends = array("q")
+        self.offs = array("Q")
+        self.ends = array("Q")
         self.head = 0  # rows before it were read back
         self.bytes = 0  # body bytes of the spooled rows not read back
 
