@@ -73,7 +73,13 @@ def scan(
         hstop = _frame_end(data, h, _HEADER, channel, limit)
         if hstop - h < 21 or data[h + 7] != 0 or data[h + 8] != 60 or data[h + 9] or data[h + 10]:
             break
-        body_size = int.from_bytes(data[h + 11 : h + 19], "big")
+        body_size = (
+            (data[h + 11] << 24 | data[h + 12] << 16 | data[h + 13] << 8 | data[h + 14]) << 32
+            | data[h + 15] << 24
+            | data[h + 16] << 16
+            | data[h + 17] << 8
+            | data[h + 18]
+        )
         if body_size > max_size:
             break
         after = hstop + 1
