@@ -169,6 +169,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     async def run() -> None:
         await broker.start()
+        eventloop.settle_collector()
         log.info("event loop: %s", eventloop.loop_name(asyncio.get_running_loop()))
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
