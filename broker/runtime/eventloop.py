@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -28,11 +29,12 @@ def loop_factory() -> tuple[str, Callable[[], asyncio.AbstractEventLoop] | None]
     """("uvloop", its loop class) when uvloop is installed and not refused, else ("asyncio", None)."""
     if os.environ.get("HASHBROKER_LOOP", "").lower() == "asyncio":
         return "asyncio", None
-    try:
-        import uvloop
+    try:  # by name: an optional extra, without type information where it is not installed
+        uvloop = importlib.import_module("uvloop")
     except ImportError:
         return "asyncio", None
-    return "uvloop", uvloop.new_event_loop
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return "uvloop", factory
 
 
 def loop_name(loop: asyncio.AbstractEventLoop) -> str:
