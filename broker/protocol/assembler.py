@@ -55,7 +55,6 @@ from broker.protocol.framing import (
     message_too_large,
 )
 from broker.protocol.methods import method_frame, simple_payload
-from broker.protocol.native import scan
 from exchanges.erlang.atom import Atom
 
 _HDR = struct.Struct(">BHI")
@@ -68,6 +67,20 @@ _NO_METHOD = (0, 0)
 _UNKNOWN_FRAME = Atom("unknown_frame")
 _INVALID_END_MARKER = Atom("invalid_frame_end_marker")
 _FRAME_TOO_LARGE = Atom("frame_too_large")
+
+
+def _load_scan(
+    data: bytes, pos: int, channels: set[int], pending: dict[int, Any], limit: int, max_size: int
+) -> list[tuple[int, int, Publish]]:
+    """`broker.protocol.native.scan`, loaded by the first publish and then called directly: an idle
+    broker, and connections that never publish, do not carry the compiled module."""
+    global scan
+    from broker.protocol.native import scan
+
+    return scan(data, pos, channels, pending, limit, max_size)
+
+
+scan = _load_scan
 
 
 Publish = tuple[str, str, bool, bool, bytes, bytes]
