@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pamqp import commands, frame
 from raw_amqp import handshake_bytes, publish_bytes
-from throughput import BODY, free_port, listener_pid, process_cpu_seconds, start_serve
+from throughput import BODY, build_summary, free_port, listener_pid, process_cpu_seconds, start_serve
 
 REFERENCE_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -150,7 +150,7 @@ def main() -> None:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(
         f"# bench/scaling.py: {args.messages:,} x 16 B per publisher, {args.rounds} rounds, "
-        f"{os.cpu_count()} cpus, Python {platform.python_version()}, {when}"
+        f"{os.cpu_count()} cpus, Python {platform.python_version()}, {when}; {build_summary()}"
     )
     rows = []
     try:

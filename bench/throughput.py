@@ -45,6 +45,19 @@ REFERENCE_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 BODY = b"x" * 16
 
 
+def build_summary() -> str:
+    """Which builds the hashbroker started here runs: the publish scanner's and hashing's (mypyc
+    or python) and the event loop it picks (uvloop when installed)."""
+    from broker.protocol import native
+    from broker.runtime.eventloop import loop_factory
+    from exchanges import hash_implementation
+
+    return (
+        f"hashbroker: publish scanner {native.IMPLEMENTATION}, hashing {hash_implementation()}, "
+        f"loop {loop_factory()[0]}"
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -409,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(
             f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} {platform.machine()} "
-            f"{os.cpu_count()} cpus, Python {platform.python_version()}"
+            f"{os.cpu_count()} cpus, Python {platform.python_version()}, {build_summary()}"
         )
         print(
             f"{'workload':<40} {'hashbroker msg/s':>17} {'reference msg/s':>16} {'ratio':>7}"

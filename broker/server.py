@@ -59,16 +59,23 @@ class LoopClock:
 class StoreLedger:
     """What the store keeps of deliveries (broker.session.ports.MessageLedger), for a broker whose
     store is persistent: a message of a kept queue taken with no-ack is forgotten, one delivered for
-    an ack is marked redelivered (a restart redelivers it flagged), an acked one is forgotten."""
+    an ack is marked redelivered (a restart redelivers it flagged), an acked one is forgotten.
 
-    __slots__ = ("_is_stored", "_stored_seqs")
+    The redelivered marks of one loop iteration go to the store together, one write per queue, at
+    the end of the iteration: a consumer with a prefetch window is sent many messages at once,
+    and each write wakes the store's writer thread. The store writes them asynchronously anyway, so
+    a restart sees the same marks as when each was written at once."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_is_stored", "_loop", "_marks", "_stored_seqs")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         # loaded here, not at module level: only a broker with a persistent store needs durability
         from broker.runtime.durability import is_stored, stored_seqs
 
         self._is_stored = is_stored
         self._stored_seqs = stored_seqs
+        self._loop = loop
+        self._marks: dict[Queue, list[int]] = {}  # the marks of this iteration, by queue
 
     def delivered(self, queue: Queue, entry: Entry, no_ack: bool) -> None:
         store = queue.store
@@ -77,7 +84,22 @@ class StoreLedger:
         if no_ack:
             store.remove_messages(queue.vhost.name, queue.name, (entry.seq,))
         elif not entry.redelivered:
-            store.mark_redelivered(queue.vhost.name, queue.name, (entry.seq,))
+            marks = self._marks
+            if not marks:
+                self._loop.call_soon(self.flush)
+            seqs = marks.get(queue)
+            if seqs is None:
+                marks[queue] = [entry.seq]
+            else:
+                seqs.append(entry.seq)
+
+    def flush(self) -> None:
+        """Write the marks collected (a queue deleted meanwhile has no positions left to mark)."""
+        marks, self._marks = self._marks, {}
+        for queue, seqs in marks.items():
+            store = queue.store
+            if store is not None and not queue.deleted:
+                store.mark_redelivered(queue.vhost.name, queue.name, seqs)
 
     def settled(self, queue: Queue, entries: Sequence[Entry]) -> None:
         store = queue.store
@@ -219,7 +241,7 @@ class Broker:
             durability.record_new_vhosts(self, store, snapshot)
             self._restore_auth(snapshot)
             self.auth.store = durability.StoredUsers(store)
-            self.ledger = StoreLedger()
+            self.ledger = StoreLedger(loop)
             log.info("durable state in %s (sync=%s)", store.location, self.settings.store_sync)
         else:
             store.start(loop)
@@ -356,6 +378,8 @@ class Broker:
             await self._tls_server.wait_closed()
             self._tls_server = None
             self.tls_port = None
+        if self.ledger is not None:
+            self.ledger.flush()
         self.ledger = None
         if self.store is not None:  # commit what is pending, release the data dir
             await self.store.close()

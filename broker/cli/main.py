@@ -193,8 +193,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     broker = Broker(settings)
 
+    from broker.runtime import eventloop
+
     async def run() -> None:
         await broker.start()
+        eventloop.settle_collector()
+        log.info("event loop: %s", eventloop.loop_name(asyncio.get_running_loop()))
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):  # a graceful stop: clients read a 320 close
@@ -210,7 +214,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from broker.store import StoreError
 
     try:
-        asyncio.run(run())
+        eventloop.run(run())
     except SettingsError as exc:  # a TLS file that cannot be loaded
         print(f"hashbroker: {exc}", file=sys.stderr)
         return EX_CONFIG

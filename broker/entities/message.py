@@ -8,6 +8,7 @@ property list) and are only decoded when routing or the broker needs a field.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -145,17 +146,32 @@ def is_persistent(msg: StoredMessage) -> bool:
     return bool(msg.flags & DELIVERY_MODE_FLAG) and P.delivery_mode(msg.props) == 2
 
 
+_PAGE_HEAD = struct.Struct(">BHHI")
+"""A paged message's head: its layout (`_COMPACT` or `_PICKLED`), then for the compact layout the
+encoded lengths of exchange and routing key and the length of the property bytes."""
+_COMPACT = 0
+_PICKLED = 1
+
+
 def pack_message(msg: StoredMessage) -> bytes:
     """The message as bytes for a page file (broker.entities.queues.classic.paging): what `unpack_message`
-    needs to rebuild it, routing keys from CC/BCC or dead-lettering included."""
-    import pickle  # loaded by the first page-out: an idle broker does not need it
+    needs to rebuild it, routing keys from CC/BCC or dead-lettering included.
+
+    Every message past a queue's window is packed here, so the usual one (one routing key, no BCC)
+    is laid out by hand: head, exchange, routing key, properties, body; anything else is pickled."""
+    e = msg.exchange.encode("utf-8", "surrogateescape")
+    r = msg.routing_key.encode("utf-8", "surrogateescape")
+    props = msg.props
+    if msg.extra_keys is None and not msg.has_bcc and len(e) < 0x10000 and len(r) < 0x10000:
+        return b"".join((_PAGE_HEAD.pack(_COMPACT, len(e), len(r), len(props)), e, r, props, msg.body))
+    import pickle  # only for messages with several routing keys
 
     keys = msg.extra_keys
-    return pickle.dumps(
+    return bytes((_PICKLED,)) + pickle.dumps(
         (
             msg.exchange,
             msg.routing_key,
-            msg.props,
+            props,
             msg.body,
             None if keys is None else list(keys),
             msg.has_bcc,
@@ -166,9 +182,21 @@ def pack_message(msg: StoredMessage) -> bytes:
 
 def unpack_message(blob: bytes | memoryview) -> StoredMessage:
     """A message `pack_message` wrote (from a page file this broker wrote itself)."""
+    kind, e_len, r_len, p_len = _PAGE_HEAD.unpack_from(blob, 0)
+    if kind == _COMPACT:
+        at = _PAGE_HEAD.size
+        r_at = at + e_len
+        p_at = r_at + r_len
+        b_at = p_at + p_len
+        return StoredMessage(
+            str(blob[at:r_at], "utf-8", "surrogateescape"),
+            str(blob[r_at:p_at], "utf-8", "surrogateescape"),
+            bytes(blob[p_at:b_at]),
+            bytes(blob[b_at:]),
+        )
     import pickle
 
-    exchange, routing_key, props, body, keys, has_bcc = pickle.loads(blob)
+    exchange, routing_key, props, body, keys, has_bcc = pickle.loads(blob[1:])
     msg = StoredMessage(exchange, routing_key, props, body)
     msg.extra_keys = keys
     msg.has_bcc = has_bcc

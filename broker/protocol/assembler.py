@@ -15,8 +15,8 @@ Shortcut: a basic.publish whose content header and single body frame already fol
 same read is taken whole, slicing the property bytes and body straight out of the read; when the
 content is not all in this read, or anything is unusual (wrong type or channel, oversized, bad end
 marker, several body frames), the publish goes to the frame-by-frame assembly, which then reports
-RabbitMQ's errors. The basic.publish fields are decoded in one place (`events`) for both paths;
-the shortcut is inlined there because it runs once per message.
+RabbitMQ's errors. The shortcut is `broker.protocol.publish_scan` (compiled with mypyc when
+possible): it takes a whole run of such publishes at once and stops at anything else.
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ from broker.protocol.methods import method_frame, simple_payload
 from exchanges.erlang.atom import Atom
 
 _HDR = struct.Struct(">BHI")
-_HEADER_FRAME = struct.Struct(">BHIHHQ")  # frame header + content header's class, weight, body size
 _CONTENT_HEAD = struct.Struct(">HHQ")
 PUBLISH_IDS = (60, 40)
 _PUBLISH_HEAD = b"\x00\x3c\x00\x28"
@@ -68,6 +67,20 @@ _NO_METHOD = (0, 0)
 _UNKNOWN_FRAME = Atom("unknown_frame")
 _INVALID_END_MARKER = Atom("invalid_frame_end_marker")
 _FRAME_TOO_LARGE = Atom("frame_too_large")
+
+
+def _load_scan(
+    data: bytes, pos: int, channels: set[int], pending: dict[int, Any], limit: int, max_size: int
+) -> list[tuple[int, int, Publish]]:
+    """`broker.protocol.native.scan`, loaded by the first publish and then called directly: an idle
+    broker, and connections that never publish, do not carry the compiled module."""
+    global scan
+    from broker.protocol.native import scan
+
+    return scan(data, pos, channels, pending, limit, max_size)
+
+
+scan = _load_scan
 
 
 Publish = tuple[str, str, bool, bool, bytes, bytes]
@@ -246,6 +259,15 @@ class CommandAssembler:
                     and (not content or channel not in content)
                     and data.startswith(_PUBLISH_HEAD, pos + 7)
                 ):
+                    if fast:  # the single-read shortcut (see the docstring)
+                        run = scan(data, pos, channels, content, limit, max_size)
+                        if run:
+                            for after, number, publish in run:
+                                frames += 3 if publish[5] else 2
+                                pos = after
+                                if number in channels:  # else closed by one before: dropped
+                                    yield number, publish
+                            continue
                     # basic.publish, the one decoder of its fields (a payload they do not fit goes
                     # on to `_channel_frame`, which reports the 501)
                     p = pos + 13  # frame header, class, method, ticket
@@ -258,55 +280,6 @@ class CommandAssembler:
                         routing_key = data[ex_end + 1 : rk_end].decode("utf-8", "surrogateescape")
                         bits = data[rk_end]
                         h = stop + 1
-                        if fast and end - h >= 22:  # the single-read shortcut (see the docstring)
-                            ftype, hchannel, hsize, class_id, weight, body_size = _HEADER_FRAME.unpack_from(
-                                data, h
-                            )
-                            hstop = h + 7 + hsize
-                            if (
-                                ftype == FRAME_HEADER
-                                and hchannel == channel
-                                and class_id == 60
-                                and not weight
-                                and hsize >= 14
-                                and body_size <= max_size
-                                and not (limit and hsize > limit)
-                                and hstop < end
-                                and data[hstop] == FRAME_END
-                            ):
-                                after = hstop + 1
-                                body: bytes | None = None
-                                if not body_size:
-                                    frames += 2
-                                    pos = after
-                                    body = b""
-                                elif end - after >= 8:
-                                    ftype, bchannel, bsize = unpack(data, after)
-                                    bstop = after + 7 + bsize
-                                    if (
-                                        ftype == FRAME_BODY
-                                        and bchannel == channel
-                                        and bsize == body_size
-                                        and not (limit and bsize > limit)
-                                        and bstop < end
-                                        and data[bstop] == FRAME_END
-                                    ):
-                                        frames += 3
-                                        pos = bstop + 1
-                                        body = data[after + 7 : bstop]
-                                if body is not None:
-                                    yield (
-                                        channel,
-                                        (
-                                            exchange,
-                                            routing_key,
-                                            True if bits & 1 else False,  # noqa: SIM210 (bool(), == cost more)
-                                            True if bits & 2 else False,  # noqa: SIM210
-                                            data[h + 19 : hstop],
-                                            body,
-                                        ),
-                                    )
-                                    continue
                         content[channel] = _Content(exchange, routing_key, bits)
                         frames += 1
                         pos = h

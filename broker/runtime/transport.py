@@ -9,7 +9,7 @@ import errno
 import logging
 import os
 from collections.abc import Collection, Container, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from broker.protocol.handshake import DEFAULT_MECHANISMS, EXTERNAL, PASSWORD_MECHANISMS, Mechanisms, PeerLogin
 from broker.session.connection import Connection
@@ -153,7 +153,7 @@ class AmqpProtocol(asyncio.Protocol):
         self.tls = tls
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's transports subclass none of asyncio's
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)
         sock = transport.get_extra_info("socket")
         if sock is not None:

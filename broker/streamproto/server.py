@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import cast
 
 from broker.streamproto.connection import Config, StreamConnection
 from broker.streamproto.ports import StreamBroker
@@ -36,7 +37,7 @@ class _StreamProtocol(asyncio.Protocol):
         self._unwatch: Callable[[], None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's transports subclass none of asyncio's
         self.transport = transport
         transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
         peer = transport.get_extra_info("peername")

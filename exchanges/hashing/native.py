@@ -10,15 +10,14 @@ the same code's; the compiled one is about ten times faster.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import logging
-import os
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from exchanges import native_twin
 from exchanges.hashing import hashcore as _pure
+from exchanges.native_twin import pure_requested as pure_requested
 
 log = logging.getLogger("hashbroker.hashing")
 
@@ -27,36 +26,12 @@ NATIVE_MODULE = "exchanges.hashing._hashcore_native"
 
 def source_digest(path: Path | None = None) -> str:
     """sha256 of hashcore.py's bytes: what a compiled copy must have been built from."""
-    return hashlib.sha256((path or Path(_pure.__file__)).read_bytes()).hexdigest()
-
-
-def pure_requested() -> bool:
-    return os.environ.get("HASHBROKER_PURE", "") not in ("", "0")
+    return native_twin.source_digest(path or Path(_pure.__file__))
 
 
 def _choose() -> tuple[ModuleType, str, str]:
     """(module, "mypyc" | "python", why)."""
-    if pure_requested():
-        return _pure, "python", "HASHBROKER_PURE is set"
-    try:
-        native = importlib.import_module(NATIVE_MODULE)
-    except ImportError as exc:
-        return _pure, "python", f"no compiled hash module ({exc})"
-    try:
-        current = source_digest()
-    except OSError as exc:
-        return _pure, "python", f"cannot read {_pure.__file__} to check the compiled module ({exc})"
-    built_from = getattr(native, "SOURCE_DIGEST", None)
-    if built_from != current:
-        return (
-            _pure,
-            "python",
-            (
-                f"the compiled hash module was built from another hashcore.py (sha256 {built_from}, "
-                f"now {current}): reinstall (pip install -e .) to rebuild it"
-            ),
-        )
-    return native, "mypyc", f"compiled module {native.__file__}"
+    return native_twin.choose(_pure, NATIVE_MODULE, "hash module")
 
 
 core, IMPLEMENTATION, REASON = _choose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import platform
 from typing import Any
 
@@ -16,6 +17,7 @@ from broker.management.render import (
     with_rates,
 )
 from broker.management.views.health import listeners
+from broker.runtime.eventloop import loop_name
 from broker.runtime.transport import fd_usage
 
 EXCHANGE_TYPE_DESCRIPTIONS = {
@@ -104,6 +106,7 @@ async def get_overview(ctx: Context, req: Request, segs: list[str]) -> Response:
         "exchange_types": exchange_types(ctx),
         "product_version": __version__,
         "product_name": "hashbroker",
+        "hashbroker_event_loop": loop_name(asyncio.get_running_loop()),  # "uvloop" or "asyncio"
         "rabbitmq_version": s.compat_version,
         "cluster_name": node,
         "erlang_version": f"none (Python {platform.python_version()})",

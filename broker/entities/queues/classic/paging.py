@@ -2,7 +2,7 @@
 
 A ready list (broker.entities.queues.ready) keeps the messages nearest its head in memory (its
 `levels`, one deque per priority) and, once that window is full, the rest in a `Pager`: per level
-a tail of compact index rows (seq, body size, expiry, flags: about 30 bytes a message in `array`s)
+a tail of compact index rows (seq, body size, expiry, flags: about 44 bytes a message in `array`s)
 whose bodies sit in a `PageSpool`, an append-only file the persistence hands out, as RabbitMQ's
 classic queues page to disk. A tail may
 also start with a `Backlog`: the messages a restarted broker has in its store but has not read yet,
@@ -57,12 +57,14 @@ class Tail:
     def __init__(self) -> None:
         self.backlog: Backlog | None = None
         self.spool: PageSpool | None = None
-        self.seqs = array("q")
-        self.sizes = array("q")
+        # unsigned rows ("Q", "I"): appending to them converts the int directly, where the signed
+        # and the one-octet types go through the argument parser; none of these is ever negative
+        self.seqs = array("Q")
+        self.sizes = array("Q")
         self.expires = array("d")
-        self.flags = array("B")
-        self.offs = array("q")
-        self.ends = array("q")
+        self.flags = array("I")
+        self.offs = array("Q")
+        self.ends = array("Q")
         self.head = 0  # rows before it were read back
         self.bytes = 0  # body bytes of the spooled rows not read back
 
