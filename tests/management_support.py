@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -44,3 +47,19 @@ def mgmt_base(b: BrokerThread) -> str:
     """The management API's base URL of an embedded broker started with `management_port=0`."""
     assert b.broker.management is not None
     return f"http://127.0.0.1:{b.broker.management.port}"
+
+
+@contextlib.contextmanager
+def management_on_loop(b: BrokerThread) -> Iterator[str]:
+    """A management server on the broker's own loop (as Broker.start runs it); yields its base URL."""
+    from broker.management import ManagementServer, start_management
+
+    loop = b.loop
+    assert loop is not None
+    server: ManagementServer = asyncio.run_coroutine_threadsafe(
+        start_management(b.broker, "127.0.0.1", 0), loop
+    ).result(10)
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
