@@ -551,6 +551,38 @@ class RawClosed(Exception):
     """The peer closed the socket."""
 
 
+def recv_chunk(sock: socket.socket, deadline: float) -> bytes:
+    """The next bytes the server sends before the monotonic `deadline`: TimeoutError if it stays
+    silent, RawClosed if it closes (or resets) the socket."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError("no frame from the server")
+    sock.settimeout(remaining)
+    try:
+        chunk = sock.recv(65536)
+    except TimeoutError:
+        raise TimeoutError("no frame from the server") from None
+    except ConnectionError as exc:
+        raise RawClosed(str(exc)) from exc
+    if not chunk:
+        raise RawClosed("EOF")
+    return chunk
+
+
+def split_frames(data: bytes) -> tuple[list[tuple[int, FrameT]], bytes]:
+    """The whole frames at the start of `data` as (channel, value), and the bytes left after them
+    (an incomplete or undecodable frame)."""
+    out = []
+    while data:
+        try:
+            used, channel, value = frame.unmarshal(data)
+        except Exception:
+            break
+        data = data[used:]
+        out.append((channel, value))
+    return out, data
+
+
 class RawAmqp:
     """A minimal AMQP 0-9-1 client on a plain socket, for frame-exact observations.
 
@@ -668,19 +700,7 @@ class RawAmqp:
                     if isinstance(value, heartbeat.Heartbeat):
                         continue
                     return channel, value
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("no frame from the server")
-            self.sock.settimeout(remaining)
-            try:
-                chunk = self.sock.recv(65536)
-            except TimeoutError:
-                raise TimeoutError("no frame from the server") from None
-            except ConnectionError as exc:
-                raise RawClosed(str(exc)) from exc
-            if not chunk:
-                raise RawClosed("EOF")
-            self.buf += chunk
+            self.buf += recv_chunk(self.sock, deadline)
 
     def read_until_closed(self, seconds: float, poll: float = 0.2) -> tuple[bytes, float | None]:
         """The raw bytes the server sends for up to `seconds`, and how many seconds passed before
