@@ -10,6 +10,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -63,3 +64,22 @@ def management_on_loop(b: BrokerThread) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.port}"
     finally:
         asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+
+
+@contextlib.contextmanager
+def confirming_channel(data_dir: Path, **settings: Any) -> Iterator[tuple[BrokerThread, Any]]:
+    """An embedded hashbroker with management on `data_dir` (stopped cleanly on exit, so that a
+    second one on the same directory is a restart) and a confirming pika channel to it."""
+    import pika
+
+    from broker.embedded import BrokerThread
+
+    with BrokerThread(host="127.0.0.1", port=0, management_port=0, data_dir=str(data_dir), **settings) as b:
+        conn = pika.BlockingConnection(pika.URLParameters(b.url))
+        try:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            yield b, ch
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()

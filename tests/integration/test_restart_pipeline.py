@@ -10,9 +10,8 @@ persistent ones in transient queues, are not.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +20,9 @@ import pytest
 
 from broker.embedded import BrokerThread
 from tests.management_support import call, mgmt_base
+from tests.management_support import confirming_channel as channel
 
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
-
-
-@contextlib.contextmanager
-def channel(data_dir: Path) -> Iterator[tuple[BrokerThread, Any]]:
-    """An embedded hashbroker with management on `data_dir` (stopped cleanly on exit) and a
-    confirming pika channel to it."""
-    with BrokerThread(host="127.0.0.1", port=0, management_port=0, data_dir=str(data_dir)) as b:
-        conn = pika.BlockingConnection(pika.URLParameters(b.url))
-        try:
-            ch = conn.channel()
-            ch.confirm_delivery()
-            yield b, ch
-        finally:
-            with contextlib.suppress(Exception):
-                conn.close()
 
 
 def drain(ch: Any, queue: str) -> list[tuple[bytes, dict[str, Any]]]:
