@@ -83,3 +83,13 @@ def confirming_channel(data_dir: Path, **settings: Any) -> Iterator[tuple[Broker
         finally:
             with contextlib.suppress(Exception):
                 conn.close()
+
+
+def take_all(ch: Any, queue: str) -> list[tuple[bytes, dict[str, Any]]]:
+    """(body, headers) of every message of `queue`, taken with auto-ack, on a pika channel."""
+    out = []
+    while True:
+        method, props, body = ch.basic_get(queue, auto_ack=True)
+        if method is None:
+            return out
+        out.append((body, props.headers or {}))

@@ -16,7 +16,7 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
-from tests.management_support import call, mgmt_base
+from tests.management_support import call, mgmt_base, take_all
 from tests.management_support import confirming_channel as channel
 
 N = 3
@@ -75,12 +75,8 @@ def wait_depth(ch: Any, queue: str, n: int, timeout: float = 10.0) -> int:
 
 
 def drain(ch: Any, queue: str) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    while True:
-        method, props, body = ch.basic_get(queue, auto_ack=True)
-        if method is None:
-            return out
-        out.append((body.decode(), (props.headers or {}).get("x-death", [{}])[0]))
+    """(body, first x-death entry) of every message of `queue`."""
+    return [(body.decode(), headers.get("x-death", [{}])[0]) for body, headers in take_all(ch, queue)]
 
 
 def check_dead_letters(got: list[tuple[str, dict[str, Any]]]) -> None:

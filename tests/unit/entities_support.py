@@ -7,6 +7,7 @@ from amqpwire.fields import Field, FieldTable
 from broker.entities.clock import ManualClock
 from broker.entities.message import StoredMessage
 from broker.entities.queues.catalog import Consumer, Entry, Queue
+from broker.entities.queues.quorum.queue import QuorumQueue
 from broker.entities.vhost import VHost
 from broker.protocol import properties as P
 from exchanges.compat import Compat
@@ -63,6 +64,21 @@ def args(**values: object) -> FieldTable:
 
 def declare(v: VHost, name: str = "q", **arguments: object) -> Queue:
     q = Queue(v, name, durable=False, exclusive_owner=None, auto_delete=False, arguments=args(**arguments))
+    v.add_queue(q)
+    return q
+
+
+def quorum(v: VHost, name: str = "q", **arguments: object) -> QuorumQueue:
+    """A durable quorum queue in `v` with `arguments` (written as in `args`)."""
+    q = Queue(
+        v,
+        name,
+        durable=True,
+        exclusive_owner=None,
+        auto_delete=False,
+        arguments=args(x_queue_type="quorum", **arguments),
+    )
+    assert isinstance(q, QuorumQueue)
     v.add_queue(q)
     return q
 
