@@ -914,6 +914,23 @@ def rabbitmqctl_vhost(prefix: str) -> Iterator[str]:
         subprocess.run(["rabbitmqctl", "delete_vhost", name], capture_output=True)
 
 
+#: RabbitMQ's stream protocol port (the stream plugin's listener) on this machine.
+RABBIT_STREAM = ("127.0.0.1", 5552)
+
+
+def needs_rabbitmq_stream() -> pytest.MarkDecorator:
+    """A skip mark, for a module that drives RabbitMQ's stream port, when that port does not answer."""
+    try:
+        with socket.create_connection(RABBIT_STREAM, timeout=1):
+            answers = True
+    except OSError:
+        answers = False
+    return pytest.mark.skipif(
+        not answers,
+        reason="RabbitMQ's stream port 5552 does not answer: rabbitmq-plugins enable rabbitmq_stream",
+    )
+
+
 def optional_rabbitmq_url(request: pytest.FixtureRequest) -> str | None:
     """The live RabbitMQ URL, or None when unreachable (callers skip only if they really need it).
 
