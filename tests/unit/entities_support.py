@@ -83,6 +83,14 @@ def quorum(v: VHost, name: str = "q", **arguments: object) -> QuorumQueue:
     return q
 
 
+def drain_bodies(q: Queue) -> list[bytes]:
+    """The bodies of the queue's ready messages, in delivery order, taken with no-ack."""
+    out = []
+    while (e := q.get(no_ack=True)) is not None:
+        out.append(e.msg.body)
+    return out
+
+
 def message(body: bytes, *, expiration: str | None = None, priority: int | None = None) -> StoredMessage:
     props: dict[str, object] = {}
     if expiration is not None:
