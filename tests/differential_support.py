@@ -161,6 +161,18 @@ def url_params(url: str, **overrides: Any) -> pika.URLParameters:
     return params
 
 
+@contextlib.contextmanager
+def pika_channel(url: str) -> Iterator[Any]:
+    """A channel on a new pika connection to `url` (its `.connection` for event processing); the
+    connection is closed on exit, whatever the channel's state."""
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        yield conn.channel()
+    finally:
+        with contextlib.suppress(pika.exceptions.ConnectionWrongStateError):
+            conn.close()
+
+
 def host_port(url: str) -> tuple[str, int]:
     parsed = urlparse(url)
     return parsed.hostname or "127.0.0.1", parsed.port or 5672
