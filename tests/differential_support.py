@@ -465,10 +465,13 @@ class Registry:
         self.slow: set[str] = set()
 
     def scenario(self, fn: ScenarioFn) -> ScenarioFn:
-        name = fn.__name__.removeprefix("scenario_")
+        self.add(fn.__name__.removeprefix("scenario_"), fn)
+        return fn
+
+    def add(self, name: str, fn: ScenarioFn) -> None:
+        """Register `fn` as scenario `name` (for scenarios built from a table of cases)."""
         assert name not in self.scenarios, name
         self.scenarios[name] = fn
-        return fn
 
     def slow_scenario(self, fn: ScenarioFn) -> ScenarioFn:
         """A scenario that takes many seconds on each broker: its tests are marked ``slow``."""
