@@ -711,8 +711,7 @@ def scenario_not_found_errors(ctx: Ctx) -> Any:
 @scenario
 def scenario_consumer_tag_reuse(ctx: Ctx) -> Any:
     """Reusing a consumer tag on one channel is a 530 NOT_ALLOWED connection error."""
-    conn = ctx.connect()
-    ch = conn.channel()
+    ch = ctx.channel()
     q = ctx.queue()
     ch.queue_declare(q)
     first = attempt(lambda: ch.basic_consume(q, lambda *a: None, consumer_tag="dup"))
@@ -752,8 +751,7 @@ def scenario_invalid_queue_arguments(ctx: Ctx) -> Any:
 @scenario
 def scenario_user_id_validation(ctx: Ctx) -> Any:
     """basic.publish with a user_id that is not the authenticated user closes the channel with 406."""
-    conn = ctx.connect()
-    ch = conn.channel()
+    ch = ctx.channel()
     q = ctx.queue()
     ch.queue_declare(q)
     ch.basic_publish("", q, b"ok", pika.BasicProperties(user_id="guest"))
@@ -780,8 +778,7 @@ def scenario_exchange_internal_and_unknown_type(ctx: Ctx) -> Any:
 @scenario
 def scenario_get_auto_ack_and_redelivery(ctx: Ctx) -> Any:
     """basic.get with no-ack removes at once; without ack a re-get after recover is redelivered."""
-    conn = ctx.connect()
-    ch = conn.channel()
+    ch = ctx.channel()
     q = ctx.queue()
     ch.queue_declare(q)
     for i in range(3):

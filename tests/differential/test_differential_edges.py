@@ -248,8 +248,7 @@ def scenario_exclusive_consumer(ctx: Ctx) -> Any:
 @scenario
 def scenario_server_named_queue_other_connection(ctx: Ctx) -> Any:
     """A server-named (exclusive) queue is locked to its connection: another connection gets 405."""
-    owner = ctx.connect()
-    och = owner.channel()
+    och = ctx.channel()
     name = och.queue_declare("", exclusive=True).method.queue
     ctx.register(name, "gen")
     shared = och.queue_declare("", exclusive=False).method.queue
@@ -492,8 +491,7 @@ def scenario_alternate_exchange_loop(ctx: Ctx) -> Any:
 @scenario
 def scenario_alternate_exchange_type_and_internal(ctx: Ctx) -> Any:
     """An AE of any type routes with the original routing key; an internal AE still receives."""
-    conn = ctx.connect()
-    ch = conn.channel()
+    ch = ctx.channel()
     x, ae = ctx.exchange("x"), ctx.exchange("ae")
     q1, q2 = ctx.queue("q1"), ctx.queue("q2")
     ch.exchange_declare(ae, "topic", internal=True)

@@ -19,6 +19,13 @@ from tests.management_support import mgmt_base
 
 RABBIT_API = conftest.RABBITMQ_API
 
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerThread]:
+    with BrokerThread(port=0, management_port=0) as bt:
+        yield bt
+
+
 SAME_ANSWER = [
     "/api/health/checks/alarms",
     "/api/health/checks/local-alarms",
@@ -40,12 +47,6 @@ SAME_ANSWER = [
     "/api/health/checks",
     "/api/health/checks/alarms/extra",
 ]
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerThread]:
-    with BrokerThread(port=0, management_port=0) as bt:
-        yield bt
 
 
 @pytest.mark.parametrize("path", SAME_ANSWER)
