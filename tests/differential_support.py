@@ -228,6 +228,19 @@ class Ctx:
         ch.confirm_delivery()
         return ch
 
+    def confirmed_queue(
+        self, messages: int = 0, label: str = "q", **declare: Any
+    ) -> tuple[pika.BlockingConnection, Any, str]:
+        """A new connection, a confirming channel on it and a new queue `label` (declared with
+        `declare`) holding `messages` messages m0, m1, ... (each confirmed)."""
+        conn = self.connect()
+        ch = self.confirm_channel(conn)
+        q = self.queue(label)
+        ch.queue_declare(q, **declare)
+        for i in range(messages):
+            ch.basic_publish("", q, f"m{i}".encode())
+        return conn, ch, q
+
     def token(self, label: str) -> str:
         """A unique string that is neither queue nor exchange (consumer tags, ids) but is scrubbed."""
         return self.name_for(label)

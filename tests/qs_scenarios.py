@@ -1764,6 +1764,10 @@ def _raw_stream_deliveries(ctx: QsCtx, s: str, n: int, offset: Any = "first") ->
     return out
 
 
+#: A header of each scalar field type a client sends, for the header-type scenarios.
+SCALAR_HEADERS: dict[str, Any] = {"str": "v", "int": 5, "big": 2**40, "neg": -3, "bool": True}
+
+
 @scenario
 def scenario_st_headers_and_properties(ctx: QsCtx) -> Observation:
     """Which properties and header values survive the way through a stream (and their wire types).
@@ -1777,11 +1781,7 @@ def scenario_st_headers_and_properties(ctx: QsCtx) -> Observation:
     ch.queue_declare(s, durable=True, arguments=ST)
     ch.queue_declare(q, durable=True, arguments=QQ)
     headers: dict[str, Any] = {
-        "str": "v",
-        "int": 5,
-        "big": 2**40,
-        "neg": -3,
-        "bool": True,
+        **SCALAR_HEADERS,
         "decimal": Decimal("1.5"),
         "array": [1, "a", True],
         "table": {"k": "v", "n": 1},

@@ -75,10 +75,7 @@ def scenario_basic_get_empty(ctx: Ctx) -> Any:
 @scenario
 def scenario_declare_ok_counts(ctx: Ctx) -> Any:
     """queue.declare-ok counts ready messages and consumers; unacked deliveries are not counted."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q)
+    conn, ch, q = ctx.confirmed_queue()
     for i in range(3):
         ch.basic_publish("", q, str(i).encode())
     before = method_obs(ch.queue_declare(q, passive=True))
@@ -432,10 +429,7 @@ def scenario_qos_prefetch(ctx: Ctx) -> Any:
 @scenario
 def scenario_consumer_cancel_and_auto_delete(ctx: Ctx) -> Any:
     """An auto-delete queue disappears when its last consumer cancels (not before the first)."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q, auto_delete=True)
+    conn, ch, q = ctx.confirmed_queue(auto_delete=True)
     ch.basic_publish("", q, b"kept")
     still_there = method_obs(ch.queue_declare(q, passive=True))
     tag = ch.basic_consume(q, lambda *a: None, auto_ack=True, consumer_tag="ctag-x")

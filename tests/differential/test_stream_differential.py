@@ -17,6 +17,7 @@ import pytest
 
 from tests.differential_support import Ctx, Registry, run_differential
 from tests.qs_scenarios import (
+    SCALAR_HEADERS,
     ack_all_then_qos,
     confirm_channel,
     deliveries_from_first,
@@ -104,11 +105,7 @@ def scenario_stream_headers_and_properties(ctx: Ctx) -> Any:
     s = ctx.queue("s")
     conn.channel().queue_declare(s, durable=True, arguments=ST)
     headers: dict[str, Any] = {
-        "str": "v",
-        "int": 5,
-        "big": 2**40,
-        "neg": -3,
-        "bool": True,
+        **SCALAR_HEADERS,
         "array": [1, "a", True],
         "table": {"k": "v", "n": 1},
         "nested": {"t": {"a": [1, {"b": 2}]}},
