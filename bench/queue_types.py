@@ -269,22 +269,14 @@ class Bench:
     def report(self) -> None:
         a, res = self.args, self.results
         print(HEADER)
-        print(
-            row(
-                f"quorum publish, confirms, {a.window} in flight",
-                res["qp"]["hashbroker"],
-                res["qp"]["rabbitmq"],
-            )
-        )
-        print(row(f"quorum consume, prefetch {a.prefetch}", res["qc"]["hashbroker"], res["qc"]["rabbitmq"]))
-        print(
-            row(
-                f"stream publish, confirms, {a.window} in flight",
-                res["sp"]["hashbroker"],
-                res["sp"]["rabbitmq"],
-            )
-        )
-        print(row(f"stream read {a.messages:,} from first", res["sr"]["hashbroker"], res["sr"]["rabbitmq"]))
+        measured = {
+            "qp": f"quorum publish, confirms, {a.window} in flight",
+            "qc": f"quorum consume, prefetch {a.prefetch}",
+            "sp": f"stream publish, confirms, {a.window} in flight",
+            "sr": f"stream read {a.messages:,} from first",
+        }
+        for key, label in measured.items():
+            print(row(label, res[key]["hashbroker"], res[key]["rabbitmq"]))
         offsets = {t: sorted(v) for t, v in self.last_offsets.items()}
         print(f"last x-stream-offset read (expected {a.messages - 1}): {offsets}")
         bodies = a.messages * a.body / 2**20

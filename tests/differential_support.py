@@ -161,6 +161,18 @@ def url_params(url: str, **overrides: Any) -> pika.URLParameters:
     return params
 
 
+@contextlib.contextmanager
+def pika_channel(url: str) -> Iterator[Any]:
+    """A channel on a new pika connection to `url` (its `.connection` for event processing); the
+    connection is closed on exit, whatever the channel's state."""
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        yield conn.channel()
+    finally:
+        with contextlib.suppress(pika.exceptions.ConnectionWrongStateError):
+            conn.close()
+
+
 def host_port(url: str) -> tuple[str, int]:
     parsed = urlparse(url)
     return parsed.hostname or "127.0.0.1", parsed.port or 5672
@@ -215,6 +227,19 @@ class Ctx:
         ch = conn.channel()
         ch.confirm_delivery()
         return ch
+
+    def confirmed_queue(
+        self, messages: int = 0, label: str = "q", **declare: Any
+    ) -> tuple[pika.BlockingConnection, Any, str]:
+        """A new connection, a confirming channel on it and a new queue `label` (declared with
+        `declare`) holding `messages` messages m0, m1, ... (each confirmed)."""
+        conn = self.connect()
+        ch = self.confirm_channel(conn)
+        q = self.queue(label)
+        ch.queue_declare(q, **declare)
+        for i in range(messages):
+            ch.basic_publish("", q, f"m{i}".encode())
+        return conn, ch, q
 
     def token(self, label: str) -> str:
         """A unique string that is neither queue nor exchange (consumer tags, ids) but is scrubbed."""
@@ -453,10 +478,13 @@ class Registry:
         self.slow: set[str] = set()
 
     def scenario(self, fn: ScenarioFn) -> ScenarioFn:
-        name = fn.__name__.removeprefix("scenario_")
+        self.add(fn.__name__.removeprefix("scenario_"), fn)
+        return fn
+
+    def add(self, name: str, fn: ScenarioFn) -> None:
+        """Register `fn` as scenario `name` (for scenarios built from a table of cases)."""
         assert name not in self.scenarios, name
         self.scenarios[name] = fn
-        return fn
 
     def slow_scenario(self, fn: ScenarioFn) -> ScenarioFn:
         """A scenario that takes many seconds on each broker: its tests are marked ``slow``."""
@@ -549,6 +577,38 @@ FrameT = Any
 
 class RawClosed(Exception):
     """The peer closed the socket."""
+
+
+def recv_chunk(sock: socket.socket, deadline: float) -> bytes:
+    """The next bytes the server sends before the monotonic `deadline`: TimeoutError if it stays
+    silent, RawClosed if it closes (or resets) the socket."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError("no frame from the server")
+    sock.settimeout(remaining)
+    try:
+        chunk = sock.recv(65536)
+    except TimeoutError:
+        raise TimeoutError("no frame from the server") from None
+    except ConnectionError as exc:
+        raise RawClosed(str(exc)) from exc
+    if not chunk:
+        raise RawClosed("EOF")
+    return chunk
+
+
+def split_frames(data: bytes) -> tuple[list[tuple[int, FrameT]], bytes]:
+    """The whole frames at the start of `data` as (channel, value), and the bytes left after them
+    (an incomplete or undecodable frame)."""
+    out = []
+    while data:
+        try:
+            used, channel, value = frame.unmarshal(data)
+        except Exception:
+            break
+        data = data[used:]
+        out.append((channel, value))
+    return out, data
 
 
 class RawAmqp:
@@ -668,19 +728,7 @@ class RawAmqp:
                     if isinstance(value, heartbeat.Heartbeat):
                         continue
                     return channel, value
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("no frame from the server")
-            self.sock.settimeout(remaining)
-            try:
-                chunk = self.sock.recv(65536)
-            except TimeoutError:
-                raise TimeoutError("no frame from the server") from None
-            except ConnectionError as exc:
-                raise RawClosed(str(exc)) from exc
-            if not chunk:
-                raise RawClosed("EOF")
-            self.buf += chunk
+            self.buf += recv_chunk(self.sock, deadline)
 
     def read_until_closed(self, seconds: float, poll: float = 0.2) -> tuple[bytes, float | None]:
         """The raw bytes the server sends for up to `seconds`, and how many seconds passed before
@@ -892,6 +940,23 @@ def rabbitmqctl_vhost(prefix: str) -> Iterator[str]:
         yield name
     finally:
         subprocess.run(["rabbitmqctl", "delete_vhost", name], capture_output=True)
+
+
+#: RabbitMQ's stream protocol port (the stream plugin's listener) on this machine.
+RABBIT_STREAM = ("127.0.0.1", 5552)
+
+
+def needs_rabbitmq_stream() -> pytest.MarkDecorator:
+    """A skip mark, for a module that drives RabbitMQ's stream port, when that port does not answer."""
+    try:
+        with socket.create_connection(RABBIT_STREAM, timeout=1):
+            answers = True
+    except OSError:
+        answers = False
+    return pytest.mark.skipif(
+        not answers,
+        reason="RabbitMQ's stream port 5552 does not answer: rabbitmq-plugins enable rabbitmq_stream",
+    )
 
 
 def optional_rabbitmq_url(request: pytest.FixtureRequest) -> str | None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -44,3 +48,48 @@ def mgmt_base(b: BrokerThread) -> str:
     """The management API's base URL of an embedded broker started with `management_port=0`."""
     assert b.broker.management is not None
     return f"http://127.0.0.1:{b.broker.management.port}"
+
+
+@contextlib.contextmanager
+def management_on_loop(b: BrokerThread) -> Iterator[str]:
+    """A management server on the broker's own loop (as Broker.start runs it); yields its base URL."""
+    from broker.management import ManagementServer, start_management
+
+    loop = b.loop
+    assert loop is not None
+    server: ManagementServer = asyncio.run_coroutine_threadsafe(
+        start_management(b.broker, "127.0.0.1", 0), loop
+    ).result(10)
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+
+
+@contextlib.contextmanager
+def confirming_channel(data_dir: Path, **settings: Any) -> Iterator[tuple[BrokerThread, Any]]:
+    """An embedded hashbroker with management on `data_dir` (stopped cleanly on exit, so that a
+    second one on the same directory is a restart) and a confirming pika channel to it."""
+    import pika
+
+    from broker.embedded import BrokerThread
+
+    with BrokerThread(host="127.0.0.1", port=0, management_port=0, data_dir=str(data_dir), **settings) as b:
+        conn = pika.BlockingConnection(pika.URLParameters(b.url))
+        try:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            yield b, ch
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+def take_all(ch: Any, queue: str) -> list[tuple[bytes, dict[str, Any]]]:
+    """(body, headers) of every message of `queue`, taken with auto-ack, on a pika channel."""
+    out = []
+    while True:
+        method, props, body = ch.basic_get(queue, auto_ack=True)
+        if method is None:
+            return out
+        out.append((body, props.headers or {}))

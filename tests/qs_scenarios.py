@@ -93,26 +93,16 @@ def attempt(fn: Callable[[], Any]) -> dict[str, Any]:
     _LAST_CLOSE.clear()
     try:
         result = fn()
-    except pika.exceptions.ChannelClosedByBroker as exc:
-        close = _LAST_CLOSE.get("channel")
-        return {
-            "channel_close": [
-                exc.reply_code,
-                exc.reply_text,
-                getattr(close, "class_id", None),
-                getattr(close, "method_id", None),
-            ]
-        }
-    except pika.exceptions.ConnectionClosedByBroker as exc:
-        close = _LAST_CLOSE.get("connection")
-        return {
-            "connection_close": [
-                exc.reply_code,
-                exc.reply_text,
-                getattr(close, "class_id", None),
-                getattr(close, "method_id", None),
-            ]
-        }
+    except (pika.exceptions.ChannelClosedByBroker, pika.exceptions.ConnectionClosedByBroker) as exc:
+        kind = "channel" if isinstance(exc, pika.exceptions.ChannelClosedByBroker) else "connection"
+        close = _LAST_CLOSE.get(kind)
+        fields = [
+            exc.reply_code,
+            exc.reply_text,
+            getattr(close, "class_id", None),
+            getattr(close, "method_id", None),
+        ]
+        return {f"{kind}_close": fields}
     method = getattr(result, "method", None)
     if method is not None and hasattr(method, "NAME"):
         return {"ok": method_fields(method)}
@@ -326,6 +316,33 @@ def publish_confirmed(ch: Any, queue: str, bodies: list[str], **props: Any) -> l
     return out
 
 
+def connect_confirming(ctx: Any) -> tuple[pika.BlockingConnection, Any]:
+    """A new connection and a confirming channel on it."""
+    conn = ctx.connect()
+    return conn, confirm_channel(conn)
+
+
+def declare_argument_cases(ctx: QsCtx, cases: dict[str, dict[str, Any]], arguments: dict[str, Any]) -> Any:
+    """`declare_cases` (management view included) of one queue per case, declared with the case's
+    x-arguments over the queue type's `arguments`."""
+    return declare_cases(
+        ctx, {k: {"arguments": v} for k, v in cases.items()}, base={"arguments": arguments}, mgmt=True
+    )
+
+
+def durable_queue_with(
+    ctx: Any, label: str, arguments: dict[str, Any], bodies: list[str] | None = None, **props: Any
+) -> tuple[pika.BlockingConnection, Any, str]:
+    """A new connection, a confirming channel on it and a durable queue `label` declared with
+    `arguments` (its type), holding `bodies` published with `props` (each confirmed)."""
+    conn, ch = connect_confirming(ctx)
+    q = ctx.queue(label)
+    ch.queue_declare(q, durable=True, arguments=arguments)
+    if bodies is not None:
+        publish_confirmed(ch, q, bodies, **props)
+    return conn, ch, q
+
+
 def delivery_obs(method: Any, props: Any, body: bytes, *, headers_only: bool = False) -> dict[str, Any]:
     """One delivery (basic.deliver or basic.get-ok) with its properties."""
     out: dict[str, Any] = {"body": body.decode(errors="replace"), "redelivered": method.redelivered}
@@ -422,18 +439,21 @@ def stream_offsets(items: list[tuple[Any, Any, bytes]]) -> list[Any]:
 # --------------------------------------------------------------------------------------------------
 
 
+#: queue.declare flag combinations every queue type is declared with.
+DECLARE_FLAGS: dict[str, dict[str, Any]] = {
+    "durable": {},
+    "transient": {"durable": False},
+    "exclusive": {"exclusive": True},
+    "autodelete": {"auto_delete": True},
+}
+
+
 @scenario
 def scenario_qq_declare_flags(ctx: QsCtx) -> Observation:
     """durable / exclusive / auto-delete combinations for x-queue-type quorum."""
     return declare_cases(
         ctx,
-        {
-            "durable": {},
-            "transient": {"durable": False},
-            "exclusive": {"exclusive": True},
-            "autodelete": {"auto_delete": True},
-            "transient_exclusive": {"durable": False, "exclusive": True},
-        },
+        {**DECLARE_FLAGS, "transient_exclusive": {"durable": False, "exclusive": True}},
         base={"arguments": QQ},
         mgmt=True,
     )
@@ -499,16 +519,13 @@ def scenario_qq_declare_arguments(ctx: QsCtx) -> Observation:
         "two_unsupported_mode_first": {"x-queue-mode": "lazy", "x-max-priority": 5},
         "two_bad_values": {"x-overflow": "nope", "x-max-length": -1},
     }
-    return declare_cases(
-        ctx, {k: {"arguments": v} for k, v in cases.items()}, base={"arguments": QQ}, mgmt=True
-    )
+    return declare_argument_cases(ctx, cases, QQ)
 
 
 @scenario
 def scenario_qq_declare_ok_and_passive(ctx: QsCtx) -> Observation:
     """Declare-Ok fields of a new, a redeclared and a passively declared quorum queue, 2 messages in."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
+    conn, ch = connect_confirming(ctx)
     q = ctx.queue("q")
     first = attempt(lambda: ch.queue_declare(q, durable=True, arguments=QQ))
     publish_confirmed(ch, q, ["a", "b"])
@@ -608,9 +625,8 @@ def _mgmt_wait_key(ctx: QsCtx, name: str, key: str) -> dict[str, Any]:
     return q
 
 
-QQ_MGMT_KEYS = (
-    "name",
-    "vhost",
+#: What describes a queue of any type, its replicas included, in the management API and in ctl.
+QUEUE_DESCRIPTION = (
     "type",
     "durable",
     "auto_delete",
@@ -619,6 +635,11 @@ QQ_MGMT_KEYS = (
     "leader",
     "members",
     "online",
+)
+QQ_MGMT_KEYS = (
+    "name",
+    "vhost",
+    *QUEUE_DESCRIPTION,
     "node",
     "messages",
     "messages_ready",
@@ -636,11 +657,9 @@ QQ_MGMT_KEYS = (
 @scenario
 def scenario_qq_management_fields(ctx: QsCtx) -> Observation:
     """Management API view of a quorum queue with 3 messages (1 unacked by a consumer)."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments={**QQ, "x-delivery-limit": 2, "x-max-length": 100})
-    publish_confirmed(ch, q, ["a", "b", "c"])
+    conn, _ch, q = durable_queue_with(
+        ctx, "q", {**QQ, "x-delivery-limit": 2, "x-max-length": 100}, ["a", "b", "c"]
+    )
     ch2 = conn.channel()
     ch2.basic_qos(prefetch_count=1)
     col = Collector()
@@ -661,11 +680,7 @@ def scenario_qq_management_fields(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_qq_delivery_count_basic_get(ctx: QsCtx) -> Observation:
     """basic.get adds x-delivery-count from the first get; requeued gets count up."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments=QQ)
-    publish_confirmed(ch, q, ["m1", "m2"], headers={"app": "x"})
+    _conn, ch, q = durable_queue_with(ctx, "q", QQ, ["m1", "m2"], headers={"app": "x"})
     steps = []
     for _ in range(3):
         method, obs = get(ch, q)
@@ -681,11 +696,7 @@ def scenario_qq_delivery_count_basic_get(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_qq_delivery_count_consumer(ctx: QsCtx) -> Observation:
     """Consumer deliveries carry x-delivery-count only from the first redelivery."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments=QQ)
-    publish_confirmed(ch, q, ["m1"])
+    conn, ch, q = durable_queue_with(ctx, "q", QQ, ["m1"])
     publish_confirmed(ch, q, ["m2"], headers={"x-delivery-count": 7, "app": "y"})
     ch.basic_qos(prefetch_count=1)
     col = Collector()
@@ -705,11 +716,7 @@ def scenario_qq_delivery_count_consumer(ctx: QsCtx) -> Observation:
 
 
 def _requeue_order(ctx: QsCtx, args: dict[str, Any]) -> dict[str, Any]:
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments={**QQ, **args})
-    publish_confirmed(ch, q, ["a", "b", "c", "d"])
+    conn, ch, q = durable_queue_with(ctx, "q", {**QQ, **args}, ["a", "b", "c", "d"])
     out: dict[str, Any] = {}
     # get a, b; nack b then a (requeue)
     ma, _ = get(ch, q, headers_only=True)
@@ -771,10 +778,7 @@ def scenario_qq_requeue_order_with_limit(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_qq_delivery_limit_drop(ctx: QsCtx) -> Observation:
     """x-delivery-limit 2 without a DLX: how many returns (nack, reject, channel close) until dropped."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments={**QQ, "x-delivery-limit": 2})
+    conn, ch, q = durable_queue_with(ctx, "q", {**QQ, "x-delivery-limit": 2})
     out: dict[str, Any] = {}
     for how in ("nack", "reject", "close"):
         publish_confirmed(ch, q, [how])
@@ -816,8 +820,7 @@ def _dlx_target(ctx: QsCtx, ch: Any) -> tuple[str, str]:
 @scenario
 def scenario_qq_dead_letter_reasons(ctx: QsCtx) -> Observation:
     """x-death written for delivery_limit, rejected, expired and maxlen on a quorum queue."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
+    _conn, ch = connect_confirming(ctx)
     dlx, dlq = _dlx_target(ctx, ch)
     q = ctx.queue("q")
     ch.queue_declare(
@@ -875,8 +878,7 @@ def scenario_qq_dead_letter_reasons(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_qq_message_ttl(ctx: QsCtx) -> Observation:
     """x-message-ttl and per-message expiration on a quorum queue (3.10 supports both)."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
+    _conn, ch = connect_confirming(ctx)
     q = ctx.queue("q")
     out: dict[str, Any] = {}
     out["declare"] = attempt(
@@ -932,10 +934,7 @@ def scenario_qq_expires(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_qq_drop_head(ctx: QsCtx) -> Observation:
     """x-max-length 3 (default overflow drop-head) and x-max-length-bytes on a quorum queue."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments={**QQ, "x-max-length": 3})
+    _conn, ch, q = durable_queue_with(ctx, "q", {**QQ, "x-max-length": 3})
     acks = publish_confirmed(ch, q, [f"m{i}" for i in range(6)])
     out: dict[str, Any] = {"acks": acks, "left": [m["body"] for m in drain(ch, q, headers_only=True)]}
     qb = ctx.queue("bytes")
@@ -954,10 +953,7 @@ def scenario_qq_drop_head(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_qq_reject_publish(ctx: QsCtx) -> Observation:
     """x-overflow reject-publish with x-max-length 10: one over the limit, then nacks until <= 80%."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments={**QQ, "x-max-length": 10, "x-overflow": "reject-publish"})
+    conn, ch, q = durable_queue_with(ctx, "q", {**QQ, "x-max-length": 10, "x-overflow": "reject-publish"})
     out: dict[str, Any] = {}
     out["first_13"] = publish_confirmed(ch, q, [f"m{i}" for i in range(13)])
     out["count"] = count(ch, q)
@@ -1002,8 +998,7 @@ def scenario_qq_reject_publish(ctx: QsCtx) -> Observation:
 def scenario_qq_dead_letter_at_least_once(ctx: QsCtx) -> Observation:
     """at-least-once keeps unroutable dead letters (management ``messages_dlx``) only with reject-publish;
     otherwise the strategy falls back to at-most-once and they are dropped."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
+    _conn, ch = connect_confirming(ctx)
     out: dict[str, Any] = {}
     variants = {
         "at_least_once_reject_publish": {
@@ -1052,11 +1047,7 @@ def scenario_qq_dead_letter_at_least_once(ctx: QsCtx) -> Observation:
 def scenario_qq_unsupported_operations(ctx: QsCtx) -> Observation:
     """queue.delete if-unused / if-empty, global qos and prefetch 0 on a quorum queue."""
     out: dict[str, Any] = {}
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments=QQ)
-    publish_confirmed(ch, q, ["a"])
+    conn, ch, q = durable_queue_with(ctx, "q", QQ, ["a"])
     out["delete_if_unused"] = attempt(lambda: conn.channel().queue_delete(q, if_unused=True))
     conn = ctx.connect()
     out["delete_if_empty"] = attempt(lambda: conn.channel().queue_delete(q, if_empty=True))
@@ -1090,8 +1081,7 @@ def scenario_qq_unsupported_operations(ctx: QsCtx) -> Observation:
     )
     conn.close()
     # prefetch 0 (unlimited): all messages are delivered
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
+    conn, ch = connect_confirming(ctx)
     publish_confirmed(ch, q, [f"p{i}" for i in range(30)])
     c2 = conn.channel()
     col = Collector()
@@ -1107,11 +1097,9 @@ def scenario_qq_unsupported_operations(ctx: QsCtx) -> Observation:
 def scenario_qq_single_active_consumer(ctx: QsCtx) -> Observation:
     """basic.get on a single-active-consumer quorum queue; which consumer is active; failover."""
     out: dict[str, Any] = {}
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments={**QQ, "x-single-active-consumer": True})
-    publish_confirmed(ch, q, ["a", "b", "c", "d"])
+    conn, _ch, q = durable_queue_with(
+        ctx, "q", {**QQ, "x-single-active-consumer": True}, ["a", "b", "c", "d"]
+    )
     out["basic_get"] = attempt(lambda: conn.channel().basic_get(q))
     conn = ctx.connect()
     ch1 = conn.channel()
@@ -1145,10 +1133,7 @@ def scenario_qq_single_active_consumer(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_qq_consumer_priority(ctx: QsCtx) -> Observation:
     """x-priority consumer argument on a quorum queue."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments=QQ)
+    conn, ch, q = durable_queue_with(ctx, "q", QQ)
     chans = []
     cols = {}
     for tag, prio in (("low", 1), ("high", 10), ("mid", 5)):
@@ -1168,11 +1153,7 @@ def scenario_qq_consumer_priority(ctx: QsCtx) -> Observation:
 def scenario_qq_cancel_and_purge(ctx: QsCtx) -> Observation:
     """Cancel with unacked messages, ack after cancel, purge with unacked, basic.get message_count."""
     out: dict[str, Any] = {}
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, durable=True, arguments=QQ)
-    publish_confirmed(ch, q, ["a", "b", "c", "d", "e"])
+    conn, ch, q = durable_queue_with(ctx, "q", QQ, ["a", "b", "c", "d", "e"])
     c = conn.channel()
     c.basic_qos(prefetch_count=2)
     col = Collector()
@@ -1199,8 +1180,7 @@ def scenario_qq_cancel_and_purge(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_qq_policy(ctx: QsCtx) -> Observation:
     """A policy applies to a quorum queue only if every key is supported by the quorum type."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
+    _conn, ch = connect_confirming(ctx)
     out: dict[str, Any] = {}
     definitions = {
         "supported": {"max-length": 2},
@@ -1236,8 +1216,7 @@ def scenario_qq_policy(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_qs_consumer_arguments(ctx: QsCtx) -> Observation:
     """Consumer arguments each type accepts or refuses, and exclusive consumers on a quorum queue."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
+    conn, ch = connect_confirming(ctx)
     q = ctx.queue("qq")
     s = ctx.queue("st")
     ch.queue_declare(q, durable=True, arguments=QQ)
@@ -1285,14 +1264,7 @@ def scenario_qs_consumer_arguments(ctx: QsCtx) -> Observation:
 
 CTL_COLUMNS = [
     "name",
-    "type",
-    "durable",
-    "auto_delete",
-    "exclusive",
-    "arguments",
-    "leader",
-    "members",
-    "online",
+    *QUEUE_DESCRIPTION,
     "messages",
     "messages_ready",
     "messages_unacknowledged",
@@ -1312,8 +1284,7 @@ def scenario_qs_ctl_list_queues(ctx: QsCtx) -> Observation:
     ctl = os.environ.get("QSOBS_CTL", "rabbitmqctl").split()
     if shutil.which(ctl[0]) is None:
         return {"skipped": f"{ctl[0]} not found"}
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
+    conn, ch = connect_confirming(ctx)
     names = {"classic": ctx.queue("classic"), "quorum": ctx.queue("quorum"), "stream": ctx.queue("stream")}
     ch.queue_declare(names["classic"], durable=True)
     ch.queue_declare(names["quorum"], durable=True, arguments={**QQ, "x-delivery-limit": 3})
@@ -1364,17 +1335,7 @@ def scenario_qs_ctl_list_queues(ctx: QsCtx) -> Observation:
 
 @scenario
 def scenario_st_declare_flags(ctx: QsCtx) -> Observation:
-    return declare_cases(
-        ctx,
-        {
-            "durable": {},
-            "transient": {"durable": False},
-            "exclusive": {"exclusive": True},
-            "autodelete": {"auto_delete": True},
-        },
-        base={"arguments": ST},
-        mgmt=True,
-    )
+    return declare_cases(ctx, DECLARE_FLAGS, base={"arguments": ST}, mgmt=True)
 
 
 @scenario
@@ -1416,15 +1377,12 @@ def scenario_st_declare_arguments(ctx: QsCtx) -> Observation:
         "unknown_x_arg": {"x-whatever": 1},
         "queue_type_bad": {"x-queue-type": "Stream"},
     }
-    return declare_cases(
-        ctx, {k: {"arguments": v} for k, v in cases.items()}, base={"arguments": ST}, mgmt=True
-    )
+    return declare_argument_cases(ctx, cases, ST)
 
 
 @scenario
 def scenario_st_redeclare_and_passive(ctx: QsCtx) -> Observation:
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
+    conn, ch = connect_confirming(ctx)
     s = ctx.queue("s")
     out: dict[str, Any] = {
         "declare": attempt(lambda: ch.queue_declare(s, durable=True, arguments={**ST, "x-max-age": "1D"}))
@@ -1451,11 +1409,9 @@ def scenario_st_redeclare_and_passive(ctx: QsCtx) -> Observation:
 
 @scenario
 def scenario_st_management_fields(ctx: QsCtx) -> Observation:
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    s = ctx.queue("s")
-    ch.queue_declare(s, durable=True, arguments={**ST, "x-max-length-bytes": 10_000_000, "x-max-age": "1D"})
-    publish_confirmed(ch, s, ["a", "b", "c"])
+    conn, _ch, s = durable_queue_with(
+        ctx, "s", {**ST, "x-max-length-bytes": 10_000_000, "x-max-age": "1D"}, ["a", "b", "c"]
+    )
     c = conn.channel()
     c.basic_qos(prefetch_count=10)
     col = Collector()
@@ -1468,11 +1424,7 @@ def scenario_st_management_fields(ctx: QsCtx) -> Observation:
 def scenario_st_consume_rules(ctx: QsCtx) -> Observation:
     """What a stream demands of consumers, and the operations it refuses."""
     out: dict[str, Any] = {}
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    s = ctx.queue("s")
-    ch.queue_declare(s, durable=True, arguments=ST)
-    publish_confirmed(ch, s, ["a", "b"])
+    conn, _ch, s = durable_queue_with(ctx, "s", ST, ["a", "b"])
 
     def fresh(prefetch: int | None = None, global_qos: bool = False) -> Any:
         nonlocal conn
@@ -1542,6 +1494,20 @@ def scenario_st_consume_rules(ctx: QsCtx) -> Observation:
     return out
 
 
+def deliveries_from_first(ctx: Any, conn: Any, s: str, n: int) -> tuple[Any, list[Any], Any]:
+    """A consumer (prefetch 100) of stream `s` from its first offset on a new channel of `conn`,
+    once it got `n` deliveries (or the wait ended) and settled them: its channel, the deliveries
+    as the client shows them, and the same deliveries as the wire carries them."""
+    c = conn.channel()
+    c.basic_qos(prefetch_count=100)
+    col = Collector()
+    c.basic_consume(s, col, arguments={"x-stream-offset": "first"})
+    col.wait(conn, n)
+    col.settle(conn)
+    shown = [delivery_obs(m, p, b) for m, p, b in col.items]
+    return c, shown, _raw_stream_deliveries(ctx, s, len(col.items))
+
+
 def read_stream(
     conn: pika.BlockingConnection,
     name: str,
@@ -1606,11 +1572,7 @@ def _consume_stream(
 @scenario
 def scenario_st_offsets(ctx: QsCtx) -> Observation:
     """x-stream-offset spec values: what each consumer reads from a 10-message stream."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    s = ctx.queue("s")
-    ch.queue_declare(s, durable=True, arguments=ST)
-    publish_confirmed(ch, s, [f"m{i}" for i in range(10)])
+    conn, _ch, s = durable_queue_with(ctx, "s", ST, [f"m{i}" for i in range(10)])
     now = datetime.now(UTC).replace(microsecond=0)
     specs: dict[str, Any] = {
         "absent": None,
@@ -1645,11 +1607,7 @@ def scenario_st_offsets(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_st_next_and_last_then_publish(ctx: QsCtx) -> Observation:
     """Consumers at next / last / numeric offsets while more messages are published."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    s = ctx.queue("s")
-    ch.queue_declare(s, durable=True, arguments=ST)
-    publish_confirmed(ch, s, [f"m{i}" for i in range(5)])
+    conn, ch, s = durable_queue_with(ctx, "s", ST, [f"m{i}" for i in range(5)])
     cols: dict[str, Collector] = {}
     for label, spec in (("first", "first"), ("next", "next"), ("last", "last"), ("at_3", 3), ("at_7", 7)):
         c = conn.channel()
@@ -1679,11 +1637,7 @@ def scenario_st_next_and_last_then_publish(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_st_prefetch_and_acks(ctx: QsCtx) -> Observation:
     """Credit: a stream consumer with prefetch 2 that does not ack; then acks; redelivery on re-read."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    s = ctx.queue("s")
-    ch.queue_declare(s, durable=True, arguments=ST)
-    publish_confirmed(ch, s, [f"m{i}" for i in range(6)])
+    conn, ch, s = durable_queue_with(ctx, "s", ST, [f"m{i}" for i in range(6)])
     c = conn.channel()
     c.basic_qos(prefetch_count=2)
     col = Collector()
@@ -1810,6 +1764,10 @@ def _raw_stream_deliveries(ctx: QsCtx, s: str, n: int, offset: Any = "first") ->
     return out
 
 
+#: A header of each scalar field type a client sends, for the header-type scenarios.
+SCALAR_HEADERS: dict[str, Any] = {"str": "v", "int": 5, "big": 2**40, "neg": -3, "bool": True}
+
+
 @scenario
 def scenario_st_headers_and_properties(ctx: QsCtx) -> Observation:
     """Which properties and header values survive the way through a stream (and their wire types).
@@ -1817,18 +1775,13 @@ def scenario_st_headers_and_properties(ctx: QsCtx) -> Observation:
     Each header value travels in its own message (a decimal header closes the connection with 541),
     then one message carries every property; the quorum queue gets the same messages for contrast.
     """
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
+    conn, ch = connect_confirming(ctx)
     s = ctx.queue("s")
     q = ctx.queue("qq")
     ch.queue_declare(s, durable=True, arguments=ST)
     ch.queue_declare(q, durable=True, arguments=QQ)
     headers: dict[str, Any] = {
-        "str": "v",
-        "int": 5,
-        "big": 2**40,
-        "neg": -3,
-        "bool": True,
+        **SCALAR_HEADERS,
         "decimal": Decimal("1.5"),
         "array": [1, "a", True],
         "table": {"k": "v", "n": 1},
@@ -1876,82 +1829,75 @@ def scenario_st_headers_and_properties(ctx: QsCtx) -> Observation:
         )
         outcomes["bare"] = attempt(lambda c=c, name=name: publish_confirmed(c, name, ["bare"]))
         out[f"{label}_publish"] = outcomes
-    c = conn.channel()
-    c.basic_qos(prefetch_count=100)
-    col = Collector()
-    c.basic_consume(s, col, arguments={"x-stream-offset": "first"})
-    col.wait(conn, len(headers) + 1)
-    col.settle(conn)
-    out["stream_deliveries"] = [delivery_obs(m, p, b) for m, p, b in col.items]
-    out["stream_wire"] = _raw_stream_deliveries(ctx, s, len(col.items))
+    c, out["stream_deliveries"], out["stream_wire"] = deliveries_from_first(ctx, conn, s, len(headers) + 1)
     c.close()
     out["quorum_get"] = drain(conn.channel(), q)
     return out
 
 
-@scenario
-def scenario_st_delete_with_consumers(ctx: QsCtx) -> Observation:
-    """queue.delete of a stream with a consumer: the consumer gets basic.cancel, delete-ok counts 0."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    s = ctx.queue("s")
-    ch.queue_declare(s, durable=True, arguments=ST)
-    publish_confirmed(ch, s, ["a", "b", "c"])
+def cancel_watch(ch: Any) -> list[Any]:
+    """The basic.cancel methods the broker sends to `ch`'s consumers, as they arrive."""
+    cancelled: list[Any] = []
+    ch.add_on_cancel_callback(lambda frame: cancelled.append(method_fields(frame.method)))
+    return cancelled
+
+
+def pump_until_some(conn: Any, arrived: list[Any], timeout: float) -> list[Any]:
+    """Dispatch `conn`'s events until `arrived` is not empty (or `timeout` s pass); `arrived`."""
+    deadline = time.monotonic() + timeout
+    while not arrived and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.1)
+    return arrived
+
+
+def stream_read_by_victim(ctx: Any) -> tuple[Any, Any, str, Any, Collector, list[Any]]:
+    """A stream holding a, b, c (published on the confirming channel `ch` of `conn`) and consumer
+    "victim" on another channel of `conn` (prefetch 10, from the first offset) that got all three:
+    (conn, ch, stream, consumer channel, its collector, the basic.cancels it receives)."""
+    conn, ch, s = durable_queue_with(ctx, "s", ST, ["a", "b", "c"])
     c = conn.channel()
     c.basic_qos(prefetch_count=10)
     col = Collector()
-    cancelled: list[Any] = []
-    c.add_on_cancel_callback(lambda frame: cancelled.append(method_fields(frame.method)))
+    cancelled = cancel_watch(c)
     c.basic_consume(s, col, consumer_tag="victim", arguments={"x-stream-offset": "first"})
     col.wait(conn, 3)
+    return conn, ch, s, c, col, cancelled
+
+
+def ack_all_then_qos(c: Any, col: Collector) -> Any:
+    """Ack all `col` received (multiple), then basic.qos: its qos-ok shows the channel still works."""
+    c.basic_ack(col.items[-1][0].delivery_tag, multiple=True)
+    return c.basic_qos(prefetch_count=1)
+
+
+@scenario
+def scenario_st_delete_with_consumers(ctx: QsCtx) -> Observation:
+    """queue.delete of a stream with a consumer: the consumer gets basic.cancel, delete-ok counts 0."""
+    conn, ch, s, c, col, cancelled = stream_read_by_victim(ctx)
     conn2 = ctx.connect()
     out: dict[str, Any] = {"delete": attempt(lambda: conn2.channel().queue_delete(s))}
-    deadline = time.monotonic() + WAIT
-    while not cancelled and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.1)
-    out["cancel_received"] = cancelled
+    out["cancel_received"] = pump_until_some(conn, cancelled, WAIT)
     out["channel_open"] = c.is_open
-    out["ack_after_delete"] = attempt(
-        lambda: (c.basic_ack(col.items[-1][0].delivery_tag, multiple=True), c.basic_qos(prefetch_count=1))[1]
-    )
-    # classic queue for contrast
-    q = ctx.queue("classic")
-    ch.queue_declare(q)
-    publish_confirmed(ch, q, ["a", "b"])
-    c2 = conn.channel()
-    c2.basic_qos(prefetch_count=1)
-    cancelled2: list[Any] = []
-    c2.add_on_cancel_callback(lambda frame: cancelled2.append(method_fields(frame.method)))
-    c2.basic_consume(q, Collector(), consumer_tag="victim2")
-    conn.process_data_events(time_limit=0.3)
-    out["classic_delete"] = attempt(lambda: conn2.channel().queue_delete(q))
-    deadline = time.monotonic() + WAIT
-    while not cancelled2 and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.1)
-    out["classic_cancel_received"] = cancelled2
-    # quorum queue for contrast
-    qq = ctx.queue("quorum")
-    ch.queue_declare(qq, durable=True, arguments=QQ)
-    publish_confirmed(ch, qq, ["a", "b"])
-    c3 = conn.channel()
-    c3.basic_qos(prefetch_count=1)
-    cancelled3: list[Any] = []
-    c3.add_on_cancel_callback(lambda frame: cancelled3.append(method_fields(frame.method)))
-    c3.basic_consume(qq, Collector(), consumer_tag="victim3")
-    conn.process_data_events(time_limit=0.3)
-    out["quorum_delete"] = attempt(lambda: conn2.channel().queue_delete(qq))
-    deadline = time.monotonic() + WAIT
-    while not cancelled3 and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.1)
-    out["quorum_cancel_received"] = cancelled3
+    out["ack_after_delete"] = attempt(lambda: ack_all_then_qos(c, col))
+    # a classic and a quorum queue for contrast
+    for label, arguments, tag in (("classic", None, "victim2"), ("quorum", QQ, "victim3")):
+        q = ctx.queue(label)
+        ch.queue_declare(q, durable=arguments is not None, arguments=arguments)
+        publish_confirmed(ch, q, ["a", "b"])
+        other = conn.channel()
+        other.basic_qos(prefetch_count=1)
+        other_cancelled = cancel_watch(other)
+        other.basic_consume(q, Collector(), consumer_tag=tag)
+        conn.process_data_events(time_limit=0.3)
+        out[f"{label}_delete"] = attempt(lambda q=q: conn2.channel().queue_delete(q))
+        out[f"{label}_cancel_received"] = pump_until_some(conn, other_cancelled, WAIT)
     return out
 
 
 @scenario
 def scenario_st_policy(ctx: QsCtx) -> Observation:
     """Policies on streams: max-age, max-length-bytes, stream-max-segment-size-bytes, unsupported keys."""
-    conn = ctx.connect()
-    ch = conn.channel()
+    ch = ctx.channel()
     out: dict[str, Any] = {}
     definitions = {
         "max_age": {"max-age": "1h"},
@@ -1978,15 +1924,12 @@ def scenario_st_policy(ctx: QsCtx) -> Observation:
 @scenario
 def scenario_st_retention_segments(ctx: QsCtx) -> Observation:
     """x-max-length-bytes applies per segment: with small segments old segments are dropped."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    s = ctx.queue("s")
-    ch.queue_declare(
-        s,
-        durable=True,
-        arguments={**ST, "x-max-length-bytes": 2000, "x-stream-max-segment-size-bytes": 500},
+    conn, ch, s = durable_queue_with(
+        ctx,
+        "s",
+        {**ST, "x-max-length-bytes": 2000, "x-stream-max-segment-size-bytes": 500},
+        [f"{i:03d}" + "x" * 97 for i in range(60)],
     )
-    publish_confirmed(ch, s, [f"{i:03d}" + "x" * 97 for i in range(60)])
     # retention runs asynchronously after each segment roll: read until the head stops moving
     res: dict[str, Any] = {}
     heads: list[Any] = []

@@ -4,13 +4,14 @@ to SIGKILL it, to signal it, to read its resident memory or its log, or to limit
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -47,17 +48,40 @@ def start_serve(
         stderr=stderr,
         preexec_fn=preexec_fn,  # only to lower a resource limit in the child
     )
-    deadline = time.monotonic() + wait
+    wait_listening(proc, port, time.monotonic() + wait)
+    return proc, port
+
+
+def wait_listening(proc: subprocess.Popen[bytes], port: int, deadline: float) -> None:
+    """Return once `port` accepts connections; kill `proc` and fail if it exits first or the
+    monotonic `deadline` passes."""
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port
+            return
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 proc.wait()
                 raise RuntimeError(f"hashbroker serve did not start (exit code {proc.returncode})") from None
             time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def serving_quietly(*args: str, log_level: str = "WARNING") -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """`start_serve` with its output discarded, SIGKILLed at the end: for the tests that may freeze
+    the broker, which would then not answer a graceful stop."""
+    proc, port = start_serve(
+        *args,
+        env={"HASHBROKER_LOG_LEVEL": log_level},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield proc, port
+    finally:
+        proc.kill()
+        proc.wait(10)
 
 
 def stop_serve(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:

@@ -102,22 +102,12 @@ def run_probe(url: str, action: Callable[[BlockingChannel], object]) -> Outcome:
         channel = connection.channel()
         try:
             action(channel)
-        except pika.exceptions.ChannelClosedByBroker as exc:
-            frame = _LAST_CLOSE.get("channel")
+        except (pika.exceptions.ChannelClosedByBroker, pika.exceptions.ConnectionClosedByBroker) as exc:
+            kind = "channel" if isinstance(exc, pika.exceptions.ChannelClosedByBroker) else "connection"
+            frame = _LAST_CLOSE.get(kind)
             text, hexed = _text(exc.reply_text)
             return Outcome(
-                "channel_close",
-                exc.reply_code,
-                text,
-                hexed,
-                getattr(frame, "class_id", None),
-                getattr(frame, "method_id", None),
-            )
-        except pika.exceptions.ConnectionClosedByBroker as exc:
-            frame = _LAST_CLOSE.get("connection")
-            text, hexed = _text(exc.reply_text)
-            return Outcome(
-                "connection_close",
+                f"{kind}_close",
                 exc.reply_code,
                 text,
                 hexed,

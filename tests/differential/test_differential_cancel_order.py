@@ -55,49 +55,42 @@ def _frames(raw: Any) -> list[Any]:
     return [frame_obs(ch, value) for ch, value in raw.frames_until_quiet(0.5)]
 
 
-@scenario
-def scenario_delete_on_the_consuming_channel(ctx: Ctx) -> Any:
+def _channel_with_queue(ctx: Ctx, **declare: Any) -> tuple[Any, str]:
+    """A raw connection announcing consumer_cancel_notify, channel 1 open, and a queue declared on
+    it with `declare`'s queue.declare fields."""
     raw = _connect(ctx)
     raw.open_channel(1)
     q = ctx.queue()
-    _declare(raw, 1, q)
-    _consume(raw, 1, q, ctx.token("ctag"))
-    raw.send(1, commands.Queue.Delete(queue=q))
-    return _frames(raw)
+    _declare(raw, 1, q, **declare)
+    return raw, q
 
 
-@scenario
-def scenario_delete_of_a_quorum_queue_on_the_consuming_channel(ctx: Ctx) -> Any:
-    raw = _connect(ctx)
-    raw.open_channel(1)
-    q = ctx.queue()
-    _declare(raw, 1, q, durable=True, arguments={"x-queue-type": "quorum"})
-    _consume(raw, 1, q, ctx.token("ctag"))
-    raw.send(1, commands.Queue.Delete(queue=q))
-    return _frames(raw)
+def _delete_while_consuming(declare: dict[str, Any], tags: tuple[str, ...]) -> Any:
+    """The scenario: consumers `tags` on channel 1, which then deletes their queue."""
+
+    def run(ctx: Ctx) -> Any:
+        raw, q = _channel_with_queue(ctx, **declare)
+        for tag in tags:
+            _consume(raw, 1, q, ctx.token(tag))
+        raw.send(1, commands.Queue.Delete(queue=q))
+        return _frames(raw)
+
+    return run
 
 
-@scenario
-def scenario_delete_with_two_consumers_on_the_channel(ctx: Ctx) -> Any:
-    raw = _connect(ctx)
-    raw.open_channel(1)
-    q = ctx.queue()
-    _declare(raw, 1, q)
-    _consume(raw, 1, q, ctx.token("ctag1"))
-    _consume(raw, 1, q, ctx.token("ctag2"))
-    raw.send(1, commands.Queue.Delete(queue=q))
-    return _frames(raw)
-
-
-@scenario
-def scenario_delete_of_an_exclusive_auto_delete_queue(ctx: Ctx) -> Any:
-    raw = _connect(ctx)
-    raw.open_channel(1)
-    q = ctx.queue()
-    _declare(raw, 1, q, exclusive=True, auto_delete=True)
-    _consume(raw, 1, q, ctx.token("ctag"))
-    raw.send(1, commands.Queue.Delete(queue=q))
-    return _frames(raw)
+#: Deletes on the channel that consumes: (scenario, queue.declare fields, consumer tags).
+DELETES_ON_THE_CONSUMING_CHANNEL: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
+    ("delete_on_the_consuming_channel", {}, ("ctag",)),
+    (
+        "delete_of_a_quorum_queue_on_the_consuming_channel",
+        {"durable": True, "arguments": {"x-queue-type": "quorum"}},
+        ("ctag",),
+    ),
+    ("delete_with_two_consumers_on_the_channel", {}, ("ctag1", "ctag2")),
+    ("delete_of_an_exclusive_auto_delete_queue", {"exclusive": True, "auto_delete": True}, ("ctag",)),
+]
+for _name, _declared, _tags in DELETES_ON_THE_CONSUMING_CHANNEL:
+    registry.add(_name, _delete_while_consuming(_declared, _tags))
 
 
 @scenario

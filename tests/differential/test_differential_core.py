@@ -75,10 +75,7 @@ def scenario_basic_get_empty(ctx: Ctx) -> Any:
 @scenario
 def scenario_declare_ok_counts(ctx: Ctx) -> Any:
     """queue.declare-ok counts ready messages and consumers; unacked deliveries are not counted."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q)
+    conn, ch, q = ctx.confirmed_queue()
     for i in range(3):
         ch.basic_publish("", q, str(i).encode())
     before = method_obs(ch.queue_declare(q, passive=True))
@@ -432,10 +429,7 @@ def scenario_qos_prefetch(ctx: Ctx) -> Any:
 @scenario
 def scenario_consumer_cancel_and_auto_delete(ctx: Ctx) -> Any:
     """An auto-delete queue disappears when its last consumer cancels (not before the first)."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q, auto_delete=True)
+    conn, ch, q = ctx.confirmed_queue(auto_delete=True)
     ch.basic_publish("", q, b"kept")
     still_there = method_obs(ch.queue_declare(q, passive=True))
     tag = ch.basic_consume(q, lambda *a: None, auto_ack=True, consumer_tag="ctag-x")
@@ -711,8 +705,7 @@ def scenario_not_found_errors(ctx: Ctx) -> Any:
 @scenario
 def scenario_consumer_tag_reuse(ctx: Ctx) -> Any:
     """Reusing a consumer tag on one channel is a 530 NOT_ALLOWED connection error."""
-    conn = ctx.connect()
-    ch = conn.channel()
+    ch = ctx.channel()
     q = ctx.queue()
     ch.queue_declare(q)
     first = attempt(lambda: ch.basic_consume(q, lambda *a: None, consumer_tag="dup"))
@@ -752,8 +745,7 @@ def scenario_invalid_queue_arguments(ctx: Ctx) -> Any:
 @scenario
 def scenario_user_id_validation(ctx: Ctx) -> Any:
     """basic.publish with a user_id that is not the authenticated user closes the channel with 406."""
-    conn = ctx.connect()
-    ch = conn.channel()
+    ch = ctx.channel()
     q = ctx.queue()
     ch.queue_declare(q)
     ch.basic_publish("", q, b"ok", pika.BasicProperties(user_id="guest"))
@@ -780,8 +772,7 @@ def scenario_exchange_internal_and_unknown_type(ctx: Ctx) -> Any:
 @scenario
 def scenario_get_auto_ack_and_redelivery(ctx: Ctx) -> Any:
     """basic.get with no-ack removes at once; without ack a re-get after recover is redelivered."""
-    conn = ctx.connect()
-    ch = conn.channel()
+    ch = ctx.channel()
     q = ctx.queue()
     ch.queue_declare(q)
     for i in range(3):

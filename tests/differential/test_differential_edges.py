@@ -248,8 +248,7 @@ def scenario_exclusive_consumer(ctx: Ctx) -> Any:
 @scenario
 def scenario_server_named_queue_other_connection(ctx: Ctx) -> Any:
     """A server-named (exclusive) queue is locked to its connection: another connection gets 405."""
-    owner = ctx.connect()
-    och = owner.channel()
+    och = ctx.channel()
     name = och.queue_declare("", exclusive=True).method.queue
     ctx.register(name, "gen")
     shared = och.queue_declare("", exclusive=False).method.queue
@@ -335,10 +334,7 @@ def scenario_ack_multiple_corners(ctx: Ctx) -> Any:
 @scenario
 def scenario_ack_on_no_ack_delivery(ctx: Ctx) -> Any:
     """Acking a delivery that was sent with no-ack (auto_ack) is an unknown delivery tag (406)."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q)
+    conn, ch, q = ctx.confirmed_queue()
     ch.basic_publish("", q, b"m")
     method = ch.basic_get(q, auto_ack=True)[0]
     ch.basic_ack(method.delivery_tag)
@@ -382,12 +378,7 @@ def scenario_channel_flow(ctx: Ctx) -> Any:
 @scenario
 def scenario_recover_no_requeue(ctx: Ctx) -> Any:
     """basic.recover requeue=false redelivers unacked consumer messages; recover-async; get messages."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q)
-    for i in range(2):
-        ch.basic_publish("", q, f"m{i}".encode())
+    conn, ch, q = ctx.confirmed_queue(2)
     got: list[Any] = []
     ch.basic_consume(
         q, lambda _c, m, _p, b: got.append([m.delivery_tag, m.redelivered, b.decode()]), consumer_tag="c"
@@ -492,8 +483,7 @@ def scenario_alternate_exchange_loop(ctx: Ctx) -> Any:
 @scenario
 def scenario_alternate_exchange_type_and_internal(ctx: Ctx) -> Any:
     """An AE of any type routes with the original routing key; an internal AE still receives."""
-    conn = ctx.connect()
-    ch = conn.channel()
+    ch = ctx.channel()
     x, ae = ctx.exchange("x"), ctx.exchange("ae")
     q1, q2 = ctx.queue("q1"), ctx.queue("q2")
     ch.exchange_declare(ae, "topic", internal=True)
@@ -511,10 +501,7 @@ def scenario_alternate_exchange_type_and_internal(ctx: Ctx) -> Any:
 @scenario
 def scenario_dead_letter_missing_exchange(ctx: Ctx) -> Any:
     """A dead letter to a missing DLX is dropped silently; the channel stays open."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q, arguments={"x-dead-letter-exchange": ctx.exchange("missing")})
+    _conn, ch, q = ctx.confirmed_queue(arguments={"x-dead-letter-exchange": ctx.exchange("missing")})
     ch.basic_publish("", q, b"m")
     method = ch.basic_get(q)[0]
     ch.basic_reject(method.delivery_tag, requeue=False)
@@ -735,10 +722,7 @@ def scenario_cc_bcc_sender_selected(ctx: Ctx) -> Any:
 def scenario_amq_default_name(ctx: Ctx) -> Any:
     """'amq.default' is no alias of the default exchange in 3.10: publish/passive/bind are 404, declare
     and delete are refused as reserved/system names."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q)
+    conn, ch, q = ctx.confirmed_queue()
     out: dict[str, Any] = {}
     out["publish"] = attempt(lambda: ch.basic_publish("amq.default", q, b"via-amq-default") or "ok")
     ch = ch if ch.is_open else conn.channel()
@@ -929,10 +913,7 @@ def scenario_exchange_delete_cleans_bindings(ctx: Ctx) -> Any:
 @scenario
 def scenario_requeue_priority_order(ctx: Ctx) -> Any:
     """Requeued messages of a priority queue go back in priority order with redelivered set."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q, arguments={"x-max-priority": 3})
+    conn, ch, q = ctx.confirmed_queue(arguments={"x-max-priority": 3})
     for body, prio in (("low", 0), ("high", 3), ("mid", 2), ("high2", 3)):
         ch.basic_publish("", q, body.encode(), pika.BasicProperties(priority=prio))
     ch2 = conn.channel()
@@ -949,12 +930,7 @@ def scenario_requeue_priority_order(ctx: Ctx) -> Any:
 @scenario
 def scenario_queue_delete_with_unacked(ctx: Ctx) -> Any:
     """queue.delete counts only ready messages; acking a delivery of the deleted queue is fine."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q)
-    for i in range(3):
-        ch.basic_publish("", q, f"m{i}".encode())
+    conn, ch, q = ctx.confirmed_queue(3)
     ch2 = conn.channel()
     method = ch2.basic_get(q)[0]
     deleted = method_obs(ch.queue_delete(q))
@@ -1096,10 +1072,7 @@ def scenario_priority_queue_overflow(ctx: Ctx) -> Any:
 @scenario
 def scenario_max_length_ignores_unacked(ctx: Ctx) -> Any:
     """x-max-length counts ready messages only: unacked deliveries do not make room be taken."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q, arguments={"x-max-length": 2})
+    conn, ch, q = ctx.confirmed_queue(arguments={"x-max-length": 2})
     ch.basic_publish("", q, b"m0")
     ch.basic_publish("", q, b"m1")
     ch2 = conn.channel()
@@ -1186,12 +1159,7 @@ def scenario_headers_only_x_keys(ctx: Ctx) -> Any:
 @scenario
 def scenario_delivery_tags_shared_get_consume(ctx: Ctx) -> Any:
     """basic.get and consumer deliveries share the channel's delivery-tag sequence; no-ack ones too."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q)
-    for i in range(4):
-        ch.basic_publish("", q, f"m{i}".encode())
+    conn, _ch, q = ctx.confirmed_queue(4)
     cch = conn.channel()
     tags = [
         ["get", cch.basic_get(q)[0].delivery_tag],
@@ -1249,12 +1217,7 @@ def scenario_mandatory_through_e2e_dead_end(ctx: Ctx) -> Any:
 def scenario_recover_requeue_with_consumer(ctx: Ctx) -> Any:
     """basic.recover(requeue=true) with a live consumer: the messages come back redelivered, in order,
     with fresh delivery tags."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q)
-    for i in range(3):
-        ch.basic_publish("", q, f"m{i}".encode())
+    conn, _ch, q = ctx.confirmed_queue(3)
     cch = conn.channel()
     got: list[Any] = []
     cch.basic_consume(q, lambda _c, m, _p, b: got.append([m.delivery_tag, m.redelivered, b.decode()]))
@@ -1590,10 +1553,7 @@ def scenario_content_split_frames(ctx: Ctx) -> Any:
 def scenario_single_active_consumer_corners(ctx: Ctx) -> Any:
     """Single active consumer: the first consumer gets everything, declare-ok counts all consumers,
     basic.get still works, x-priority does not displace the active one, cancel hands over."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q, arguments={"x-single-active-consumer": True})
+    conn, ch, q = ctx.confirmed_queue(arguments={"x-single-active-consumer": True})
     got: list[Any] = []
     a, b = conn.channel(), conn.channel()
     a.basic_consume(

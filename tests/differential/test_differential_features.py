@@ -92,10 +92,7 @@ def scenario_max_length_drop_head(ctx: Ctx) -> Any:
 @scenario
 def scenario_max_length_reject_publish(ctx: Ctx) -> Any:
     """x-overflow reject-publish nacks publishes beyond the limit and keeps the head."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q, arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
+    _conn, ch, q = ctx.confirmed_queue(arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
     outcomes = _confirm_outcomes(ch, "", q, [f"m{i}" for i in range(4)])
     kept = bodies(ch, q)
     after = _confirm_outcomes(ch, "", q, ["again"])
@@ -220,10 +217,7 @@ def scenario_queue_ttl_expiry(ctx: Ctx) -> Any:
 @scenario
 def scenario_queue_ttl_zero(ctx: Ctx) -> Any:
     """x-message-ttl 0: messages are delivered only if a consumer is ready, else expire at once."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q, arguments={"x-message-ttl": 0})
+    conn, ch, q = ctx.confirmed_queue(arguments={"x-message-ttl": 0})
     ch.basic_publish("", q, b"nobody-waits")
     no_consumer = ch.basic_get(q)[0] is None
     got: list[str] = []
@@ -318,10 +312,7 @@ def scenario_priority_queue(ctx: Ctx) -> Any:
 def scenario_confirms_with_returns(ctx: Ctx) -> Any:
     """In confirm mode an unroutable mandatory message is returned (312 NO_ROUTE) and still acked;
     routable and non-mandatory unroutable messages are acked."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue()
-    ch.queue_declare(q)
+    conn, ch, q = ctx.confirmed_queue()
     returned: list[Any] = []
     ch.add_on_return_callback(
         lambda _c, m, p, b: returned.append(

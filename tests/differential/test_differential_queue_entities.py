@@ -40,10 +40,7 @@ def scenario_get_count_after_expired_messages(ctx: Ctx) -> Any:
 def scenario_waiting_consumer_takes_a_message_over_max_length(ctx: Ctx) -> Any:
     """x-max-length 0: a consumer with credit still gets the message (attempt_delivery comes before
     the length limit); without one, the message is dropped as it arrives."""
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue("q")
-    ch.queue_declare(q, arguments={"x-max-length": 0})
+    conn, ch, q = ctx.confirmed_queue(0, "q", arguments={"x-max-length": 0})
     ch.basic_publish("", q, b"no-consumer")
     got: list[str] = []
     cch = conn.channel()

@@ -8,18 +8,17 @@ from typing import Any
 import pytest
 from pamqp import commands
 
-from tests.differential.test_differential_cancel_order import _connect, _declare
-from tests.differential_support import Ctx, Registry, frame_obs, run_differential
+from tests.differential.test_differential_cancel_order import _channel_with_queue, _frames
+from tests.differential_support import Ctx, Registry, run_differential
 
 registry = Registry()
 scenario = registry.scenario
 
+STREAM = {"durable": True, "arguments": {"x-queue-type": "stream"}}
+
 
 def _stream_with_one_delivery(ctx: Ctx) -> Any:
-    raw = _connect(ctx)
-    raw.open_channel(1)
-    q = ctx.queue()
-    _declare(raw, 1, q, durable=True, arguments={"x-queue-type": "stream"})
+    raw, q = _channel_with_queue(ctx, **STREAM)
     raw.call(1, commands.Confirm.Select(), commands.Confirm.SelectOk)
     raw.publish(1, "", q, b"m")
     raw.expect(commands.Basic.Ack)
@@ -34,19 +33,16 @@ def _stream_with_one_delivery(ctx: Ctx) -> Any:
 def scenario_recover_with_an_unacked_stream_delivery(ctx: Ctx) -> Any:
     raw = _stream_with_one_delivery(ctx)
     raw.send(1, commands.Basic.Recover(requeue=True))
-    return [frame_obs(ch, value) for ch, value in raw.frames_until_quiet(0.5)]
+    return _frames(raw)
 
 
 @scenario
 def scenario_recover_on_a_stream_channel_with_nothing_unacked(ctx: Ctx) -> Any:
-    raw = _connect(ctx)
-    raw.open_channel(1)
-    q = ctx.queue()
-    _declare(raw, 1, q, durable=True, arguments={"x-queue-type": "stream"})
+    raw, q = _channel_with_queue(ctx, **STREAM)
     raw.call(1, commands.Basic.Qos(prefetch_count=10), commands.Basic.QosOk)
     raw.call(1, commands.Basic.Consume(queue=q, consumer_tag="c"), commands.Basic.ConsumeOk)
     raw.send(1, commands.Basic.Recover(requeue=True))
-    return [frame_obs(ch, value) for ch, value in raw.frames_until_quiet(0.5)]
+    return _frames(raw)
 
 
 @pytest.mark.timeout(30)

@@ -192,10 +192,9 @@ def scenario_quorum_single_active_consumer(ctx: Ctx) -> Any:
     """basic.get on a single-active-consumer quorum queue is 405; the first consumer is active; when
     it is cancelled holding an unacked message the next one takes the next ready message."""
     out: dict[str, Any] = {}
-    conn = ctx.connect()
-    ch = ctx.confirm_channel(conn)
-    q = ctx.queue("sac")
-    ch.queue_declare(q, durable=True, arguments={**QQ, "x-single-active-consumer": True})
+    conn, ch, q = ctx.confirmed_queue(
+        0, "sac", durable=True, arguments={**QQ, "x-single-active-consumer": True}
+    )
     for body in "abcd":
         ch.basic_publish("", q, body.encode())
     try:

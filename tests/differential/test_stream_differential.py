@@ -8,7 +8,6 @@ itself is compared between the brokers. Then the recorded stream scenarios of
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -18,13 +17,14 @@ import pytest
 
 from tests.differential_support import Ctx, Registry, run_differential
 from tests.qs_scenarios import (
-    Collector,
-    _raw_stream_deliveries,
+    SCALAR_HEADERS,
+    ack_all_then_qos,
     confirm_channel,
-    delivery_obs,
-    method_fields,
+    deliveries_from_first,
     publish_confirmed,
+    pump_until_some,
     read_stream,
+    stream_read_by_victim,
 )
 from tests.qs_scenarios import attempt as qs_attempt
 from tests.qs_scenarios import registry as qs_registry
@@ -105,11 +105,7 @@ def scenario_stream_headers_and_properties(ctx: Ctx) -> Any:
     s = ctx.queue("s")
     conn.channel().queue_declare(s, durable=True, arguments=ST)
     headers: dict[str, Any] = {
-        "str": "v",
-        "int": 5,
-        "big": 2**40,
-        "neg": -3,
-        "bool": True,
+        **SCALAR_HEADERS,
         "array": [1, "a", True],
         "table": {"k": "v", "n": 1},
         "nested": {"t": {"a": [1, {"b": 2}]}},
@@ -145,14 +141,7 @@ def scenario_stream_headers_and_properties(ctx: Ctx) -> Any:
     }
     publish_confirmed(c, s, ["all_properties"], **props)
     publish_confirmed(c, s, ["bare"])
-    reader = conn.channel()
-    reader.basic_qos(prefetch_count=100)
-    col = Collector()
-    reader.basic_consume(s, col, arguments={"x-stream-offset": "first"})
-    col.wait(conn, len(headers) + 1)
-    col.settle(conn)
-    out["deliveries"] = [delivery_obs(m, p, b) for m, p, b in col.items]
-    out["wire"] = _raw_stream_deliveries(ctx, s, len(col.items))  # type: ignore[arg-type]
+    _reader, out["deliveries"], out["wire"] = deliveries_from_first(ctx, conn, s, len(headers) + 1)
     return out
 
 
@@ -160,30 +149,14 @@ def scenario_stream_headers_and_properties(ctx: Ctx) -> Any:
 def scenario_stream_delete_with_consumer(ctx: Ctx) -> Any:
     """queue.delete (if-unused too) of a stream read by a consumer: delete-ok 0, basic.cancel to the
     consumer, whose channel stays open and may still ack."""
-    conn = ctx.connect()
-    ch = confirm_channel(conn)
-    s = ctx.queue("s")
-    ch.queue_declare(s, durable=True, arguments=ST)
-    publish_confirmed(ch, s, ["a", "b", "c"])
-    c = conn.channel()
-    c.basic_qos(prefetch_count=10)
-    col = Collector()
-    cancelled: list[Any] = []
-    c.add_on_cancel_callback(lambda frame: cancelled.append(method_fields(frame.method)))
-    c.basic_consume(s, col, consumer_tag="victim", arguments={"x-stream-offset": "first"})
-    col.wait(conn, 3)
+    conn, _ch, s, c, col, cancelled = stream_read_by_victim(ctx)
     other = ctx.connect()
     out: dict[str, Any] = {
         "delete": qs_attempt(lambda: other.channel().queue_delete(s, if_unused=True, if_empty=True))
     }
-    deadline = time.monotonic() + 3
-    while not cancelled and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.1)
-    out["cancel_received"] = cancelled
+    out["cancel_received"] = pump_until_some(conn, cancelled, 3)
     out["channel_open"] = c.is_open
-    out["ack_after_delete"] = qs_attempt(
-        lambda: (c.basic_ack(col.items[-1][0].delivery_tag, multiple=True), c.basic_qos(prefetch_count=1))[1]
-    )
+    out["ack_after_delete"] = qs_attempt(lambda: ack_all_then_qos(c, col))
     out["passive_after"] = qs_attempt(lambda: other.channel().queue_declare(s, passive=True))
     return out
 

@@ -6,7 +6,6 @@ offset), with the same rstream and pika programs on both."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,24 +15,14 @@ import pytest
 from rstream import AMQPMessage, ConfirmationStatus, Producer
 from rstream._pyamqp.message import Properties  # type: ignore[attr-defined]  # not re-exported
 
+from tests.differential_support import RABBIT_STREAM, needs_rabbitmq_stream
 from tests.integration.test_stream_protocol_amqp import _amqp_read, running
 
-RABBIT_STREAM = ("127.0.0.1", 5552)
 RABBIT_AMQP = 5672
 USER = PASSWORD = "guest"
 
 
-def _stream_port_answers() -> bool:
-    try:
-        with socket.create_connection(RABBIT_STREAM, timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-pytestmark = pytest.mark.skipif(
-    not _stream_port_answers(), reason="RabbitMQ's stream port 5552 does not answer (enable rabbitmq_stream)"
-)
+pytestmark = needs_rabbitmq_stream()
 
 
 def _classic_queue(amqp_port: int, name: str, delete: bool = False) -> None:
@@ -130,17 +119,15 @@ async def interop_program(stream_port: int, amqp_port: int, stream: str) -> list
     return out
 
 
-async def test_create_stream_arguments_same_on_both(tmp_path: Path) -> None:
-    prefix = f"hb-create-{uuid.uuid4().hex[:6]}"
-    rabbit = await creation_program(RABBIT_STREAM[1], RABBIT_AMQP, prefix)
+@pytest.mark.parametrize(
+    ("program", "prefix"),
+    [(creation_program, "hb-create"), (interop_program, "hb-interop")],
+    ids=["create_stream_arguments", "stream_record_read_over_amqp"],
+)
+async def test_same_on_both(program: Any, prefix: str, tmp_path: Path) -> None:
+    """The program's observations on RabbitMQ, then on hashbroker (streams named alike)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    rabbit = await program(RABBIT_STREAM[1], RABBIT_AMQP, name)
     async with running(tmp_path) as (broker, port):
-        ours = await creation_program(port, broker.port, prefix)
-    assert ours == rabbit
-
-
-async def test_stream_record_read_over_amqp_same_on_both(tmp_path: Path) -> None:
-    stream = f"hb-interop-{uuid.uuid4().hex[:6]}"
-    rabbit = await interop_program(RABBIT_STREAM[1], RABBIT_AMQP, stream)
-    async with running(tmp_path) as (broker, port):
-        ours = await interop_program(port, broker.port, stream)
+        ours = await program(port, broker.port, name)
     assert ours == rabbit

@@ -16,7 +16,7 @@ import pytest
 from amqpwire.errors import AmqpError
 from broker.entities.message import parse_expiration
 from tests.differential.test_broker_protocol import _frame, _method, _port, _read_frame, _ss, open_connection
-from tests.differential_support import RABBITMQ_SERVER_PROPERTY_KEYS
+from tests.differential_support import RABBITMQ_SERVER_PROPERTY_KEYS, pika_channel
 
 
 def _close_fields(payload: bytes) -> tuple[int, str, int, int]:
@@ -143,46 +143,34 @@ def test_failed_tune_is_a_delayed_silent_close(hashbroker: str) -> None:
 
 
 def test_unbind_of_missing_things_is_ok(hashbroker: str) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(hashbroker))
-    try:
-        ch = conn.channel()
+    with pika_channel(hashbroker) as ch:
         q = ch.queue_declare("", exclusive=True).method.queue
         ch.queue_unbind(q, "no-such-exchange", "k")
         ch.queue_unbind("no-such-queue", "amq.direct", "k")
         ch.exchange_unbind("no-such-dest", "no-such-source", "k")
         assert ch.is_open
-    finally:
-        conn.close()
 
 
 def test_zero_ttl_goes_to_a_waiting_consumer(hashbroker: str) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(hashbroker))
-    try:
-        ch = conn.channel()
+    with pika_channel(hashbroker) as ch:
         q = ch.queue_declare("", exclusive=True, arguments={"x-message-ttl": 0}).method.queue
         ch.basic_publish("", q, b"expires")
         assert ch.basic_get(q, auto_ack=True)[0] is None
         got: list[bytes] = []
         ch.basic_consume(q, lambda _c, _m, _p, body: got.append(body), auto_ack=True)
         ch.basic_publish("", q, b"delivered")
-        conn.process_data_events(time_limit=0.3)
+        ch.connection.process_data_events(time_limit=0.3)
         assert got == [b"delivered"]
-    finally:
-        conn.close()
 
 
 def test_trace_exchange_is_predeclared_and_internal(hashbroker: str) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(hashbroker))
-    try:
-        ch = conn.channel()
+    with pika_channel(hashbroker) as ch:
         ch.exchange_declare("amq.rabbitmq.trace", passive=True)
         ch.exchange_declare("amq.rabbitmq.trace", "topic", durable=True, internal=True)
         with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
             ch.exchange_declare("amq.rabbitmq.trace", "topic", durable=True)
         assert info.value.reply_code == 406
         assert "inequivalent arg 'internal'" in info.value.reply_text
-    finally:
-        conn.close()
 
 
 _OBSERVATIONS = json.loads((Path(__file__).parents[1] / "data" / "rabbitmq_observations.json").read_text())
@@ -197,9 +185,7 @@ def test_consistent_hash_redeclare_matches_recorded_rabbitmq(
     'other type' pins the exchange type printed as an Erlang atom with '~tp' (''x-consistent-hash'');
     the Java client differential (tests/clients/test_clients_java.py) found it printed once quoted."""
     name = "hashbroker.probe.chx.redeclare"
-    conn = pika.BlockingConnection(pika.URLParameters(hashbroker))
-    try:
-        ch = conn.channel()
+    with pika_channel(hashbroker) as ch:
         ch.exchange_declare(name, "x-consistent-hash", arguments=observation["original_arguments"])
         try:
             ch.exchange_declare(
@@ -213,8 +199,6 @@ def test_consistent_hash_redeclare_matches_recorded_rabbitmq(
             outcome = {"outcome": "channel_close", "reply_code": exc.reply_code, "reply_text": exc.reply_text}
         expected = {k: observation[k] for k in outcome if k in observation}
         assert outcome == expected
-    finally:
-        conn.close()
 
 
 def test_server_properties_have_rabbitmq_keys(hashbroker: str) -> None:

@@ -8,12 +8,7 @@ place. A forwarded message is gone from the store: a further restart delivers no
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import json
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +16,8 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
+from tests.management_support import call, mgmt_base, take_all
+from tests.management_support import confirming_channel as channel
 
 N = 3
 QQ = {
@@ -32,26 +29,10 @@ QQ = {
 }
 
 
-@contextlib.contextmanager
-def channel(data_dir: Path, **settings: Any) -> Iterator[tuple[BrokerThread, Any]]:
-    """An embedded hashbroker on `data_dir` and a confirming pika channel to it."""
-    with BrokerThread(host="127.0.0.1", port=0, management_port=0, data_dir=str(data_dir), **settings) as b:
-        conn = pika.BlockingConnection(pika.URLParameters(b.url))
-        try:
-            ch = conn.channel()
-            ch.confirm_delivery()
-            yield b, ch
-        finally:
-            with contextlib.suppress(Exception):
-                conn.close()
-
-
 def held(b: BrokerThread, name: str = "qq") -> tuple[int, int, int]:
     """(messages, messages_ready, messages_dlx) of the queue in the management API."""
-    req = urllib.request.Request(f"http://127.0.0.1:{b.broker.management.port}/api/queues/%2F/{name}")
-    req.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        q = json.load(resp)
+    status, q = call(mgmt_base(b), "GET", f"/api/queues/%2F/{name}")
+    assert status == 200, q
     return q["messages"], q["messages_ready"], q["messages_dlx"]
 
 
@@ -94,12 +75,8 @@ def wait_depth(ch: Any, queue: str, n: int, timeout: float = 10.0) -> int:
 
 
 def drain(ch: Any, queue: str) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    while True:
-        method, props, body = ch.basic_get(queue, auto_ack=True)
-        if method is None:
-            return out
-        out.append((body.decode(), (props.headers or {}).get("x-death", [{}])[0]))
+    """(body, first x-death entry) of every message of `queue`."""
+    return [(body.decode(), headers.get("x-death", [{}])[0]) for body, headers in take_all(ch, queue)]
 
 
 def check_dead_letters(got: list[tuple[str, dict[str, Any]]]) -> None:

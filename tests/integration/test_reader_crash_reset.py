@@ -12,6 +12,7 @@ import pytest
 from pamqp import commands, frame
 
 from broker.embedded import BrokerThread
+from tests.differential_support import split_frames
 
 
 @pytest.fixture
@@ -28,15 +29,9 @@ def read_frames_until(sock: socket.socket, kind: type) -> None:
     while True:
         chunk = sock.recv(65536)
         assert chunk, "closed during the handshake"
-        buf += chunk
-        while buf:
-            try:
-                used, _channel, value = frame.unmarshal(buf)
-            except Exception:
-                break
-            buf = buf[used:]
-            if isinstance(value, kind):
-                return
+        frames, buf = split_frames(buf + chunk)
+        if any(isinstance(value, kind) for _channel, value in frames):
+            return
 
 
 def test_an_unknown_method_id_resets_the_socket(broker: BrokerThread) -> None:

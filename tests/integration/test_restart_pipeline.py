@@ -10,9 +10,8 @@ persistent ones in transient queues, are not.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,38 +19,14 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
-from tests.management_support import call, mgmt_base
+from tests.management_support import call, mgmt_base, take_all
+from tests.management_support import confirming_channel as channel
 
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
 
 
-@contextlib.contextmanager
-def channel(data_dir: Path) -> Iterator[tuple[BrokerThread, Any]]:
-    """An embedded hashbroker with management on `data_dir` (stopped cleanly on exit) and a
-    confirming pika channel to it."""
-    with BrokerThread(host="127.0.0.1", port=0, management_port=0, data_dir=str(data_dir)) as b:
-        conn = pika.BlockingConnection(pika.URLParameters(b.url))
-        try:
-            ch = conn.channel()
-            ch.confirm_delivery()
-            yield b, ch
-        finally:
-            with contextlib.suppress(Exception):
-                conn.close()
-
-
-def drain(ch: Any, queue: str) -> list[tuple[bytes, dict[str, Any]]]:
-    """(body, headers) of every message of `queue`, taken without ack."""
-    out = []
-    while True:
-        method, props, body = ch.basic_get(queue, auto_ack=True)
-        if method is None:
-            return out
-        out.append((body, props.headers or {}))
-
-
 def bodies(ch: Any, queue: str) -> list[bytes]:
-    return [body for body, _headers in drain(ch, queue)]
+    return [body for body, _headers in take_all(ch, queue)]
 
 
 def wait_for(ch: Any, queue: str, n: int) -> None:
@@ -90,7 +65,7 @@ def basic_publish(b: BrokerThread, ch: Any) -> Callable[[Any], None]:
         assert bodies(ch, "d2") == [b"fanned"]
         assert bodies(ch, "d3") == [b"alternate"]
         for q in ("cc", "bcc", "lost"):
-            got = drain(ch, q)
+            got = take_all(ch, q)
             assert [body for body, _h in got] == [b"copied"]
             assert got[0][1] == {"CC": ["cc"]}  # stored as delivered: without its BCC
         with pytest.raises(pika.exceptions.ChannelClosedByBroker):
@@ -146,7 +121,7 @@ def classic_dead_letters(b: BrokerThread, ch: Any) -> Callable[[Any], None]:
     wait_for(ch, "dlq", 4)
 
     def after(ch: Any) -> None:
-        got = {body: headers["x-death"][0]["reason"] for body, headers in drain(ch, "dlq")}
+        got = {body: headers["x-death"][0]["reason"] for body, headers in take_all(ch, "dlq")}
         assert got == {
             b"expired": "expired",
             b"dropped": "maxlen",
@@ -177,7 +152,7 @@ def quorum_dead_letters(b: BrokerThread, ch: Any) -> Callable[[Any], None]:
     wait_for(ch, "qdlq", 1)
 
     def after(ch: Any) -> None:
-        got = drain(ch, "qdlq")
+        got = take_all(ch, "qdlq")
         assert [(body, h["x-death"][0]["reason"]) for body, h in got] == [(b"forwarded", "rejected")]
         assert bodies(ch, "qq") == [b"stays"]
 

@@ -16,20 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pika
-from rstream import (
-    AMQPMessage,
-    ConfirmationStatus,
-    Consumer,
-    ConsumerOffsetSpecification,
-    MessageContext,
-    OffsetType,
-    Producer,
-    amqp_decoder,
-)
+from rstream import AMQPMessage, ConfirmationStatus, ConsumerOffsetSpecification, OffsetType, Producer
 from rstream._pyamqp.message import Properties  # type: ignore[attr-defined]  # not re-exported
 
 from broker.server import Broker
-from tests.integration.test_streamproto_rstream import EXPECTED, program
+from tests.integration.test_streamproto_rstream import EXPECTED, program, read_stream
 
 USER = PASSWORD = "guest"
 
@@ -83,27 +74,8 @@ def _amqp_publish(port: int, queue: str, bodies: list[tuple[bytes, pika.BasicPro
 
 
 async def _stream_read(port: int, stream: str, n: int) -> list[tuple[int, AMQPMessage]]:
-    got: list[tuple[int, AMQPMessage]] = []
-    done = asyncio.Event()
-
-    async def on_message(msg: AMQPMessage, ctx: MessageContext) -> None:
-        got.append((ctx.offset, msg))
-        if len(got) >= n:
-            done.set()
-
-    consumer = Consumer("127.0.0.1", port=port, username=USER, password=PASSWORD)
-    await consumer.start()
-    try:
-        await consumer.subscribe(
-            stream,
-            on_message,
-            decoder=amqp_decoder,
-            offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None),
-        )
-        await asyncio.wait_for(done.wait(), 10)
-    finally:
-        await consumer.close()
-    return got
+    first = ConsumerOffsetSpecification(OffsetType.FIRST, None)
+    return await read_stream("127.0.0.1", port, stream, first, n, wait=10)
 
 
 async def test_rstream_program_against_the_broker(tmp_path: Path) -> None:

@@ -31,15 +31,16 @@ N = 1000
 USER = PASSWORD = "guest"
 
 
-async def _consume(
+async def read_stream(
     host: str, port: int, stream: str, spec: ConsumerOffsetSpecification, want: int, wait: float = 5.0
-) -> list[tuple[int, str]]:
-    got: list[tuple[int, str]] = []
+) -> list[tuple[int, AMQPMessage]]:
+    """(offset, message) of what an rstream consumer from `spec` receives: `want` messages (fewer
+    when `wait` seconds pass first), or whatever comes in 0.5 s when `want` is 0."""
+    got: list[tuple[int, AMQPMessage]] = []
     done = asyncio.Event()
 
     async def on_message(msg: AMQPMessage, ctx: MessageContext) -> None:
-        body = msg.body if isinstance(msg.body, bytes) else b"".join(msg.body)
-        got.append((ctx.offset, body.decode()))
+        got.append((ctx.offset, msg))
         if len(got) >= want:
             done.set()
 
@@ -54,6 +55,16 @@ async def _consume(
     finally:
         await consumer.close()
     return got
+
+
+async def _consume(
+    host: str, port: int, stream: str, spec: ConsumerOffsetSpecification, want: int, wait: float = 5.0
+) -> list[tuple[int, str]]:
+    out = []
+    for offset, msg in await read_stream(host, port, stream, spec, want, wait):
+        body = msg.body if isinstance(msg.body, bytes) else b"".join(msg.body)
+        out.append((offset, body.decode()))
+    return out
 
 
 async def program(host: str, port: int, stream: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import pytest
 from broker.embedded import BrokerThread
 from tests import conftest
 from tests.management.test_management_api import http
+from tests.management_support import mgmt_base
 
 RABBIT_API = conftest.RABBITMQ_API
 SHA256 = "rabbit_password_hashing_sha256"
@@ -26,10 +27,6 @@ SHA256 = "rabbit_password_hashing_sha256"
 def broker() -> Iterator[BrokerThread]:
     with BrokerThread(port=0, management_port=0) as bt:
         yield bt
-
-
-def base(bt: BrokerThread) -> str:
-    return f"http://127.0.0.1:{bt.broker.management.port}"
 
 
 def test_live_export_imports(
@@ -55,9 +52,9 @@ def test_live_export_imports(
     assert status == 200 and export["rabbitmq_version"] == "3.10.8"
     assert server_named.startswith("amq.gen-") and server_named in [q["name"] for q in export["queues"]]
     with caplog.at_level("WARNING", logger="hashbroker.management.definitions"):
-        got = http(base(broker), "POST", "/api/definitions", export)
+        got = http(mgmt_base(broker), "POST", "/api/definitions", export)
     assert got[0] == 204, got[1]
-    api = base(broker)
+    api = mgmt_base(broker)
     q = http(api, "GET", f"/api/queues/%2F/imp-q-{suffix}")[1]
     assert q["durable"] is True and q["arguments"] == {"x-max-length": 10}
     assert http(api, "GET", f"/api/queues/%2F/imp-qq-{suffix}")[1]["type"] == "quorum"
@@ -81,12 +78,12 @@ def test_bad_users_refused_as_rabbitmq(
 ) -> None:
     name = "imp-bad-" + uuid.uuid4().hex[:8]
     doc = {"users": [bad_user(name, password_hash, tags)]}
-    ours = http(base(broker), "POST", "/api/definitions", doc)
+    ours = http(mgmt_base(broker), "POST", "/api/definitions", doc)
     theirs = http(RABBIT_API, "POST", "/api/definitions", doc)
     assert ours[:2] == theirs[:2]
     assert ours[0] == 400
     assert http(RABBIT_API, "GET", f"/api/users/{name}")[0] == 404
-    assert http(base(broker), "GET", f"/api/users/{name}")[0] == 404
+    assert http(mgmt_base(broker), "GET", f"/api/users/{name}")[0] == 404
 
 
 def test_broken_file_changes_nothing(broker: BrokerThread) -> None:
@@ -109,7 +106,7 @@ def test_broken_file_changes_nothing(broker: BrokerThread) -> None:
         ],
         "exchanges": [{"name": f"imp-x-{suffix}", "vhost": f"imp-missing-{suffix}", "type": "direct"}],
     }
-    api = base(broker)
+    api = mgmt_base(broker)
     before = {p: json.dumps(http(api, "GET", p)[1], sort_keys=True) for p in ("/api/users", "/api/vhosts")}
     status, body, _ = http(api, "POST", "/api/definitions", doc)
     assert status == 400 and f"imp-missing-{suffix}" in body["reason"]

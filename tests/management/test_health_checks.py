@@ -15,8 +15,16 @@ import pytest
 from broker.embedded import BrokerThread
 from tests import conftest
 from tests.management.test_management_api import http
+from tests.management_support import mgmt_base
 
 RABBIT_API = conftest.RABBITMQ_API
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerThread]:
+    with BrokerThread(port=0, management_port=0) as bt:
+        yield bt
+
 
 SAME_ANSWER = [
     "/api/health/checks/alarms",
@@ -41,19 +49,9 @@ SAME_ANSWER = [
 ]
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[BrokerThread]:
-    with BrokerThread(port=0, management_port=0) as bt:
-        yield bt
-
-
-def base(bt: BrokerThread) -> str:
-    return f"http://127.0.0.1:{bt.broker.management.port}"
-
-
 @pytest.mark.parametrize("path", SAME_ANSWER)
 def test_same_answer_as_rabbitmq(broker: BrokerThread, rabbitmq_url: str, path: str) -> None:
-    ours = http(base(broker), "GET", path)
+    ours = http(mgmt_base(broker), "GET", path)
     theirs = http(RABBIT_API, "GET", path)
     assert (ours[0], ours[1]) == (theirs[0], theirs[1])
     assert ours[2]["content-type"] == theirs[2]["content-type"]
@@ -62,7 +60,7 @@ def test_same_answer_as_rabbitmq(broker: BrokerThread, rabbitmq_url: str, path: 
 def test_listeners_as_rabbitmq_reports_them(broker: BrokerThread, rabbitmq_url: str) -> None:
     """Its own AMQP port is listening; an unknown port or protocol is a 503 naming what is missing
     and what is listening (the lists are each broker's own)."""
-    for api, amqp_port in ((base(broker), broker.port), (RABBIT_API, conftest.RABBITMQ_PORT)):
+    for api, amqp_port in ((mgmt_base(broker), broker.port), (RABBIT_API, conftest.RABBITMQ_PORT)):
         assert http(api, "GET", f"/api/health/checks/port-listener/{amqp_port}")[:2] == (
             200,
             {"status": "ok", "port": amqp_port},
@@ -74,13 +72,13 @@ def test_listeners_as_rabbitmq_reports_them(broker: BrokerThread, rabbitmq_url: 
         status, body, _ = http(api, "GET", "/api/health/checks/protocol-listener/mqtt")
         assert status == 503 and body["missing"] == "mqtt" and "amqp" in body["protocols"]
         assert list(body) == ["status", "reason", "missing", "protocols"]
-    ours = http(base(broker), "GET", "/api/health/checks/port-listener/1")[1]
+    ours = http(mgmt_base(broker), "GET", "/api/health/checks/port-listener/1")[1]
     assert ours["ports"] == [broker.port, broker.broker.management.port]
 
 
 def test_aliveness_needs_the_vhost(broker: BrokerThread) -> None:
     """Aliveness declares, publishes and gets as the caller: a user without the vhost is refused."""
-    api = base(broker)
+    api = mgmt_base(broker)
     assert http(api, "PUT", "/api/users/alive-nobody", {"password": "p", "tags": "management"})[0] == 201
     try:
         status, body, _ = http(api, "GET", "/api/aliveness-test/%2F", auth=("alive-nobody", "p"))
@@ -101,7 +99,7 @@ def recorded_alarm_answer(node: str, message: str, resources: list[str]) -> dict
 
 def test_alarms_fail_the_checks_as_rabbitmq() -> None:
     with BrokerThread(port=0, management_port=0) as bt:
-        api = base(bt)
+        api = mgmt_base(bt)
         node = bt.broker.cluster.local
         alarms = bt.broker.alarms
         bt.call(alarms.set, "disk", "test", "test")

@@ -6,7 +6,6 @@ The hashbroker side runs everywhere; the comparison tests use the reference Rabb
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import time
@@ -20,20 +19,17 @@ import pika
 import pytest
 
 from broker.embedded import BrokerThread
-from broker.management import ManagementServer, start_management
 from tests import conftest
+from tests.management_support import management_on_loop
 
 RABBIT_API = conftest.RABBITMQ_API
 GUEST = ("guest", "guest")
 
+#: What a queue was declared with: both brokers must report the same values.
+QUEUE_DECLARED = ("name", "vhost", "durable", "auto_delete", "exclusive", "arguments")
 # Fields monitoring tools and test helpers actually read; both brokers must have all of them.
 QUEUE_FIELDS = {
-    "name",
-    "vhost",
-    "durable",
-    "auto_delete",
-    "exclusive",
-    "arguments",
+    *QUEUE_DECLARED,
     "messages",
     "messages_ready",
     "messages_unacknowledged",
@@ -97,16 +93,9 @@ def http(
 
 @pytest.fixture
 def mgmt(hashbroker_broker: BrokerThread) -> Iterator[tuple[BrokerThread, str]]:
-    """A management server on the broker's own loop (as Broker.start will run it); yields its base URL."""
-    loop = hashbroker_broker.loop
-    assert loop is not None
-    server: ManagementServer = asyncio.run_coroutine_threadsafe(
-        start_management(hashbroker_broker.broker, "127.0.0.1", 0), loop
-    ).result(10)
-    try:
-        yield hashbroker_broker, f"http://127.0.0.1:{server.port}"
-    finally:
-        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+    """A management server on the broker's own loop; yields the broker and the server's base URL."""
+    with management_on_loop(hashbroker_broker) as base:
+        yield hashbroker_broker, base
 
 
 def declare_topology(url: str, suffix: str, published: int) -> None:
@@ -345,16 +334,7 @@ def test_field_sets_match_rabbitmq(both: tuple[str, str, str]) -> None:
             time.sleep(0.5)
             r = http(theirs, "GET", path)[1]
         assert_fields(a, r, QUEUE_FIELDS)
-        for key in (
-            "name",
-            "vhost",
-            "durable",
-            "auto_delete",
-            "exclusive",
-            "arguments",
-            "consumers",
-            "state",
-        ):
+        for key in (*QUEUE_DECLARED, "consumers", "state"):
             assert a[key] == r[key], key
     a_list = {q["name"]: q for q in http(ours, "GET", "/api/queues/%2F")[1]}
     r_list = {q["name"]: q for q in http(theirs, "GET", "/api/queues/%2F")[1]}

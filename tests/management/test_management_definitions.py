@@ -22,6 +22,7 @@ import pytest
 import exchanges
 from broker.embedded import BrokerThread
 from tests.conftest import RABBITMQ_URL, rabbitmq_reachable
+from tests.differential_support import pika_channel
 from tests.management.test_management_api import RABBIT_API, http
 
 TOP_LEVEL_KEYS = [
@@ -59,9 +60,7 @@ def declare(url: str, p: str) -> None:
     made in that sorted order: here a(1), c(2), b(3). (Bound a, b, c, RabbitMQ's own export re-imported
     anywhere, RabbitMQ included, builds a different ring.)
     """
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    try:
-        ch = conn.channel()
+    with pika_channel(url) as ch:
         ch.exchange_declare(f"{p}.hash", "x-consistent-hash")
         ch.exchange_declare(f"{p}.hh", "x-consistent-hash", arguments={"hash-header": "h"})
         ch.exchange_declare(f"{p}.hdr", "headers", durable=True)
@@ -72,20 +71,14 @@ def declare(url: str, p: str) -> None:
             ch.queue_bind(f"{p}.{name}", f"{p}.hh", "5")
         ch.queue_bind(f"{p}.a", f"{p}.hdr", "", arguments={"x-match": "any", "k": "v"})
         ch.exchange_bind(f"{p}.hash", f"{p}.up")
-    finally:
-        conn.close()
 
 
 def delete_live(p: str) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL))
-    try:
-        ch = conn.channel()
+    with pika_channel(RABBITMQ_URL) as ch:
         for x in ("hash", "hh", "hdr", "up"):
             ch.exchange_delete(f"{p}.{x}")
         for name in "abc":
             ch.queue_delete(f"{p}.{name}")
-    finally:
-        conn.close()
 
 
 def mine(defs: dict[str, Any], p: str) -> dict[str, list[dict[str, Any]]]:
@@ -100,14 +93,10 @@ def mine(defs: dict[str, Any], p: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def publish_keys(url: str, exchange: str) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(url))
-    try:
-        ch = conn.channel()
+    with pika_channel(url) as ch:
         ch.confirm_delivery()
         for k in KEYS:
             ch.basic_publish(exchange, k, b"")
-    finally:
-        conn.close()
 
 
 def queue_counts(base: str, p: str, total: int = len(KEYS)) -> dict[str, int]:

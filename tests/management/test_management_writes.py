@@ -6,7 +6,6 @@ against the reference RabbitMQ 3.10.8 (management on 15672) and skip when it is 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import threading
 import urllib.error
@@ -19,25 +18,18 @@ from typing import Any
 import pytest
 
 from broker.embedded import BrokerThread
-from broker.management import ManagementServer, start_management
 from tests import conftest
 from tests.conftest import rabbitmq_reachable
-from tests.management_support import GUEST, call
+from tests.management_support import GUEST, call, management_on_loop
 
 RABBIT_API = conftest.RABBITMQ_API
 
 
 @pytest.fixture
 def mgmt(hashbroker_broker: BrokerThread) -> Iterator[tuple[BrokerThread, str]]:
-    loop = hashbroker_broker.loop
-    assert loop is not None
-    server: ManagementServer = asyncio.run_coroutine_threadsafe(
-        start_management(hashbroker_broker.broker, "127.0.0.1", 0), loop
-    ).result(10)
-    try:
-        yield hashbroker_broker, f"http://127.0.0.1:{server.port}"
-    finally:
-        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+    """A management server on the broker's own loop; yields the broker and the server's base URL."""
+    with management_on_loop(hashbroker_broker) as base:
+        yield hashbroker_broker, base
 
 
 def _executor_threads() -> set[str]:
@@ -275,25 +267,19 @@ def test_publish_properties_and_rendering_as_rabbitmq(mgmt: tuple[BrokerThread, 
 def test_persistent_publish_waits_for_the_store_and_survives_a_restart(tmp_path: Any) -> None:
     """A persistent message to a durable queue is answered after its commit, as a confirm is."""
     for round_ in (1, 2):
-        with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
-            loop = b.loop
-            assert loop is not None
-            server = asyncio.run_coroutine_threadsafe(
-                start_management(b.broker, "127.0.0.1", 0), loop
-            ).result(10)
-            base = f"http://127.0.0.1:{server.port}"
-            try:
-                if round_ == 1:
-                    assert call(base, "PUT", "/api/queues/%2F/dur", body={"durable": True})[0] == 201
-                    msg = _msg("dur", "kept", delivery_mode=2)
-                    assert call(base, "POST", "/api/exchanges/%2F/amq.default/publish", body=msg) == (
-                        200,
-                        {"routed": True},
-                    )
-                    got = call(base, "POST", "/api/queues/%2F/dur/get", body=_get(1, "ack_requeue_true"))[1]
-                    assert [m["payload"] for m in got] == ["kept"]
-                else:
-                    got = call(base, "POST", "/api/queues/%2F/dur/get", body=_get(1, "ack_requeue_false"))[1]
-                    assert [(m["payload"], m["redelivered"]) for m in got] == [("kept", True)]
-            finally:
-                asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+        with (
+            BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b,
+            management_on_loop(b) as base,
+        ):
+            if round_ == 1:
+                assert call(base, "PUT", "/api/queues/%2F/dur", body={"durable": True})[0] == 201
+                msg = _msg("dur", "kept", delivery_mode=2)
+                assert call(base, "POST", "/api/exchanges/%2F/amq.default/publish", body=msg) == (
+                    200,
+                    {"routed": True},
+                )
+                got = call(base, "POST", "/api/queues/%2F/dur/get", body=_get(1, "ack_requeue_true"))[1]
+                assert [m["payload"] for m in got] == ["kept"]
+            else:
+                got = call(base, "POST", "/api/queues/%2F/dur/get", body=_get(1, "ack_requeue_false"))[1]
+                assert [(m["payload"], m["redelivered"]) for m in got] == [("kept", True)]

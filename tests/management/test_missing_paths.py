@@ -20,6 +20,7 @@ import pytest
 from broker.embedded import BrokerThread
 from tests import conftest
 from tests.management.test_management_api import http
+from tests.management_support import mgmt_base
 
 RABBIT_API = conftest.RABBITMQ_API
 
@@ -28,10 +29,6 @@ RABBIT_API = conftest.RABBITMQ_API
 def broker() -> Iterator[BrokerThread]:
     with BrokerThread(port=0, management_port=0) as bt:
         yield bt
-
-
-def base(bt: BrokerThread) -> str:
-    return f"http://127.0.0.1:{bt.broker.management.port}"
 
 
 @pytest.mark.parametrize(
@@ -57,33 +54,33 @@ def base(bt: BrokerThread) -> str:
     ],
 )
 def test_same_answer_as_rabbitmq(broker: BrokerThread, rabbitmq_url: str, path: str) -> None:
-    ours = http(base(broker), "GET", path)
+    ours = http(mgmt_base(broker), "GET", path)
     theirs = http(RABBIT_API, "GET", path)
     assert ours[:2] == theirs[:2]
 
 
 def test_shapes_as_rabbitmq(broker: BrokerThread, rabbitmq_url: str) -> None:
     for path in ("/api/extensions", "/api/vhost-limits", "/api/user-limits"):
-        ours, theirs = http(base(broker), "GET", path), http(RABBIT_API, "GET", path)
+        ours, theirs = http(mgmt_base(broker), "GET", path), http(RABBIT_API, "GET", path)
         assert ours[0] == theirs[0] == 200 and isinstance(ours[1], list) and isinstance(theirs[1], list)
     ours, theirs = (
-        http(base(broker), "GET", "/api/global-parameters"),
+        http(mgmt_base(broker), "GET", "/api/global-parameters"),
         http(RABBIT_API, "GET", "/api/global-parameters"),
     )
     assert [p["name"] for p in ours[1]] == [p["name"] for p in theirs[1]] == ["internal_cluster_id"]
     assert ours[1][0]["value"].startswith("rabbitmq-cluster-id-")
     path = "/api/global-parameters/internal_cluster_id"
-    ours, theirs = http(base(broker), "GET", path), http(RABBIT_API, "GET", path)
+    ours, theirs = http(mgmt_base(broker), "GET", path), http(RABBIT_API, "GET", path)
     assert ours[0] == theirs[0] == 200 and list(ours[1]) == list(theirs[1]) == ["value", "name"]
     # /api/auth needs no login; the others refuse a management-only user as RabbitMQ does
     assert (
-        http(base(broker), "GET", "/api/auth", auth=None)[:2]
+        http(mgmt_base(broker), "GET", "/api/auth", auth=None)[:2]
         == http(RABBIT_API, "GET", "/api/auth", auth=None)[:2]
     )
 
 
 def test_cli_rabbitmqadmin(broker: BrokerThread, rabbitmq_url: str) -> None:
-    with urllib.request.urlopen(base(broker) + "/cli/rabbitmqadmin", timeout=10) as resp:
+    with urllib.request.urlopen(mgmt_base(broker) + "/cli/rabbitmqadmin", timeout=10) as resp:
         ours = resp.read()
         assert resp.headers["content-type"] == "application/octet-stream"
     with urllib.request.urlopen(RABBIT_API + "/cli/rabbitmqadmin", timeout=10) as resp:
@@ -136,7 +133,7 @@ def close_through_api(amqp_url: str, api: str, reason: str | None) -> tuple[Any,
 def test_delete_connection_closes_it_as_rabbitmq(
     broker: BrokerThread, rabbitmq_url: str, reason: str | None
 ) -> None:
-    ours = close_through_api(broker.url, base(broker), reason)
+    ours = close_through_api(broker.url, mgmt_base(broker), reason)
     theirs = close_through_api(rabbitmq_url, RABBIT_API, reason)
     assert ours == theirs
     assert ours[1][0] == 320
@@ -148,16 +145,19 @@ def test_channel_by_name(broker: BrokerThread) -> None:
     conn = pika.BlockingConnection(params)
     try:
         conn.channel()
-        name = connection_named(base(broker), "chan-by-name")["name"]
+        name = connection_named(mgmt_base(broker), "chan-by-name")["name"]
         quoted = urllib.parse.quote(f"{name} (1)", safe="")
-        status, body, _ = http(base(broker), "GET", f"/api/channels/{quoted}")
+        status, body, _ = http(mgmt_base(broker), "GET", f"/api/channels/{quoted}")
         assert status == 200 and body["number"] == 1 and body["connection_details"]["name"] == name
-        chans = http(base(broker), "GET", f"/api/connections/{urllib.parse.quote(name, safe='')}/channels")[1]
+        chans = http(
+            mgmt_base(broker), "GET", f"/api/connections/{urllib.parse.quote(name, safe='')}/channels"
+        )[1]
         assert [c["number"] for c in chans] == [1]
-        in_vhost = http(base(broker), "GET", "/api/vhosts/%2F/connections")[1]
+        in_vhost = http(mgmt_base(broker), "GET", "/api/vhosts/%2F/connections")[1]
         assert name in [c["name"] for c in in_vhost] and isinstance(in_vhost, list)
         assert name in [
-            c["connection_details"]["name"] for c in http(base(broker), "GET", "/api/vhosts/%2F/channels")[1]
+            c["connection_details"]["name"]
+            for c in http(mgmt_base(broker), "GET", "/api/vhosts/%2F/channels")[1]
         ]
     finally:
         conn.close()
@@ -187,9 +187,9 @@ NODE_KEYS_LEFT_OUT = {
 
 def test_nodes_keys_against_rabbitmq(broker: BrokerThread, rabbitmq_url: str) -> None:
     """Every key of RabbitMQ's node object is there, but those listed as left out."""
-    ours = set(http(base(broker), "GET", "/api/nodes")[1][0])
+    ours = set(http(mgmt_base(broker), "GET", "/api/nodes")[1][0])
     theirs = set(http(RABBIT_API, "GET", "/api/nodes")[1][0])
     missing = {k for k in theirs - ours if not k.endswith("_details")} - NODE_KEYS_LEFT_OUT
     assert missing == set()
-    node = http(base(broker), "GET", "/api/nodes")[1][0]
+    node = http(mgmt_base(broker), "GET", "/api/nodes")[1][0]
     assert node["cluster_links"] == [] and node["contexts"][0]["port"] == str(broker.broker.management.port)

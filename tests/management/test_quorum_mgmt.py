@@ -114,8 +114,7 @@ def _definitions_entry(ctx: QsCtx, name: str) -> dict[str, Any]:
 def scenario_qq_definitions_round_trip(ctx: QsCtx) -> Any:
     """A quorum queue in the definitions export (3.10.8: its type is only in `arguments`), then
     deleted and imported back from that entry: the same type, arguments and flags."""
-    conn = ctx.connect()
-    ch = conn.channel()
+    ch = ctx.channel()
     q = ctx.queue("qq")
     args = {**QQ, "x-delivery-limit": 3, "x-max-length": 10, "x-overflow": "reject-publish"}
     ch.queue_declare(q, durable=True, arguments=args)

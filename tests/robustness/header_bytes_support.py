@@ -17,6 +17,8 @@ from typing import Any
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
+from tests.differential_support import RawClosed, recv_chunk
+
 HEADERS_FLAG = 1 << 13
 DELIVERY_MODE_FLAG = 1 << 12
 _PROPERTY_ORDER = (
@@ -35,10 +37,6 @@ _PROPERTY_ORDER = (
     (3, "s"),  # app_id
     (2, "s"),  # cluster_id
 )
-
-
-class Closed(Exception):
-    """The server closed the socket."""
 
 
 def table_entry(key: bytes, value: bytes) -> bytes:
@@ -163,17 +161,7 @@ class RawClient:
                     if kind == 8:
                         continue
                     return kind, channel, payload
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("no frame from the server")
-            self.sock.settimeout(remaining)
-            try:
-                chunk = self.sock.recv(65536)
-            except ConnectionError as exc:
-                raise Closed(str(exc)) from exc
-            if not chunk:
-                raise Closed("EOF")
-            self.buf += chunk
+            self.buf += recv_chunk(self.sock, deadline)
 
     def next_method(self, timeout: float = 5.0) -> tuple[int, Any]:
         kind, channel, payload = self.raw_frame(timeout)
@@ -227,7 +215,7 @@ class RawClient:
                     commands.Channel.Close(reply_code=200, reply_text="", class_id=0, method_id=0),
                     commands.Channel.CloseOk,
                 )
-        except (Closed, AssertionError, TimeoutError, OSError):
+        except (RawClosed, AssertionError, TimeoutError, OSError):
             return False
         return True
 

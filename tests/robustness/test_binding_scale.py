@@ -13,11 +13,6 @@ shows in every round and scheduler noise does not.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,34 +21,14 @@ import pytest
 from pamqp import commands, frame
 
 from tests.differential_support import RawAmqp
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.robustness.neighbour_support import Neighbour
+from tests.serve_support import serving_quietly
 
 
 @pytest.fixture
 def port(tmp_path: Path) -> Iterator[int]:
-    amqp = free_port()
-    env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
-    cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--port", str(amqp)]
-    cmd += ["--data-dir", str(tmp_path / "data")]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", amqp), timeout=1).close()
-                break
-            except ConnectionRefusedError:
-                assert time.monotonic() < deadline and proc.poll() is None, "broker did not start"
-                time.sleep(0.05)
+    with serving_quietly("--data-dir", str(tmp_path / "data")) as (_proc, amqp):
         yield amqp
-    finally:
-        proc.kill()
-        proc.wait(10)
 
 
 def pipelined(client: RawAmqp, methods: list[object], reply: type, batch: int = 2000) -> None:
@@ -71,33 +46,11 @@ def channel(port: int) -> RawAmqp:
     return client
 
 
-class Neighbour(threading.Thread):
-    """Passive queue.declare round trips, as fast as they come back, until stopped."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(daemon=True)
-        self.client = channel(port)
-        self.client.call(1, commands.Queue.Declare(queue="neighbour"), commands.Queue.DeclareOk)
-        self.stop = threading.Event()
-        self.round_trips: list[float] = []
-
-    def run(self) -> None:
-        passive = commands.Queue.Declare(queue="neighbour", passive=True)
-        while not self.stop.is_set():
-            start = time.perf_counter()
-            try:
-                self.client.call(1, passive, commands.Queue.DeclareOk, timeout=60)
-            except (TimeoutError, OSError):
-                self.round_trips.append(time.perf_counter() - start)
-                return
-            self.round_trips.append(time.perf_counter() - start)
-
-    def finish(self) -> float:
-        self.stop.set()
-        self.join(70)
-        self.client.close()
-        assert self.round_trips, "the neighbour made no round trip"
-        return max(self.round_trips)
+def neighbour_started(port: int) -> Neighbour:
+    """A started neighbour (round trips may wait for 8,000 bindings' work: long timeouts)."""
+    n = Neighbour(port, call_timeout=60)
+    n.start()
+    return n
 
 
 def bind_many(client: RawAmqp, queue: str, count: int, exchange: str = "amq.direct") -> None:
@@ -123,8 +76,7 @@ def test_closing_an_exclusive_queue_with_8000_bindings_spares_a_neighbour(port: 
     owner = channel(port)
     owner.call(1, commands.Queue.Declare(queue="mine", exclusive=True), commands.Queue.DeclareOk)
     bind_many(owner, "mine", 8000)
-    neighbour = Neighbour(port)
-    neighbour.start()
+    neighbour = neighbour_started(port)
     time.sleep(0.1)
     start = time.perf_counter()
     owner.call(
@@ -156,8 +108,7 @@ def test_unbinding_from_an_exchange_bound_by_20000_queues_never_stalls_a_neighbo
 
     worst_by_round = []
     for round_ in range(ROUNDS):
-        neighbour = Neighbour(port)
-        neighbour.start()
+        neighbour = neighbour_started(port)
         time.sleep(0.05)
         for i in range(PER_ROUND):
             name = names[round_ * 2 * PER_ROUND + 2 * i]

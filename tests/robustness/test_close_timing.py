@@ -10,11 +10,8 @@ sending costs the broker no memory.
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +23,8 @@ import pytest
 from pamqp import commands, frame
 
 from broker.embedded import BrokerThread
+from tests.differential_support import split_frames
+from tests.serve_support import serving_quietly
 
 CAPABILITY = {"capabilities": {"authentication_failure_close": True}}
 HELD = 2.5  # RabbitMQ holds 3.0 s; the test allows for a loaded machine's timer lateness
@@ -171,15 +170,9 @@ def test_a_fatal_frame_error_reaches_a_client_still_writing(broker: BrokerThread
     read = []
     assert all(HELD <= held < 10 for held, _d in results), [round(h, 3) for h, _d in results]
     for _held, data in results:
-        close = None
-        while data:
-            try:
-                used, _channel, value = frame.unmarshal(data)
-            except Exception:
-                break
-            data = data[used:]
-            if isinstance(value, commands.Connection.Close):
-                close = value
+        frames, _rest = split_frames(data)
+        closes = [value for _channel, value in frames if isinstance(value, commands.Connection.Close)]
+        close = closes[-1] if closes else None
         read.append(close is not None and close.reply_code == 501 and close.reply_text == expected)
     assert all(read), f"{read.count(True)} of 20 read the 501 close"
 
@@ -194,21 +187,7 @@ def rss_kib(pid: int) -> int:
 def test_refused_clients_that_keep_sending_cost_no_memory(tmp_path: Path) -> None:
     """200 wrong-password connections each send 1 MiB after their refusal, while the broker holds
     them: nothing they send is read, so the broker's resident memory stays put."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    env = {**os.environ, "HASHBROKER_LOG_LEVEL": "CRITICAL"}
-    cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--port", str(port), "--data-dir", ":memory:"]
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except ConnectionRefusedError:
-                assert time.time() < deadline and proc.poll() is None
-                time.sleep(0.05)
+    with serving_quietly("--data-dir", ":memory:", log_level="CRITICAL") as (proc, port):
         refused_login(port, CAPABILITY)  # warm up the code paths before measuring
         before = rss_kib(proc.pid)
 
@@ -228,9 +207,6 @@ def test_refused_clients_that_keep_sending_cost_no_memory(tmp_path: Path) -> Non
             list(pool.map(flood, range(200)))
         grown = rss_kib(proc.pid) - before
         assert grown < 30 * 1024, f"RSS grew by {grown} KiB"
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def socket_after_close_ok(port: int) -> str:

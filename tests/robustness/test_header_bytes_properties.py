@@ -143,7 +143,7 @@ def test_get_reject_and_management(
 
 @PROPERTY_SETTINGS
 @given(headers=tables)
-def test_expiry_and_overflow(broker: Target, clients: tuple[RawClient, RawClient], headers: bytes) -> None:
+def test_expiry_and_overflow(clients: tuple[RawClient, RawClient], headers: bytes) -> None:
     publisher, bystander = clients
     q, dlq = _declare(bystander, **{"x-message-ttl": 20})
     full, full_dlq = _declare(bystander, **{"x-max-length": 1})
@@ -161,9 +161,7 @@ def test_expiry_and_overflow(broker: Target, clients: tuple[RawClient, RawClient
 
 @PROPERTY_SETTINGS
 @given(headers=tables)
-def test_quorum_get_and_delivery_limit(
-    broker: Target, clients: tuple[RawClient, RawClient], headers: bytes
-) -> None:
+def test_quorum_get_and_delivery_limit(clients: tuple[RawClient, RawClient], headers: bytes) -> None:
     publisher, bystander = clients
     q, dlq = _declare(bystander, **{"x-queue-type": "quorum", "x-delivery-limit": 0})
     try:

@@ -15,12 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import socket
 import struct
-import subprocess
-import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -32,15 +27,11 @@ import pytest
 from pamqp import commands
 
 from tests.differential_support import RawAmqp
+from tests.robustness.neighbour_support import Neighbour
+from tests.serve_support import free_port, serving_quietly, wait_listening
 
 EVIL_PATTERN = "^(a+)+$"
 EVIL_NAME = "a" * 40 + "!"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -72,55 +63,11 @@ class Served:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    amqp, http = free_port(), free_port()
-    env = {**os.environ, "HASHBROKER_LOG_LEVEL": "WARNING"}
-    cmd = [sys.executable, "-m", "broker.cli.main", "serve", "--port", str(amqp)]
-    cmd += ["--management-port", str(http), "--data-dir", str(tmp_path / "data")]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        for port in (amqp, http):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except ConnectionRefusedError:
-                    assert time.monotonic() < deadline and proc.poll() is None, "broker did not start"
-                    time.sleep(0.05)
+    http = free_port()
+    args = ("--management-port", str(http), "--data-dir", str(tmp_path / "data"))
+    with serving_quietly(*args) as (proc, amqp):
+        wait_listening(proc, http, time.monotonic() + 20)
         yield Served(amqp, http)
-    finally:
-        proc.kill()  # a frozen broker would not answer a graceful stop
-        proc.wait(10)
-
-
-class Neighbour(threading.Thread):
-    """Passive queue.declare round trips in vhost "/", as fast as they come back, until stopped."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(daemon=True)
-        self.client = RawAmqp("127.0.0.1", port, timeout=30)
-        self.client.open_channel(1)
-        self.client.call(1, commands.Queue.Declare(queue="neighbour"), commands.Queue.DeclareOk)
-        self.stop = threading.Event()
-        self.round_trips: list[float] = []
-
-    def run(self) -> None:
-        passive = commands.Queue.Declare(queue="neighbour", passive=True)
-        while not self.stop.is_set():
-            start = time.perf_counter()
-            try:
-                self.client.call(1, passive, commands.Queue.DeclareOk, timeout=15)
-            except (TimeoutError, OSError):  # a frozen broker: the wait so far is the round trip
-                self.round_trips.append(time.perf_counter() - start)
-                return
-            self.round_trips.append(time.perf_counter() - start)
-
-    def finish(self) -> float:
-        self.stop.set()
-        self.join(20)
-        self.client.close()
-        assert self.round_trips, "the neighbour made no round trip"
-        return max(self.round_trips)
 
 
 def confined_user(served: Served, tags: str) -> None:
@@ -153,17 +100,23 @@ def timed_declare(port: int, name: str, user: str = "pm", password: str = "pm") 
         client.close()
 
 
+def declare_beside_a_neighbour(port: int, name: str) -> tuple[float, object, float]:
+    """`timed_declare` while a neighbour in vhost "/" does round trips: how long the declare took,
+    its reply, and the neighbour's longest wait."""
+    neighbour = Neighbour(port, call_timeout=15)
+    neighbour.start()
+    time.sleep(0.2)
+    elapsed, reply = timed_declare(port, name)
+    time.sleep(0.2)
+    return elapsed, reply, neighbour.finish()
+
+
 def test_policy_pattern_cannot_freeze_the_broker(served: Served) -> None:
     confined_user(served, "policymaker")
     policy = {"pattern": EVIL_PATTERN, "definition": {"max-length": 1}, "apply-to": "queues"}
     assert served.api("PUT", "/api/policies/evil/redos", policy, user="pm", password="pm") == 201
 
-    neighbour = Neighbour(served.amqp)
-    neighbour.start()
-    time.sleep(0.2)
-    elapsed, reply = timed_declare(served.amqp, EVIL_NAME)
-    time.sleep(0.2)
-    worst = neighbour.finish()
+    elapsed, reply, worst = declare_beside_a_neighbour(served.amqp, EVIL_NAME)
 
     assert isinstance(reply, commands.Queue.DeclareOk), reply
     assert elapsed < 2.0, f"the declare took {elapsed:.2f} s"
@@ -178,12 +131,7 @@ def test_permission_regex_cannot_freeze_the_broker(served: Served) -> None:
     perms = {"configure": EVIL_PATTERN, "write": ".*", "read": ".*"}
     assert served.api("PUT", "/api/permissions/evil/pm", perms) == 204
 
-    neighbour = Neighbour(served.amqp)
-    neighbour.start()
-    time.sleep(0.2)
-    elapsed, reply = timed_declare(served.amqp, EVIL_NAME)
-    time.sleep(0.2)
-    worst = neighbour.finish()
+    elapsed, reply, worst = declare_beside_a_neighbour(served.amqp, EVIL_NAME)
 
     assert isinstance(reply, commands.Channel.Close) and reply.reply_code == 403, reply
     assert elapsed < 2.0, f"the refusal took {elapsed:.2f} s"

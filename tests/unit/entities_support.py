@@ -7,6 +7,7 @@ from amqpwire.fields import Field, FieldTable
 from broker.entities.clock import ManualClock
 from broker.entities.message import StoredMessage
 from broker.entities.queues.catalog import Consumer, Entry, Queue
+from broker.entities.queues.quorum.queue import QuorumQueue
 from broker.entities.vhost import VHost
 from broker.protocol import properties as P
 from exchanges.compat import Compat
@@ -65,6 +66,29 @@ def declare(v: VHost, name: str = "q", **arguments: object) -> Queue:
     q = Queue(v, name, durable=False, exclusive_owner=None, auto_delete=False, arguments=args(**arguments))
     v.add_queue(q)
     return q
+
+
+def quorum(v: VHost, name: str = "q", **arguments: object) -> QuorumQueue:
+    """A durable quorum queue in `v` with `arguments` (written as in `args`)."""
+    q = Queue(
+        v,
+        name,
+        durable=True,
+        exclusive_owner=None,
+        auto_delete=False,
+        arguments=args(x_queue_type="quorum", **arguments),
+    )
+    assert isinstance(q, QuorumQueue)
+    v.add_queue(q)
+    return q
+
+
+def drain_bodies(q: Queue) -> list[bytes]:
+    """The bodies of the queue's ready messages, in delivery order, taken with no-ack."""
+    out = []
+    while (e := q.get(no_ack=True)) is not None:
+        out.append(e.msg.body)
+    return out
 
 
 def message(body: bytes, *, expiration: str | None = None, priority: int | None = None) -> StoredMessage:

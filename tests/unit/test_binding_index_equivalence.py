@@ -13,7 +13,7 @@ checked against a brute-force evaluation of every live binding, as RabbitMQ does
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hypothesis import given, settings
@@ -132,15 +132,37 @@ op = st.one_of(
 histories = st.lists(op, max_size=60)
 
 
+#: What every step routes: each routing key alone, then several as CC keys.
+KEY_MESSAGES = [SimpleMessage([key]) for key in ROUTING_KEYS] + [SimpleMessage(ROUTING_KEYS[1:5])]
+
+
 def replay(
     history: list[tuple[str, int, int, int]], keys: list[str], new: ExchangeType, old: Any
 ) -> list[Binding]:
+    """`replay_bindings` of bindings with the routing keys `keys` and the ARGUMENTS."""
+    return replay_bindings(
+        history,
+        lambda a, b, c: Binding(DESTINATIONS[a], keys[b % len(keys)], ARGUMENTS[c]),
+        KEY_MESSAGES,
+        new,
+        old,
+    )
+
+
+def replay_bindings(
+    history: list[tuple[str, int, int, int]],
+    make_binding: Callable[[int, int, int], Binding],
+    messages: list[Message],
+    new: ExchangeType,
+    old: Any,
+) -> list[Binding]:
     """Apply a history as the vhost does (bind only what is absent, unbind only what is present; a
-    deleted destination loses all its bindings), checking after every step."""
+    deleted destination loses all its bindings), checking after every step that both route each
+    of `messages` alike."""
     live: list[Binding] = []
     for step, (kind, a, b, c) in enumerate(history):
         if kind == "bind":
-            binding = Binding(DESTINATIONS[a], keys[b % len(keys)], ARGUMENTS[c])
+            binding = make_binding(a, b, c)
             if binding not in live:
                 live.append(binding)
                 new.add_binding(binding)
@@ -157,11 +179,8 @@ def replay(
             for binding in gone:  # the vhost used to remove them one by one
                 old.remove_bindings([binding])
         assert new.bindings == live, f"step {step}: bindings out of order"
-        for key in ROUTING_KEYS:
-            message = SimpleMessage([key])
-            assert new.route(message) == old.route(message), f"step {step}, key {key!r}"
-        message = SimpleMessage(ROUTING_KEYS[1:5])
-        assert new.route(message) == old.route(message), f"step {step}, CC keys"
+        for message in messages:
+            assert new.route(message) == old.route(message), f"step {step}, keys {message.routing_keys!r}"
     return live
 
 
@@ -262,31 +281,16 @@ HEADER_ARGS = [
 @settings(max_examples=200, deadline=None)
 @given(histories)
 def test_headers_matches_every_live_binding(history: list[tuple[str, int, int, int]]) -> None:
-    new = Sorted(create_exchange("headers"))
-    old = BruteForce("headers")
-    live: list[Binding] = []
     messages = [
         SimpleMessage([""], FieldTable.from_python(h)) for h in ({"h": "k"}, {"h": "k", "g": 1}, {"g": 1}, {})
     ] + [SimpleMessage([""])]
-    for kind, a, b, _c in history:
-        if kind == "bind":
-            binding = Binding(DESTINATIONS[a], "", HEADER_ARGS[b % len(HEADER_ARGS)])
-            if binding not in live:
-                live.append(binding)
-                new.add_binding(binding)
-                old.add_binding(binding)
-        elif kind == "unbind" and live:
-            binding = live.pop(a % len(live))
-            new.remove_bindings([binding])
-            old.remove_bindings([binding])
-        elif kind == "delete":
-            destination = DESTINATIONS[a]
-            live = [x for x in live if x.destination != destination]
-            for binding in new.remove_destination(destination):
-                old.remove_bindings([binding])
-        assert new.bindings == live
-        for message in messages:
-            assert new.route(message) == old.route(message)
+    replay_bindings(
+        history,
+        lambda a, b, _c: Binding(DESTINATIONS[a], "", HEADER_ARGS[b % len(HEADER_ARGS)]),
+        messages,
+        Sorted(create_exchange("headers")),  # type: ignore[arg-type]
+        BruteForce("headers"),
+    )
 
 
 def test_exchange_entity_keeps_its_binding_set_with_the_type() -> None:

@@ -14,7 +14,7 @@ from broker.entities.queues.catalog import Queue
 from broker.entities.vhost import ACCEPTED_BY_ONE, RETURNED, VHost
 from broker.protocol import properties as P
 from exchanges.base import Binding, Destination
-from tests.unit.entities_support import COMPAT, args, declare
+from tests.unit.entities_support import COMPAT, args, declare, drain_bodies
 
 
 class Commit:
@@ -97,6 +97,13 @@ def bind(v: VHost, x: Exchange, queue: str, key: str = "k") -> None:
     v.add_binding(x, Binding(Destination.queue(queue), key, FieldTable()))
 
 
+def delayed_into(v: VHost, queue: str) -> Exchange:
+    """A durable delayed-message exchange "dx" (direct) bound to `queue` with key "k"."""
+    x = delayed_exchange(v, "dx", durable=True)
+    bind(v, x, queue)
+    return x
+
+
 def delayed_exchange(v: VHost, name: str, *, durable: bool) -> Exchange:
     arguments = FieldTable.from_python({"x-delayed-type": "direct"})
     return v.declare_exchange(
@@ -113,13 +120,6 @@ def publish(
     msg = StoredMessage(exchange, key, P.encode(props), body)
     msg.compute_routing_keys()
     return msg
-
-
-def ready(q: Queue) -> list[bytes]:
-    out = []
-    while (e := q.get(no_ack=True)) is not None:
-        out.append(e.msg.body)
-    return out
 
 
 def test_message_stats_count_client_publishes_only() -> None:
@@ -139,7 +139,7 @@ def test_message_stats_count_client_publishes_only() -> None:
     assert default.publish_in == 2 and default.publish_out == 1
     v.publish(fan, publish("amq.fanout", "", b"4"), counted=False)  # a dead letter, a trace copy
     assert fan.publish_in == 1 and fan.publish_out == 2
-    assert ready(fast) == [b"1", b"2", b"4"]
+    assert drain_bodies(fast) == [b"1", b"2", b"4"]
 
 
 def test_overflow_refuses_and_a_dead_letter_refused_by_reject_publish_dlx_is_dead_lettered_again() -> None:
@@ -165,7 +165,7 @@ def test_overflow_refuses_and_a_dead_letter_refused_by_reject_publish_dlx_is_dea
         assert deaths is not None
         got.append((e.msg.body, [d.value.get("queue").value for d in deaths.value]))
     assert got == [(b"refused", [b"full"]), (b"expires", [b"full", b"src"])]
-    assert ready(full) == [b"fill"] and src.count == 0
+    assert drain_bodies(full) == [b"fill"] and src.count == 0
 
 
 def test_a_failed_store_write_takes_the_message_back_out_of_the_kept_queues() -> None:
@@ -183,21 +183,20 @@ def test_a_failed_store_write_takes_the_message_back_out_of_the_kept_queues() ->
 
 def test_a_delayed_message_is_held_kept_and_released_on_the_clock() -> None:
     v, kept, clock = setup()
-    x = delayed_exchange(v, "dx", durable=True)
     q = durable(v, "dq")
-    bind(v, x, "dq")
+    x = delayed_into(v, "dq")
     start = int(clock.wall() * 1000)
     out = v.publish(x, publish("dx", "k", b"later", delay=100), True)
     assert out is RETURNED and x.publish_in == 1 and x.publish_out == 0  # routed nowhere now
     assert kept.log == [("held", "dx", 1, start + 100, b"later")]
     assert v.publish(x, publish("dx", "k", b"now")).routed == 1  # no x-delay: routed at once
     clock.advance(0.099)
-    assert ready(q) == [b"now"] and len(v.delayed) == 1
+    assert drain_bodies(q) == [b"now"] and len(v.delayed) == 1
     kept.log.clear()
     clock.advance(0.001)
     # written like any publish into a kept queue, then forgotten by the delay table
     assert kept.log == [("publish", b"later", ["dq"]), ("released", [1])]
-    assert ready(q) == [b"later"] and len(v.delayed) == 0
+    assert drain_bodies(q) == [b"later"] and len(v.delayed) == 0
     assert x.publish_in == 2 and x.publish_out == 1  # the release is no client's publish
 
 
@@ -213,21 +212,20 @@ def test_a_transient_exchange_keeps_nothing_and_a_deleted_one_releases_nothing()
     assert kept.log == [("held", "gone", 1, int(clock.wall() * 1000) + 10, b"deleted")]
     v.delete_exchange(gone)
     clock.advance(0.01)
-    assert ready(q) == [b"transient exchange"]
+    assert drain_bodies(q) == [b"transient exchange"]
     assert kept.log[-1] == ("released", [1])
 
 
 def test_restored_messages_are_held_again_and_released_when_due() -> None:
     v, kept, clock = setup()
-    x = delayed_exchange(v, "dx", durable=True)
     q = declare(v, "q")
-    bind(v, x, "q")
+    x = delayed_into(v, "q")
     now = int(clock.wall() * 1000)
     v.restore_delayed(x, publish("dx", "k", b"overdue", delay=5), 7, now - 1000)
     v.restore_delayed(x, publish("dx", "k", b"later", delay=5), 9, now + 50)
     clock.advance(0)
-    assert ready(q) == [b"overdue"] and kept.log == [("released", [7])]
+    assert drain_bodies(q) == [b"overdue"] and kept.log == [("released", [7])]
     clock.advance(0.05)
-    assert ready(q) == [b"later"]
+    assert drain_bodies(q) == [b"later"]
     v.publish(x, publish("dx", "k", b"new", delay=5))
     assert kept.log[-1][:3] == ("held", "dx", 10)  # keys continue above the restored ones

@@ -17,7 +17,7 @@ from broker.entities.queues.classic import paging
 from broker.entities.vhost import VHost
 from broker.protocol import properties as P
 from exchanges.base import Binding, Destination
-from tests.unit.entities_support import COMPAT, RecordingChannel, args, consumer, message
+from tests.unit.entities_support import COMPAT, RecordingChannel, args, consumer, drain_bodies, message
 from tests.unit.test_entities_persistence import RecordingPersistence
 
 N = 3 * page_window.WINDOW + 123
@@ -79,13 +79,6 @@ def body(i: int) -> bytes:
     return b"m%06d-" % i + b"x" * (i % 7)
 
 
-def drain(q: ClassicQueue) -> list[bytes]:
-    out = []
-    while (e := q.get(no_ack=True)) is not None:
-        out.append(e.msg.body)
-    return out
-
-
 def test_past_the_window_bodies_leave_memory_and_come_back_in_order() -> None:
     _v, q, p, _clock = setup()
     for i in range(N):
@@ -145,7 +138,7 @@ def test_priorities_are_served_highest_first_across_paged_levels() -> None:
         q.enqueue(message(body(i), priority=prio))
     assert q.pager is not None and q.pager.count > 0
     expected = [body(i) for i, _prio in sorted(msgs, key=lambda m: (-m[1], m[0]))]
-    assert drain(q) == expected
+    assert drain_bodies(q) == expected
 
 
 def test_a_high_priority_message_arriving_when_the_window_is_full_is_served_first() -> None:
@@ -174,14 +167,14 @@ def test_paged_messages_expire_on_time_and_are_dead_lettered_with_their_bodies()
     clock.advance(1.0)
     assert q.message_count == 0 and q.bytes == 0
     assert dl.count == N
-    assert drain(dl) == [body(i) for i in range(N)]  # type: ignore[arg-type]
+    assert drain_bodies(dl) == [body(i) for i in range(N)]  # type: ignore[arg-type]
 
 
 def test_drop_head_dead_letters_from_the_head_and_counts_stay_exact() -> None:
     q, dl, _clock = dead_lettering(x_max_length=5000)
     assert q.count == 5000 and q.bytes == sum(len(body(i)) for i in range(N - 5000, N))
-    assert drain(dl) == [body(i) for i in range(N - 5000)]  # type: ignore[arg-type]
-    assert drain(q) == [body(i) for i in range(N - 5000, N)]
+    assert drain_bodies(dl) == [body(i) for i in range(N - 5000)]  # type: ignore[arg-type]
+    assert drain_bodies(q) == [body(i) for i in range(N - 5000, N)]
 
 
 def test_reject_publish_counts_paged_messages() -> None:
@@ -198,7 +191,7 @@ def test_requeued_messages_go_back_to_the_head_in_memory() -> None:
         q.enqueue(message(body(i)))
     taken = [q.get(no_ack=False) for _ in range(10)]
     q.requeue([e for e in reversed(taken) if e is not None])
-    got = drain(q)
+    got = drain_bodies(q)
     assert got == [body(i) for i in range(N)]
 
 
@@ -218,7 +211,7 @@ def test_purge_drops_paged_messages_and_names_stored_ones_while_some_are_unacked
     assert sorted(paged) == list(range(ready + 2, N + 1)) and ready + len(paged) == N - 1
     assert q.count == 0 and q.bytes == 0 and all(s.closed for s in p.spools)
     q.enqueue(message(b"after"))
-    assert drain(q) == [b"after"]
+    assert drain_bodies(q) == [b"after"]
 
 
 def test_without_paging_persistence_the_queue_keeps_everything_in_memory() -> None:
@@ -278,5 +271,5 @@ def test_a_paged_message_whose_store_write_failed_is_forgotten() -> None:
     assert not q.pager.forget(1)  # in memory, not paged
     kept = [body(i) for i in range(N) if i not in (N - 1, N - 6)]
     assert q.message_count == N - 2 and q.bytes == sum(len(b) for b in kept)
-    assert drain(q) == kept
+    assert drain_bodies(q) == kept
     assert q.count == 0 and q.bytes == 0 and q.pager.count == 0

@@ -4,25 +4,7 @@ notifications a deleted queue sends after the current method's reply, on a Manua
 from __future__ import annotations
 
 from broker.entities.clock import ManualClock
-from broker.entities.queues.quorum.queue import QuorumQueue
-from broker.entities.vhost import VHost
-from tests.unit.entities_support import RecordingChannel, args, consumer, declare, message, vhost
-
-
-def quorum(v: VHost, **arguments: object) -> QuorumQueue:
-    from broker.entities.queues.catalog import Queue
-
-    q = Queue(
-        v,
-        "q",
-        durable=True,
-        exclusive_owner=None,
-        auto_delete=False,
-        arguments=args(x_queue_type="quorum", **arguments),
-    )
-    assert isinstance(q, QuorumQueue)
-    v.add_queue(q)
-    return q
+from tests.unit.entities_support import RecordingChannel, consumer, declare, message, quorum, vhost
 
 
 def test_each_unsettled_get_counts_until_settled() -> None:

@@ -20,25 +20,9 @@ from broker.entities.queues.arguments import (
 from broker.entities.queues.quorum.queue import QuorumEntry, QuorumQueue
 from broker.entities.vhost import VHost
 from exchanges.base import Binding, Destination
-from tests.unit.entities_support import RecordingChannel, args, consumer, message, vhost
+from tests.unit.entities_support import RecordingChannel, args, consumer, message, quorum, vhost
 
 RS = "queue 'q' in vhost '/'"
-
-
-def quorum(v: VHost, name: str = "q", **arguments: object) -> QuorumQueue:
-    from broker.entities.queues.catalog import Queue
-
-    q = Queue(
-        v,
-        name,
-        durable=True,
-        exclusive_owner=None,
-        auto_delete=False,
-        arguments=args(x_queue_type="quorum", **arguments),
-    )
-    assert isinstance(q, QuorumQueue)
-    v.add_queue(q)
-    return q
 
 
 def refusal(table: FieldTable, **flags: bool) -> str:

@@ -54,9 +54,9 @@ def str_map(d: dict[str, str]) -> bytes:
 class Raw:
     """One socket; every frame sent and received is kept in `steps`."""
 
-    def __init__(self, steps: list[dict[str, Any]]) -> None:
+    def __init__(self) -> None:
         self.sock = socket.create_connection((HOST, PORT), timeout=5)
-        self.steps = steps
+        self.steps: list[dict[str, Any]] = []
         self.buf = b""
         self.corr = 0
 
@@ -109,6 +109,20 @@ class Raw:
         self.buf += chunk
         return False
 
+    def peer_properties_and_sasl(self) -> None:
+        """Peer properties (none) and the SASL mechanisms, correlation ids 1 and 2, as a client
+        that then authenticates by hand does."""
+        self.send(req(17, 1, str_map({})), "peer properties")
+        self.recv("peer properties response")
+        self.send(req(18, 2), "sasl handshake")
+        self.recv("sasl handshake response")
+
+    def sasl_authenticate(self, mechanism: str, response: bytes | None, note: str) -> None:
+        """sasl authenticate, correlation id 3 (after `peer_properties_and_sasl`); a None response is
+        sent as length -1."""
+        blob = struct.pack(">i", -1) if response is None else struct.pack(">I", len(response)) + response
+        self.send(req(19, 3, s(mechanism) + blob), note)
+
     def handshake(
         self, user: str = "guest", password: str = "guest", vhost: str = "/", heartbeat: int = 0
     ) -> None:
@@ -127,6 +141,11 @@ class Raw:
         self.send(cmd(20, struct.pack(">II", frame_max, heartbeat)), "tune (client)")
         self.send(req(21, self.next_corr(), s(vhost)), "open")
         self.recv("open response")
+
+    def ask(self, data: bytes, note: str, answer: str) -> bytes | None:
+        """Send `data`, then receive one frame: the answer (None when the socket closed)."""
+        self.send(data, note)
+        return self.recv(answer)
 
     def close(self) -> None:
         try:
@@ -193,6 +212,18 @@ def subscribe(
     return req(7, corr, struct.pack(">B", sub) + s(stream) + spec + struct.pack(">H", credit) + tail)
 
 
+def query_by_reference(
+    c: Raw, key: int, references: tuple[str, str], stream: str, note: str, answers: tuple[str, str]
+) -> None:
+    """Request `key` (a query by publisher or consumer reference) for a known and an unknown
+    reference on `stream`, then for the known one on a missing stream."""
+    known, unknown = references
+    c.ask(req(key, c.next_corr(), s(known) + s(stream)), note, answers[0])
+    c.ask(req(key, c.next_corr(), s(unknown) + s(stream)), "query an unknown reference", answers[1])
+    missing = req(key, c.next_corr(), s(known) + s(f"missing-{SUFFIX}"))
+    c.ask(missing, "query on a missing stream", "stream does not exist")
+
+
 def drain(c: Raw, note: str, seconds: float = 0.7) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -207,83 +238,70 @@ def main() -> None:
     sc = out["scenarios"]
     stream = f"rec-{SUFFIX}"
 
-    steps: list[dict[str, Any]] = []
-    c = Raw(steps)
+    c = Raw()
     c.handshake()
     c.send(cmd(23), "heartbeat (client)")
     c.quiet(0.3)
     c.close()
-    sc["handshake"] = steps
+    sc["handshake"] = c.steps
 
-    steps = []
-    c = Raw(steps)
+    c = Raw()
     c.handshake(heartbeat=1)
     c.recv("heartbeat (server) within about a second", timeout=3)
     c.close()
-    sc["heartbeat"] = steps
+    sc["heartbeat"] = c.steps
 
-    steps = []
-    c = Raw(steps)
-    c.send(req(17, 1, str_map({})), "peer properties")
-    c.recv("peer properties response")
-    c.send(req(18, 2), "sasl handshake")
-    c.recv("sasl handshake response")
-    plain = b"\0guest\0wrong"
-    c.send(req(19, 3, s("PLAIN") + struct.pack(">I", len(plain)) + plain), "authenticate, wrong password")
+    c = Raw()
+    c.peer_properties_and_sasl()
+    c.sasl_authenticate("PLAIN", b"\0guest\0wrong", "authenticate, wrong password")
     c.recv("authentication failure")
     c.recv("then?", timeout=2)
-    sc["auth_failure"] = steps
+    sc["auth_failure"] = c.steps
 
-    steps = []
-    c = Raw(steps)
-    c.send(req(17, 1, str_map({})), "peer properties")
-    c.recv("peer properties response")
-    c.send(req(18, 2), "sasl handshake")
-    c.recv("sasl handshake response")
-    c.send(req(19, 3, s("CRAM-MD5") + struct.pack(">i", -1)), "authenticate, unknown mechanism")
+    c = Raw()
+    c.peer_properties_and_sasl()
+    c.sasl_authenticate("CRAM-MD5", None, "authenticate, unknown mechanism")
     c.recv("mechanism not supported")
     c.recv("then?", timeout=2)
-    sc["auth_mechanism"] = steps
+    sc["auth_mechanism"] = c.steps
 
-    steps = []
-    c = Raw(steps)
-    c.send(req(17, 1, str_map({})), "peer properties")
-    c.recv("peer properties response")
-    c.send(req(18, 2), "sasl handshake")
-    c.recv("sasl handshake response")
-    plain = b"\0guest\0guest"
-    c.send(req(19, 3, s("PLAIN") + struct.pack(">I", len(plain)) + plain), "authenticate")
+    c = Raw()
+    c.peer_properties_and_sasl()
+    c.sasl_authenticate("PLAIN", b"\0guest\0guest", "authenticate")
     c.recv("ok")
     tune = c.recv("tune")
     assert tune is not None
     c.send(cmd(20, tune[8:16]), "tune")
-    c.send(req(21, 4, s(f"no-such-vhost-{SUFFIX}")), "open an unknown vhost")
-    c.recv("vhost access failure")
+    c.ask(req(21, 4, s(f"no-such-vhost-{SUFFIX}")), "open an unknown vhost", "vhost access failure")
     c.recv("then?", timeout=2)
-    sc["open_unknown_vhost"] = steps
+    sc["open_unknown_vhost"] = c.steps
 
-    steps = []
-    c = Raw(steps)
+    c = Raw()
     c.send(req(15, 1, struct.pack(">I", 0)), "metadata before authentication")
     c.recv("then?", timeout=2)
-    sc["pre_auth_unknown"] = steps
+    sc["pre_auth_unknown"] = c.steps
 
-    steps = []
-    c = Raw(steps)
+    c = Raw()
     c.handshake()
     args = {"max-length-bytes": "1000000", "max-age": "1h", "stream-max-segment-size-bytes": "500000"}
-    c.send(req(13, c.next_corr(), s(stream) + str_map(args)), "create with arguments")
-    c.recv("create ok")
-    c.send(req(13, c.next_corr(), s(stream) + str_map(args)), "create again, same arguments")
-    c.recv("stream already exists")
-    c.send(req(13, c.next_corr(), s(stream) + str_map({"max-age": "2h"})), "create again, other arguments")
-    c.recv("precondition failed")
-    c.send(req(13, c.next_corr(), s("amq.reserved") + str_map({})), "create amq.*")
-    c.recv("precondition failed")
-    c.send(req(13, c.next_corr(), s("") + str_map({})), "create an empty name")
-    c.recv("precondition failed")
-    c.send(req(13, c.next_corr(), s(f"bad-age-{SUFFIX}") + str_map({"max-age": "1X"})), "create, bad max-age")
-    c.recv("precondition failed")
+    c.ask(req(13, c.next_corr(), s(stream) + str_map(args)), "create with arguments", "create ok")
+    c.ask(
+        req(13, c.next_corr(), s(stream) + str_map(args)),
+        "create again, same arguments",
+        "stream already exists",
+    )
+    c.ask(
+        req(13, c.next_corr(), s(stream) + str_map({"max-age": "2h"})),
+        "create again, other arguments",
+        "precondition failed",
+    )
+    c.ask(req(13, c.next_corr(), s("amq.reserved") + str_map({})), "create amq.*", "precondition failed")
+    c.ask(req(13, c.next_corr(), s("") + str_map({})), "create an empty name", "precondition failed")
+    c.ask(
+        req(13, c.next_corr(), s(f"bad-age-{SUFFIX}") + str_map({"max-age": "1X"})),
+        "create, bad max-age",
+        "precondition failed",
+    )
     c.send(
         req(14, c.next_corr(), s(f"bad-age-{SUFFIX}")),
         "delete it: the stream protocol does not check max-age",
@@ -299,96 +317,114 @@ def main() -> None:
         "cluster size 0",
     )
     c.recv("precondition failed")
-    c.send(req(13, c.next_corr(), s(f"unk-arg-{SUFFIX}") + str_map({"foo": "bar"})), "an unknown argument")
-    c.recv("ignored: ok")
-    c.send(req(14, c.next_corr(), s(f"unk-arg-{SUFFIX}")), "delete it")
-    c.recv("ok")
-    c.send(req(14, c.next_corr(), s(f"missing-{SUFFIX}")), "delete a missing stream")
-    c.recv("stream does not exist")
-    c.send(req(15, c.next_corr(), struct.pack(">I", 2) + s(stream) + s(f"missing-{SUFFIX}")), "metadata")
-    c.recv("metadata response")
-    c.send(req(24, c.next_corr(), s("rk") + s(f"no-super-{SUFFIX}")), "route, no such super stream")
-    c.recv("route response")
-    c.send(req(25, c.next_corr(), s(f"no-super-{SUFFIX}")), "partitions, no such super stream")
-    c.recv("partitions response")
+    c.ask(
+        req(13, c.next_corr(), s(f"unk-arg-{SUFFIX}") + str_map({"foo": "bar"})),
+        "an unknown argument",
+        "ignored: ok",
+    )
+    c.ask(req(14, c.next_corr(), s(f"unk-arg-{SUFFIX}")), "delete it", "ok")
+    c.ask(req(14, c.next_corr(), s(f"missing-{SUFFIX}")), "delete a missing stream", "stream does not exist")
+    c.ask(
+        req(15, c.next_corr(), struct.pack(">I", 2) + s(stream) + s(f"missing-{SUFFIX}")),
+        "metadata",
+        "metadata response",
+    )
+    c.ask(
+        req(24, c.next_corr(), s("rk") + s(f"no-super-{SUFFIX}")),
+        "route, no such super stream",
+        "route response",
+    )
+    c.ask(
+        req(25, c.next_corr(), s(f"no-super-{SUFFIX}")),
+        "partitions, no such super stream",
+        "partitions response",
+    )
     c.close()
-    sc["create_delete_metadata"] = steps
+    sc["create_delete_metadata"] = c.steps
 
     # publishing
-    steps = []
-    c = Raw(steps)
+    c = Raw()
     c.handshake()
-    c.send(req(1, c.next_corr(), struct.pack(">B", 0) + s("ref-a") + s(stream)), "declare publisher 0, ref-a")
-    c.recv("ok")
-    c.send(req(1, c.next_corr(), struct.pack(">B", 0) + s("") + s(stream)), "declare publisher 0 again")
-    c.recv("precondition failed")
-    c.send(req(1, c.next_corr(), struct.pack(">B", 1) + s("ref-a") + s(stream)), "same reference, other id")
-    c.recv("precondition failed")
-    c.send(req(1, c.next_corr(), struct.pack(">B", 2) + s("") + s(f"missing-{SUFFIX}")), "missing stream")
-    c.recv("stream does not exist")
+    c.ask(
+        req(1, c.next_corr(), struct.pack(">B", 0) + s("ref-a") + s(stream)),
+        "declare publisher 0, ref-a",
+        "ok",
+    )
+    c.ask(
+        req(1, c.next_corr(), struct.pack(">B", 0) + s("") + s(stream)),
+        "declare publisher 0 again",
+        "precondition failed",
+    )
+    c.ask(
+        req(1, c.next_corr(), struct.pack(">B", 1) + s("ref-a") + s(stream)),
+        "same reference, other id",
+        "precondition failed",
+    )
+    c.ask(
+        req(1, c.next_corr(), struct.pack(">B", 2) + s("") + s(f"missing-{SUFFIX}")),
+        "missing stream",
+        "stream does not exist",
+    )
     msgs = [(1, amqp10_data(b"m1")), (2, amqp10_data(b"m2")), (3, amqp10_full())]
-    c.send(cmd(2, publish_payload(0, msgs)), "publish 3")
-    c.recv("confirm")
-    c.send(cmd(2, publish_payload(0, [(2, amqp10_data(b"dup"))])), "publish a duplicate publishing id")
-    c.recv("confirm of the duplicate")
+    c.ask(cmd(2, publish_payload(0, msgs)), "publish 3", "confirm")
+    c.ask(
+        cmd(2, publish_payload(0, [(2, amqp10_data(b"dup"))])),
+        "publish a duplicate publishing id",
+        "confirm of the duplicate",
+    )
     batch = sub_batch(4, [amqp10_data(b"b1"), amqp10_data(b"b2"), amqp10_data(b"b3")])
-    c.send(cmd(2, struct.pack(">BI", 0, 1) + batch), "publish a sub-entry batch (uncompressed)")
-    c.recv("confirm")
-    c.send(cmd(2, publish_payload(9, [(1, amqp10_data(b"x"))])), "publish with an undeclared publisher")
-    c.recv("publish error")
-    c.send(req(5, c.next_corr(), s("ref-a") + s(stream)), "query publisher sequence")
-    c.recv("sequence")
-    c.send(req(5, c.next_corr(), s("ref-unknown") + s(stream)), "query an unknown reference")
-    c.recv("sequence 0")
-    c.send(req(5, c.next_corr(), s("ref-a") + s(f"missing-{SUFFIX}")), "query on a missing stream")
-    c.recv("stream does not exist")
+    c.ask(cmd(2, struct.pack(">BI", 0, 1) + batch), "publish a sub-entry batch (uncompressed)", "confirm")
+    c.ask(
+        cmd(2, publish_payload(9, [(1, amqp10_data(b"x"))])),
+        "publish with an undeclared publisher",
+        "publish error",
+    )
+    query_by_reference(
+        c, 5, ("ref-a", "ref-unknown"), stream, "query publisher sequence", ("sequence", "sequence 0")
+    )
     c.send(
         frame(struct.pack(">HHB", 10, 1, 0)[:4] + s("consumer-1") + s(stream) + struct.pack(">Q", 3)),
         "store offset 3",
     )
     c.quiet(0.3)
-    c.send(req(11, c.next_corr(), s("consumer-1") + s(stream)), "query offset")
-    c.recv("offset 3")
-    c.send(req(11, c.next_corr(), s("consumer-x") + s(stream)), "query an unknown reference")
-    c.recv("no offset")
-    c.send(req(11, c.next_corr(), s("consumer-1") + s(f"missing-{SUFFIX}")), "query on a missing stream")
-    c.recv("stream does not exist")
-    c.send(cmd(2, publish_payload(0, [(10, amqp10_data(b"after-tracking"))])), "publish after store offset")
-    c.recv("confirm")
-    c.send(req(6, c.next_corr(), struct.pack(">B", 0)), "delete publisher")
-    c.recv("ok")
-    c.send(req(6, c.next_corr(), struct.pack(">B", 0)), "delete it again")
-    c.recv("publisher does not exist")
+    query_by_reference(c, 11, ("consumer-1", "consumer-x"), stream, "query offset", ("offset 3", "no offset"))
+    c.ask(
+        cmd(2, publish_payload(0, [(10, amqp10_data(b"after-tracking"))])),
+        "publish after store offset",
+        "confirm",
+    )
+    c.ask(req(6, c.next_corr(), struct.pack(">B", 0)), "delete publisher", "ok")
+    c.ask(req(6, c.next_corr(), struct.pack(">B", 0)), "delete it again", "publisher does not exist")
     c.close()
-    sc["publish"] = steps
+    sc["publish"] = c.steps
 
     # consuming
-    steps = []
-    c = Raw(steps)
+    c = Raw()
     c.handshake()
-    c.send(subscribe(c.next_corr(), 1, stream, struct.pack(">H", 1), 10), "subscribe first, credit 10")
-    c.recv("ok")
+    c.ask(subscribe(c.next_corr(), 1, stream, struct.pack(">H", 1), 10), "subscribe first, credit 10", "ok")
     drain(c, "deliver")
-    c.send(subscribe(c.next_corr(), 1, stream, struct.pack(">H", 1), 10), "same subscription id")
-    c.recv("subscription id already exists")
-    c.send(subscribe(c.next_corr(), 2, f"missing-{SUFFIX}", struct.pack(">H", 1), 10), "missing stream")
-    c.recv("stream does not exist")
-    c.send(cmd(9, struct.pack(">BH", 77, 1)), "credit an unknown subscription")
-    c.recv("credit response")
-    c.send(req(12, c.next_corr(), struct.pack(">B", 1)), "unsubscribe")
-    c.recv("ok")
-    c.send(req(12, c.next_corr(), struct.pack(">B", 1)), "unsubscribe again")
-    c.recv("subscription id does not exist")
-    c.send(subscribe(c.next_corr(), 3, stream, struct.pack(">HQ", 4, 1), 1), "subscribe offset 1, credit 1")
-    c.recv("ok")
+    c.ask(
+        subscribe(c.next_corr(), 1, stream, struct.pack(">H", 1), 10),
+        "same subscription id",
+        "subscription id already exists",
+    )
+    c.ask(
+        subscribe(c.next_corr(), 2, f"missing-{SUFFIX}", struct.pack(">H", 1), 10),
+        "missing stream",
+        "stream does not exist",
+    )
+    c.ask(cmd(9, struct.pack(">BH", 77, 1)), "credit an unknown subscription", "credit response")
+    c.ask(req(12, c.next_corr(), struct.pack(">B", 1)), "unsubscribe", "ok")
+    c.ask(req(12, c.next_corr(), struct.pack(">B", 1)), "unsubscribe again", "subscription id does not exist")
+    c.ask(
+        subscribe(c.next_corr(), 3, stream, struct.pack(">HQ", 4, 1), 1), "subscribe offset 1, credit 1", "ok"
+    )
     drain(c, "deliver (one chunk: credit 1)")
     c.send(cmd(9, struct.pack(">BH", 3, 2)), "credit 2")
     drain(c, "deliver")
-    c.send(subscribe(c.next_corr(), 4, stream, struct.pack(">H", 2), 5), "subscribe last")
-    c.recv("ok")
+    c.ask(subscribe(c.next_corr(), 4, stream, struct.pack(">H", 2), 5), "subscribe last", "ok")
     drain(c, "deliver")
-    c.send(subscribe(c.next_corr(), 5, stream, struct.pack(">H", 3), 5), "subscribe next")
-    c.recv("ok")
+    c.ask(subscribe(c.next_corr(), 5, stream, struct.pack(">H", 3), 5), "subscribe next", "ok")
     drain(c, "nothing")
     ts = int(time.time() * 1000) - 3_600_000
     c.send(
@@ -402,11 +438,9 @@ def main() -> None:
     )
     c.recv("ok")
     drain(c, "nothing")
-    c.send(subscribe(c.next_corr(), 8, stream, struct.pack(">HQ", 4, 1000), 5), "offset past the end")
-    c.recv("ok")
+    c.ask(subscribe(c.next_corr(), 8, stream, struct.pack(">HQ", 4, 1000), 5), "offset past the end", "ok")
     drain(c, "nothing")
-    c.send(req(1, c.next_corr(), struct.pack(">B", 0) + s("") + s(stream)), "declare publisher")
-    c.recv("ok")
+    c.ask(req(1, c.next_corr(), struct.pack(">B", 0) + s("") + s(stream)), "declare publisher", "ok")
     c.send(cmd(2, publish_payload(0, [(1, amqp10_data(b"live"))])), "publish one")
     drain(c, "confirm and deliveries to subscriptions 4? 5, 6, 7")
     c.send(
@@ -416,7 +450,7 @@ def main() -> None:
     c.recv("ok")
     drain(c, "deliver, tracking chunks too")
     c.close()
-    sc["subscribe"] = steps
+    sc["subscribe"] = c.steps
 
     # AMQP 0-9-1 interplay: what 5552 wrote read over 0-9-1, and the reverse
     params = pika.ConnectionParameters(HOST, 5672, credentials=pika.PlainCredentials("guest", "guest"))
@@ -471,8 +505,7 @@ def main() -> None:
     time.sleep(0.5)
     conn.close()
 
-    steps = []
-    c = Raw(steps)
+    c = Raw()
     c.handshake()
     c.send(
         subscribe(c.next_corr(), 1, stream, struct.pack(">HQ", 4, 9), 10),
@@ -481,19 +514,16 @@ def main() -> None:
     c.recv("ok")
     drain(c, "deliver")
     c.close()
-    sc["amqp091_written_read_over_5552"] = steps
+    sc["amqp091_written_read_over_5552"] = c.steps
 
     # errors after open
-    steps = []
-    c = Raw(steps)
+    c = Raw()
     c.handshake()
-    c.send(frame(struct.pack(">HHI", 0x50, 1, 99)), "unknown key after open")
-    c.recv("close request from the server")
+    c.ask(frame(struct.pack(">HHI", 0x50, 1, 99)), "unknown key after open", "close request from the server")
     c.recv("then? (no close response sent)", timeout=12)
-    sc["unknown_frame"] = steps
+    sc["unknown_frame"] = c.steps
 
-    steps = []
-    c = Raw(steps)
+    c = Raw()
     c.handshake()
     c.send(frame(struct.pack(">HHIB", 1, 1, 5, 0) + b"\x00"), "truncated declare publisher")
     close_req = c.recv("close request from the server")
@@ -501,25 +531,21 @@ def main() -> None:
         corr = struct.unpack(">I", close_req[8:12])[0]
         c.send(frame(struct.pack(">HHIH", 0x8016, 1, corr, 1)), "close response")
         c.recv("then?", timeout=2)
-    sc["malformed_frame"] = steps
+    sc["malformed_frame"] = c.steps
 
-    steps = []
-    c = Raw(steps)
+    c = Raw()
     c.handshake()
     big = b"\x00" * (1_200_000)
-    c.send(req(1, c.next_corr(), struct.pack(">B", 0) + s("") + s(stream)), "declare publisher")
-    c.recv("ok")
+    c.ask(req(1, c.next_corr(), struct.pack(">B", 0) + s("") + s(stream)), "declare publisher", "ok")
     c.send(cmd(2, publish_payload(0, [(1, amqp10_data(big))])), "a publish larger than frame_max (1 MiB)")
     c.recv("then?", timeout=3)
-    sc["frame_too_large"] = steps
+    sc["frame_too_large"] = c.steps
 
-    steps = []
-    c = Raw(steps)
+    c = Raw()
     c.handshake()
-    c.send(req(14, c.next_corr(), s(stream)), "delete the stream")
-    c.recv("ok")
+    c.ask(req(14, c.next_corr(), s(stream)), "delete the stream", "ok")
     c.close()
-    sc["delete"] = steps
+    sc["delete"] = c.steps
 
     path = HERE / "rabbitmq_3.10.8.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
