@@ -331,6 +331,7 @@ class Fuzzer:
         self.rng = rng
         self.timeout = timeout
         self.current = ""  # a short description of the input being sent, for stall reports
+        self.replies: collections.Counter[str] = collections.Counter()  # what the server answered
 
     def one(self) -> str:
         raise NotImplementedError
@@ -428,10 +429,6 @@ class QueueTypesFuzz(Fuzzer):
     """Generated sessions on quorum, stream and classic queues (see the module docstring)."""
 
     name = "queues"
-
-    def __init__(self, target: Target, rng: random.Random, timeout: float) -> None:
-        super().__init__(target, rng, timeout)
-        self.replies: collections.Counter[str] = collections.Counter()
 
     def _queue_type(self, name: str) -> str:
         return {"fzq": "quorum", "fzs": "stream", "fzc": "classic"}.get(name[:3], "")
@@ -1324,12 +1321,11 @@ def fuzz(
     )
     for end, n in ends.most_common(40):
         print(f"  {n:6d}  {end}")
-    for fs in workers[:1]:
-        for fz in fs:
-            if isinstance(fz, QueueTypesFuzz) and fz.replies:
-                print("queues: channel closes seen (first worker):")
-                for reply, n in fz.replies.most_common(12):
-                    print(f"  {n:6d}  {reply}")
+    for fz in workers[0]:
+        if fz.replies:
+            print(f"{fz.name}: the server's answers the first worker saw most:")
+            for reply, n in fz.replies.most_common(12):
+                print(f"  {n:6d}  {reply}")
     if crashes:
         print(f"harness errors: {len(crashes)}; first: {crashes[0][:300]}")
     print(f"541 closes RabbitMQ also gives (undecodable properties): {report.deliberate_541}")

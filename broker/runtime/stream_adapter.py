@@ -26,7 +26,7 @@ from broker.entities.queues.stream.arguments import MAX_SEGMENT_BYTES
 from broker.entities.queues.stream.arguments import OffsetSpec as LogSpec
 from broker.entities.queues.stream.queue import StreamQueue, amqp10_record, record_message
 from broker.streamproto import chunk as C
-from broker.streamproto.constants import AUTH_MECHANISMS, Code, OffsetType
+from broker.streamproto.constants import AUTH_MECHANISMS, HARD_FRAME_LIMIT, Code, OffsetType
 from broker.streamproto.frames import OffsetSpec, SubBatch
 from broker.streamproto.ports import AuthRefused, Crashed, LoopbackOnly, Permission, StreamListener
 
@@ -45,6 +45,9 @@ _ARGUMENTS = {
 }
 _LOCATORS = ("client-local", "balanced", "random", "least-leaders")
 _GZIP = 1
+#: A gzip sub-entry inflates to at most what one frame may carry: a small frame cannot make the
+#: broker hold gigabytes.
+_MAX_INFLATED = HARD_FRAME_LIMIT
 #: How often the disk alarm is looked at for stream connections (they are told of changes).
 ALARM_POLL_SECONDS = 0.5
 _LOG_SPECS = {
@@ -78,7 +81,13 @@ def _records(entry: C.Entry) -> list[bytes]:
     if not isinstance(entry, SubBatch):
         return [entry]
     if entry.compression == _GZIP:
-        data = zlib.decompress(entry.data, 31)
+        inflater = zlib.decompressobj(31)
+        try:
+            data = inflater.decompress(entry.data, _MAX_INFLATED + 1)
+        except zlib.error as e:
+            raise Crashed(f"gzip sub-entry: {e}") from None
+        if not inflater.eof or len(data) > _MAX_INFLATED:
+            raise Crashed("gzip sub-entry cut short or inflating past the frame limit")
         entry = SubBatch(0, entry.count, len(data), data)
     try:
         return entry.records()
