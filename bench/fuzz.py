@@ -519,7 +519,7 @@ class QueueTypesFuzz(Fuzzer):
     def _command(self, ch: int, tags: list[int]) -> bytes:
         rng = self.rng
         queue = rng.choice(QUEUES)
-        tag = rng.choice(tags) if tags and rng.random() < 0.8 else rng.choice((0, 1, 2, 5, 1000, 2**63 - 1))
+        tag = rng.choice(tags) if tags and rng.random() < 0.9 else rng.choice((0, 1, 2, 5, 1000, 2**63 - 1))
         op = rng.randrange(21)
         m: Any
         if op == 0:
@@ -533,7 +533,7 @@ class QueueTypesFuzz(Fuzzer):
             )
         elif op == 1:
             m = commands.Exchange.Declare(
-                exchange=DLX, exchange_type=rng.choice(("fanout", "direct", "topic")), durable=True
+                exchange=DLX, exchange_type="fanout" if rng.random() < 0.9 else "direct", durable=True
             )
         elif op == 2:
             m = commands.Queue.Bind(queue=queue, exchange=rng.choice((DLX, "amq.fanout", "amq.direct")))
@@ -873,6 +873,26 @@ class HttpInput:
     delivery: str  # normal / slow / truncated / pipelined
 
 
+def _slot_values(pattern: tuple[str, ...], i: int, before: list[str]) -> tuple[str, ...]:
+    """Names that exist (or could) for the `*` at position `i` of a route pattern."""
+    head = pattern[0]
+    if i == 1 and head in ("vhosts", "queues", "exchanges", "bindings", "policies", "permissions"):
+        return ("%2F", "fzvh") if head != "vhosts" else ("fzvh", "fzvh2", "%2F")
+    if i == 1 and head in ("users", "user-limits"):
+        return ("fzuser", "guest")
+    if head == "queues":
+        return QUEUES
+    if head == "exchanges" or (head == "bindings" and i == 3):
+        return ("fz-dlx", "fzx", "amq.direct", "amq.topic", "amq.default", "")
+    if head == "bindings":
+        return {4: ("q", "e", "x")}.get(i) or (QUEUES if before[-1:] == ["q"] else ("~", "k", "fzq-a", "%25"))
+    if head == "permissions":
+        return ("guest", "fzuser")
+    if head in ("policies", "parameters"):
+        return ("fzpol", "shovel", "fzpol2")
+    return SEGMENTS
+
+
 class HttpFuzz(Fuzzer):
     """Management API requests (see the module docstring), each on its own raw connection."""
 
@@ -882,23 +902,24 @@ class HttpFuzz(Fuzzer):
         super().__init__(target, rng, timeout)
         from broker.management.routes import ROUTES
 
-        self.routes = [(pattern, sorted(methods)) for pattern, _rule, methods in ROUTES]
+        self.routes = [(pattern, [*sorted(methods), "HEAD", "OPTIONS"]) for pattern, _rule, methods in ROUTES]
+        setup_management(target)
 
-    def _path(self, method: str) -> tuple[str, tuple[str, ...]]:
+    def _path(self, pattern: tuple[str, ...], method: str) -> tuple[str, tuple[str, ...]]:
         rng = self.rng
-        r = rng.random()
-        if r < 0.05:
-            return rng.choice(
-                ("/", "/api", "/api/", "//api//overview", "/js/x.js", "/%zz", "/api/../api/overview", "*")
-            ), ()
-        pattern, _methods = rng.choice(self.routes)
+        if rng.random() < 0.05:
+            odd = ("/", "/api", "/api/", "//api//overview", "/js/x.js", "/%zz", "/api/../api/overview", "*")
+            return rng.choice(odd), ()
+        reads = method in ("GET", "HEAD", "OPTIONS")
         segs: list[str] = []
         for p in pattern:
             if p != "*":
                 segs.append(p if rng.random() > 0.02 else rng.choice(SEGMENTS))
                 continue
-            choices = [s for s in SEGMENTS if method in ("GET", "HEAD", "OPTIONS") or s not in PROTECTED]
-            segs.append(rng.choice(choices))
+            choices = SEGMENTS
+            if rng.random() < 0.7:
+                choices = _slot_values(pattern, len(segs), segs)
+            segs.append(rng.choice([c for c in choices if reads or c not in PROTECTED] or ["fz"]))
         if rng.random() < 0.05:
             segs.append(rng.choice(("", "x")))
         query = rng.choice(QUERIES) if rng.random() < 0.4 else ""
@@ -959,8 +980,9 @@ class HttpFuzz(Fuzzer):
 
     def generate(self) -> HttpInput:
         rng = self.rng
-        method = rng.choice(HTTP_METHODS)
-        path, segs = self._path(method)
+        pattern, methods = rng.choice(self.routes)
+        method = rng.choice(methods) if rng.random() < 0.75 else rng.choice(HTTP_METHODS)
+        path, segs = self._path(pattern, method)
         body = self._body(segs) if method not in ("GET", "HEAD") or rng.random() < 0.1 else b""
         headers = [("host", "localhost"), *self._auth()]
         if body or rng.random() < 0.1:
@@ -1038,6 +1060,23 @@ class HttpFuzz(Fuzzer):
         if not statuses:
             return "http no answer"
         return "http " + ",".join(s.decode() for s in statuses[:2])
+
+
+def setup_management(target: Target) -> None:
+    """The fuzzers' own vhost, user and permissions, so that writes reach real entities."""
+    conn = http.client.HTTPConnection(target.host, target.management_port, timeout=FAILURE_SECONDS)
+    token = base64.b64encode(f"{target.user}:{target.password}".encode()).decode()
+    headers = {"authorization": f"Basic {token}", "content-type": "application/json"}
+    perms = json.dumps({"configure": ".*", "write": ".*", "read": ".*"})
+    for path, body in (
+        ("/api/vhosts/fzvh", "{}"),
+        ("/api/users/fzuser", json.dumps({"password": "pw", "tags": "management"})),
+        (f"/api/permissions/fzvh/{target.user}", perms),
+        ("/api/permissions/fzvh/fzuser", perms),
+    ):
+        conn.request("PUT", path, body=body, headers=headers)
+        conn.getresponse().read()
+    conn.close()
 
 
 # -- neighbours --------------------------------------------------------------------------------

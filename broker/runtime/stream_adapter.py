@@ -325,7 +325,7 @@ class BrokerStreams:
             else:
                 if key == "queue-leader-locator" and value not in _LOCATORS:
                     return Code.PRECONDITION_FAILED
-                fields.append((name, Field("longstr", value.encode())))
+                fields.append((name, Field("longstr", value.encode("utf-8", "surrogateescape"))))
         vh = self.broker.vhosts.get(vhost)
         if vh is None:
             return Code.INTERNAL_ERROR

@@ -120,3 +120,18 @@ async def test_gzip_bomb_is_refused_without_inflating_it(caplog: pytest.LogCaptu
     async with running() as port:
         await _dropped_for(port, F.SubBatch(1, 1, 2**32 - 1, bomb))
     assert not [r for r in caplog.records if r.exc_info]
+
+
+@pytest.mark.timeout(60)
+async def test_create_stream_argument_that_is_not_utf8(caplog: pytest.LogCaptureFixture) -> None:
+    """The argument's bytes are kept as sent (RabbitMQ's binaries): the stream is created, as
+    RabbitMQ 3.10.8 answers a max-age of b"1h\\xff" (observed: OK)."""
+    caplog.set_level(logging.ERROR)
+    async with running() as port:
+        c = await Client.open(port)
+        args = {"max-age": "1h\udcff", "queue-leader-locator": "client-local"}
+        assert await c.request(F.CreateStream(5, "robust-not-utf8", args)) == Code.OK
+        assert await c.request(F.CreateStream(6, "robust-not-utf8", args)) == Code.STREAM_ALREADY_EXISTS
+        assert await c.request(F.DeleteStream(7, "robust-not-utf8")) == Code.OK
+        c.close()
+    assert not [r for r in caplog.records if r.exc_info]
