@@ -1177,7 +1177,8 @@ class AmqpNeighbour(Neighbour):
 
 
 class ManagementNeighbour(Neighbour):
-    """Reads the overview and the AMQP neighbour's queue on one kept-alive HTTP connection."""
+    """Reads the overview, the AMQP neighbour's queue and every queue's name (whatever the fuzzers
+    created must render) on one kept-alive HTTP connection."""
 
     label = "management neighbour"
 
@@ -1189,7 +1190,11 @@ class ManagementNeighbour(Neighbour):
         self.headers = {"authorization": f"Basic {token}"}
 
     def check(self) -> None:
-        for path in ("/api/overview", f"/api/queues/%2F/{quote(NEIGHBOUR_QUEUE)}", "/api/whoami"):
+        for path in (
+            "/api/overview",
+            f"/api/queues/%2F/{quote(NEIGHBOUR_QUEUE)}",
+            "/api/queues?columns=name",
+        ):
             self.conn.request("GET", path, headers=self.headers)
             resp = self.conn.getresponse()
             body = resp.read()

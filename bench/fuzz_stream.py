@@ -13,7 +13,8 @@ to extremes, insertions, deletions, splices); some are cut short, carry a frame 
 negotiated frame_max or announce one past the broker's hard limit.
 
 Neighbours: a raw-codec stream client publishing one message at a time and reading it back from
-its subscription (confirm and delivery), and bench/fuzz.py's AMQP publisher/consumer. The summary
+its subscription (confirm and delivery), and bench/fuzz.py's AMQP publisher/consumer and
+management client (which lists every queue, so a stream the fuzzer created must render). The summary
 and exit status are bench/fuzz.py's (`RESULT unhandled=N stalls=N failures=N ...`).
 """
 
@@ -38,6 +39,7 @@ from bench.fuzz import (  # noqa: E402
     FAILURE_SECONDS,
     AmqpNeighbour,
     Fuzzer,
+    ManagementNeighbour,
     Neighbour,
     Target,
     main,
@@ -370,7 +372,7 @@ if __name__ == "__main__":
     sys.exit(
         main(
             fuzzers={"stream": StreamFuzz},
-            neighbours=[StreamNeighbour, AmqpNeighbour],
+            neighbours=[StreamNeighbour, AmqpNeighbour, ManagementNeighbour],
             modes="stream",
             description=(__doc__ or "").splitlines()[0],
         )

@@ -307,6 +307,10 @@ class BrokerStreams:
     def create_stream(self, user: object, vhost: str, stream: str, arguments: Mapping[str, str]) -> int:
         """rabbit_stream_manager:create: the known arguments become the queue's x-arguments (the
         others are ignored); max-age is not checked as the AMQP declare checks it."""
+        try:
+            stream.encode("utf-8")
+        except UnicodeEncodeError:  # RabbitMQ's connection crashes on such a name (observed)
+            raise Crashed("stream name is not UTF-8") from None
         fields: list[tuple[str, Field]] = [("x-queue-type", Field("longstr", b"stream"))]
         for key, value in arguments.items():
             if key not in _ARGUMENTS:

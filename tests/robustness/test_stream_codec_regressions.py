@@ -135,3 +135,25 @@ async def test_create_stream_argument_that_is_not_utf8(caplog: pytest.LogCapture
         assert await c.request(F.DeleteStream(7, "robust-not-utf8")) == Code.OK
         c.close()
     assert not [r for r in caplog.records if r.exc_info]
+
+
+@pytest.mark.timeout(60)
+async def test_create_stream_named_in_invalid_utf8_drops_the_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """RabbitMQ 3.10.8 drops the connection (observed); no queue the management API could not
+    render is created."""
+    caplog.set_level(logging.ERROR)
+    name = "robust-\udcffx"
+    async with running() as port:
+        bad = await Client.open(port)
+        bad.writer.write(F.CreateStream(5, name, {}).to_bytes())
+        assert await bad.answer(lambda x: False) is None
+        bad.close()
+        good = await Client.open(port)
+        good.writer.write(F.Metadata(6, (name,)).to_bytes())
+        meta = await good.answer(lambda x: isinstance(x, F.MetadataResponse))
+        assert isinstance(meta, F.MetadataResponse)
+        assert [m.code for m in meta.streams] == [Code.STREAM_DOES_NOT_EXIST]
+        good.close()
+    assert not [r for r in caplog.records if r.exc_info]
