@@ -768,7 +768,9 @@ def json_value(rng: random.Random, depth: int = 0) -> Any:
     if kind == 3:
         return rng.choice((0.5, -1.5, 1e308, 1e-300))
     if kind == 4:
-        return rng.choice(("", "x", "fzq-a", "%2F", "/", "\u00e9", "\x00", "a" * 5000, ".*", "(a+)+$", "["))
+        return rng.choice(
+            ("", "x", "fzq-a", "%2F", "/", "\u00e9", "\x00", "a" * 5000, ".*", "(a+)+$", "[", "\ud800")
+        )
     if kind == 5:
         return rng.choice(("1h", "base64", "string", "auto", "ack_requeue_true", "reject_requeue_false"))
     if kind == 6:
