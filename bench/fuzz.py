@@ -571,9 +571,7 @@ class QueueTypesFuzz(Fuzzer):
         elif op == 15:
             m = commands.Basic.Reject(delivery_tag=tag, requeue=rng.random() < 0.7)
         elif op == 16:
-            m = rng.choice(
-                (commands.Basic.Recover(requeue=rng.random() < 0.8), commands.Basic.RecoverAsync())
-            )
+            m = rng.choice((commands.Basic.Recover(requeue=rng.random() < 0.95), commands.Basic.Recover()))
         elif op == 17:
             m = rng.choice(
                 (
