@@ -1014,15 +1014,16 @@ class HttpFuzz(Fuzzer):
         return HttpInput(method, path, headers, body, delivery)
 
     def _chunked(self, body: bytes) -> bytes:
+        """`body` as chunks of random sizes (now and then a size that is not hex, or no last chunk)."""
         rng = self.rng
-        out = b""
+        parts: list[bytes] = []
         pos = 0
         while pos < len(body):
-            n = rng.randrange(1, 4096)
-            out += f"{n if rng.random() > 0.05 else rng.choice(('zz', '-1', 'ffffffffffffffff'))!s:}".encode()
-            out += b"\r\n" + body[pos : pos + n] + b"\r\n"
+            n = rng.randrange(1, 1 << rng.choice((4, 12, 16)))
+            size = f"{n:x}" if rng.random() > 0.05 else rng.choice(("zz", "-1", "ffffffffffffffff"))
+            parts += (size.encode(), b"\r\n", body[pos : pos + n], b"\r\n")
             pos += n
-        return out + (b"0\r\n\r\n" if rng.random() > 0.1 else b"")
+        return b"".join(parts) + (b"0\r\n\r\n" if rng.random() > 0.1 else b"")
 
     def one(self) -> str:
         req = self.generate()
@@ -1098,6 +1099,7 @@ class Neighbour(threading.Thread):
         self.failures: list[str] = []
         self.max_latency = 0.0
         self.connected = False
+        self.detail = ""  # what the last round trip spent its time on
 
     def connect(self) -> None:
         raise NotImplementedError
@@ -1125,7 +1127,8 @@ class Neighbour(threading.Thread):
             self.rounds += 1
             self.max_latency = max(self.max_latency, took)
             if took > self.stall:
-                self.stalls.append((took, self.watch()))
+                when = time.strftime("%H:%M:%S", time.localtime(time.time() - took))
+                self.stalls.append((took, [f"from {when} {self.detail}", *self.watch()]))
             self.stop.wait(0.2)
         with contextlib.suppress(Exception):
             self.disconnect()
@@ -1190,14 +1193,17 @@ class ManagementNeighbour(Neighbour):
         self.headers = {"authorization": f"Basic {token}"}
 
     def check(self) -> None:
+        self.detail = ""
         for path in (
             "/api/overview",
             f"/api/queues/%2F/{quote(NEIGHBOUR_QUEUE)}",
             "/api/queues?columns=name",
         ):
+            started = time.monotonic()
             self.conn.request("GET", path, headers=self.headers)
             resp = self.conn.getresponse()
             body = resp.read()
+            self.detail += f"{path} {time.monotonic() - started:.2f} s ({len(body)} bytes); "
             if resp.status == 404 and "queues" in path:
                 continue  # the AMQP neighbour is reconnecting: its auto-delete queue is gone
             if resp.status != 200:
@@ -1391,7 +1397,7 @@ def fuzz(
         for took, sending in n.stalls[:5]:
             print(f"    stall {took:.2f} s while sending:")
             for s in sending[:6]:
-                print(f"      {s[:400]}")
+                print(f"      {s[:300]}")
         for failure in n.failures[:5]:
             print(f"    failure: {failure}")
     if proc is not None:
