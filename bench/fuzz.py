@@ -27,8 +27,11 @@ seconds is a stall; one that fails (or takes over 10 s) is a failure.
 Counted: how each input ended, the unhandled exceptions in the broker's log (every logged
 traceback, grouped by exception and innermost frame; the AMQP connection's last-resort handler
 logs one with each 541 INTERNAL_ERROR it sends), neighbour stalls and failures. The last line is
-`RESULT unhandled=N stalls=N failures=N max_latency=S`; the exit status is 0 only when all three
-counts are 0. bench/fuzz_stream.py runs the stream-protocol fuzzer on the same harness.
+`RESULT unhandled=N stalls=N busy_stalls=N failures=N max_latency=S`; the exit status is 0 only
+when unhandled, stalls and failures are 0. Each stall says how much CPU the broker's main thread
+used during it and how long it waited for a CPU (/proc/PID/schedstat): `busy_stalls` counts those
+in which the broker ran for half the threshold or more, i.e. its own work held the neighbour up
+rather than the machine's load. bench/fuzz_stream.py runs the stream-protocol fuzzer on the same harness.
 """
 
 from __future__ import annotations
@@ -1100,6 +1103,8 @@ class Neighbour(threading.Thread):
         self.max_latency = 0.0
         self.connected = False
         self.detail = ""  # what the last round trip spent its time on
+        self.busy_stalls = 0  # stalls in which the broker was busy (not waiting for a CPU)
+        self.sched: Callable[[], tuple[float, float]] = lambda: (0.0, 0.0)
 
     def connect(self) -> None:
         raise NotImplementedError
@@ -1113,6 +1118,7 @@ class Neighbour(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             started = time.monotonic()
+            before = self.sched()
             try:
                 if not self.connected:
                     self.connect()
@@ -1127,8 +1133,11 @@ class Neighbour(threading.Thread):
             self.rounds += 1
             self.max_latency = max(self.max_latency, took)
             if took > self.stall:
+                cpu, waited = (b - a for a, b in zip(before, self.sched(), strict=True))
                 when = time.strftime("%H:%M:%S", time.localtime(time.time() - took))
-                self.stalls.append((took, [f"from {when} {self.detail}", *self.watch()]))
+                cause = f"broker used {cpu:.2f} s CPU, waited {waited:.2f} s for one"
+                self.stalls.append((took, [f"from {when}: {cause}; {self.detail}", *self.watch()]))
+                self.busy_stalls += cpu >= self.stall / 2
             self.stop.wait(0.2)
         with contextlib.suppress(Exception):
             self.disconnect()
@@ -1212,6 +1221,21 @@ class ManagementNeighbour(Neighbour):
 
     def disconnect(self) -> None:
         self.conn.close()
+
+
+def scheduler_times(pid: int) -> Callable[[], tuple[float, float]]:
+    """(CPU seconds, seconds spent runnable but waiting for a CPU) of the broker's main thread, from
+    /proc/PID/schedstat: a stall while the broker waited for a CPU is the machine's load, one
+    while it ran is the broker's own work."""
+
+    def read() -> tuple[float, float]:
+        try:
+            cpu, waited, _slices = Path(f"/proc/{pid}/schedstat").read_text().split()
+        except (OSError, ValueError):
+            return 0.0, 0.0
+        return int(cpu) / 1e9, int(waited) / 1e9
+
+    return read
 
 
 # -- the broker's log --------------------------------------------------------------------------
@@ -1326,6 +1350,8 @@ def fuzz(
 
     neighbours = [make(target, args.stall, watch) for make in neighbour_kinds]
     for n in neighbours:
+        if proc is not None:
+            n.sched = scheduler_times(proc.pid)
         n.start()
     ends: collections.Counter[str] = collections.Counter()
     lock = threading.Lock()
@@ -1387,12 +1413,14 @@ def fuzz(
         if args.verbose:
             print("          " + report.examples[key].replace("\n", "\n          "))
     stalls = sum(len(n.stalls) for n in neighbours)
+    busy = sum(n.busy_stalls for n in neighbours)
     failures = sum(len(n.failures) for n in neighbours)
     max_latency = max((n.max_latency for n in neighbours), default=0.0)
     for n in neighbours:
         print(
             f"{n.label}: {n.rounds} round trips, max {n.max_latency:.3f} s, "
-            f"{len(n.stalls)} over {args.stall:g} s, {len(n.failures)} failures"
+            f"{len(n.stalls)} over {args.stall:g} s ({n.busy_stalls} with the broker busy), "
+            f"{len(n.failures)} failures"
         )
         for took, sending in n.stalls[:5]:
             print(f"    stall {took:.2f} s while sending:")
@@ -1402,7 +1430,12 @@ def fuzz(
             print(f"    failure: {failure}")
     if proc is not None:
         print(f"broker log: {log_path}")
-    print(f"RESULT unhandled={unhandled} stalls={stalls} failures={failures} max_latency={max_latency:.3f}")
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"machine load average at the end (1, 5, 15 min): {load} on {os.cpu_count()} CPUs")
+    print(
+        f"RESULT unhandled={unhandled} stalls={stalls} busy_stalls={busy} failures={failures} "
+        f"max_latency={max_latency:.3f}"
+    )
     return 0 if not unhandled and not stalls and not failures else 1
 
 
