@@ -1,7 +1,7 @@
 """A JSON body with a lone surrogate escape (`"\\ud800"`): RabbitMQ 3.10.8 decodes it as U+FFFD
 (observed: a definitions import of queue "h-fuzz-\\ud800" lists it as "h-fuzz-\ufffd", a queue
-argument key and value likewise). hashbroker used to keep the lone surrogate, so the write was a
-500 or, through definitions, created a queue that made every later queue listing a 500."""
+argument key and value likewise). Kept as a lone surrogate, the write is a 500 or, through
+definitions, creates a queue that makes every later queue listing a 500."""
 
 from __future__ import annotations
 
