@@ -544,6 +544,7 @@ class VHost:
             targets = self.route(x, dl)
             if reason != "rejected":
                 targets = [t for t in targets if not is_cycle(t.name, dl)]
+            targets = [t for t in targets if not t.crashes_on(dl)]
             if targets:
                 routed += 1
                 self.deliver(x, dl, targets, counted=False)

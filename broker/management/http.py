@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -87,10 +88,27 @@ def _no_constant(text: str) -> Any:
     raise ValueError(f"not JSON: {text}")
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replace_lone_surrogates(value: Any) -> Any:
+    """A `\\ud800` escape with no pair is U+FFFD, as RabbitMQ's decoder makes it (a lone surrogate
+    would otherwise become a name no answer can encode)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replace_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
 def decode_json(data: bytes) -> Any:
     """Strict JSON: ValueError (never RecursionError) for anything that is not plain JSON."""
     try:
-        return json.loads(data.decode("utf-8"), parse_float=_finite, parse_constant=_no_constant)
+        value = json.loads(data.decode("utf-8"), parse_float=_finite, parse_constant=_no_constant)
+        return _replace_lone_surrogates(value) if _SURROGATE_ESCAPE.search(data) else value
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
 

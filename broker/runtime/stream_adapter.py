@@ -32,7 +32,13 @@ from broker.entities.queues.stream.arguments import OffsetSpec as LogSpec
 from broker.entities.queues.stream.queue import StreamQueue, amqp10_record, record_message
 from broker.store.base import Store
 from broker.streamproto import chunk as C
-from broker.streamproto.constants import AUTH_MECHANISMS, SERVER_PROPERTIES, Code, OffsetType
+from broker.streamproto.constants import (
+    AUTH_MECHANISMS,
+    HARD_FRAME_LIMIT,
+    SERVER_PROPERTIES,
+    Code,
+    OffsetType,
+)
 from broker.streamproto.frames import OffsetSpec, SubBatch
 from broker.streamproto.ports import AuthRefused, Crashed, LoopbackOnly, Permission, StreamListener
 from broker.streamproto.tracking import TRACKING_CHUNK, Refused, TrackedLog, Tracking, create_arguments
@@ -43,6 +49,9 @@ if TYPE_CHECKING:
     from broker.runtime.alarms import Alarms
 
 _GZIP = 1
+#: A gzip sub-entry inflates to at most what one frame may carry: a small frame cannot make the
+#: broker hold gigabytes.
+_MAX_INFLATED = HARD_FRAME_LIMIT
 #: How often the disk alarm is looked at for stream connections (they are told of changes).
 ALARM_POLL_SECONDS = 0.5
 _LOG_SPECS = {
@@ -84,7 +93,13 @@ def _records(entry: C.Entry) -> list[bytes]:
     if not isinstance(entry, SubBatch):
         return [entry]
     if entry.compression == _GZIP:
-        data = zlib.decompress(entry.data, 31)
+        inflater = zlib.decompressobj(31)
+        try:
+            data = inflater.decompress(entry.data, _MAX_INFLATED + 1)
+        except zlib.error as e:
+            raise Crashed(f"gzip sub-entry: {e}") from None
+        if not inflater.eof or len(data) > _MAX_INFLATED:
+            raise Crashed("gzip sub-entry cut short or inflating past the frame limit")
         entry = SubBatch(0, entry.count, len(data), data)
     try:
         return entry.records()
@@ -321,12 +336,20 @@ class BrokerStreams:
         """rabbit_stream_manager:create: the known arguments become the queue's x-arguments (the
         others are ignored); max-age is not checked as the AMQP declare checks it."""
         try:
+            stream.encode("utf-8")
+        except UnicodeEncodeError:  # RabbitMQ's connection crashes on such a name (observed)
+            raise Crashed("stream name is not UTF-8") from None
+        try:
             known = create_arguments(arguments, MAX_SEGMENT_BYTES)
         except Refused as e:
             return e.code
         fields: list[tuple[str, Field]] = [("x-queue-type", Field("longstr", b"stream"))]
         for key, value in known.items():
-            field_ = Field("long", value) if isinstance(value, int) else Field("longstr", value.encode())
+            field_ = (
+                Field("long", value)
+                if isinstance(value, int)
+                else Field("longstr", value.encode("utf-8", "surrogateescape"))
+            )
             fields.append((f"x-{key}", field_))
         vh = self.broker.vhosts.get(vhost)
         if vh is None:

@@ -395,6 +395,11 @@ class Queue:
         """Accept a routed message; `seq` a position reserved by persistence, else the next."""
         raise NotImplementedError
 
+    def crashes_on(self, msg: StoredMessage) -> bool:
+        """Whether `enqueue(msg)` would crash (a publishing channel gets 541 INTERNAL_ERROR); a
+        dead letter, which has no channel to close, is not delivered to such a queue."""
+        return False
+
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
         """Put back a message read from the store at boot (no delivery, no write)."""
         raise NotImplementedError

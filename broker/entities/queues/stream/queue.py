@@ -68,16 +68,22 @@ RESIDENT_BYTES = 8 * 1024 * 1024
 PAGE = 256
 
 
+def _has_decimal_header(msg: StoredMessage) -> bool:
+    if not msg.flags & HEADERS_FLAG:
+        return False
+    return any(f.type == "decimal" for _k, f in msg.headers() or FieldTable())
+
+
 def stream_message(msg: StoredMessage) -> StoredMessage:
     """The message as a stream keeps it: no cluster_id, no array or table headers; a decimal
     header is a crash (541, 0/0) as in RabbitMQ 3.10.8."""
     changes: dict[str, object] = {}
     if msg.flags & (1 << 2) and msg.prop("cluster_id") is not None:
         changes["cluster_id"] = None
+    if _has_decimal_header(msg):
+        raise internal_error()
     if msg.flags & HEADERS_FLAG:
         headers = msg.headers() or FieldTable()
-        if any(f.type == "decimal" for _k, f in headers):
-            raise internal_error()
         if any(f.type in _DROPPED_TYPES for _k, f in headers):
             changes["headers"] = FieldTable((k, f) for k, f in headers if f.type not in _DROPPED_TYPES)
     if not changes:
@@ -250,6 +256,9 @@ class StreamQueue(Queue):
 
     def would_overflow(self, size: int) -> bool:
         return False
+
+    def crashes_on(self, msg: StoredMessage) -> bool:
+        return _has_decimal_header(msg)
 
     def enqueue(self, msg: StoredMessage, seq: int = 0) -> None:
         """Append one chunk. `seq` (reserved by persistence as `self.seq + 1`) is the store's
