@@ -946,15 +946,19 @@ def rabbitmqctl_vhost(prefix: str) -> Iterator[str]:
 RABBIT_STREAM = ("127.0.0.1", 5552)
 
 
-def needs_rabbitmq_stream() -> pytest.MarkDecorator:
-    """A skip mark, for a module that drives RabbitMQ's stream port, when that port does not answer."""
+def rabbitmq_stream_answers() -> bool:
+    """Whether RabbitMQ's stream port accepts a connection."""
     try:
         with socket.create_connection(RABBIT_STREAM, timeout=1):
-            answers = True
+            return True
     except OSError:
-        answers = False
+        return False
+
+
+def needs_rabbitmq_stream() -> pytest.MarkDecorator:
+    """A skip mark, for a module that drives RabbitMQ's stream port, when that port does not answer."""
     return pytest.mark.skipif(
-        not answers,
+        not rabbitmq_stream_answers(),
         reason="RabbitMQ's stream port 5552 does not answer: rabbitmq-plugins enable rabbitmq_stream",
     )
 

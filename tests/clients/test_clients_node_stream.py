@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from broker.embedded import BrokerThread
-from tests.differential.test_streamproto_differential import RABBIT_STREAM, _stream_port_answers
+from tests.differential_support import RABBIT_STREAM, rabbitmq_stream_answers
 
 pytestmark = [pytest.mark.slow]
 
@@ -94,7 +94,7 @@ def test_client_as_released_is_closed_as_by_rabbitmq(stream_port: int) -> None:
     code, out, err = _run(stream_port, f"hb-node-{uuid.uuid4().hex[:6]}", "10")
     assert (code, out) == (1, None)
     assert "Unknown response 22" in err
-    if _stream_port_answers():
+    if rabbitmq_stream_answers():
         rcode, rout, rerr = _run(RABBIT_STREAM[1], f"hb-stream1-node-{uuid.uuid4().hex[:6]}", "10")
         assert (rcode, rout) == (code, out)
         assert "Unknown response 22" in rerr
@@ -106,7 +106,7 @@ def test_100k_messages_with_confirms_and_back(stream_port: int) -> None:
     assert ours is not None
     print(f"hashbroker: publish+confirm {ours['publish_ms']} ms, consume {ours['consume_ms']} ms")
     assert _without_timings(ours) == OBSERVED
-    if _stream_port_answers():
+    if rabbitmq_stream_answers():
         rcode, rabbit, rerr = _run(RABBIT_STREAM[1], f"hb-stream1-node-{uuid.uuid4().hex[:6]}", str(N), "v1")
         assert rcode == 0, rerr
         assert rabbit is not None
