@@ -21,7 +21,7 @@ from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.ports import PolicyAdmin
 from broker.management.render import CHALLENGE, columns, login_failed, not_authorised, not_found
-from broker.management.routes import match
+from broker.management.routes import match, unknown_path
 
 
 class Api:
@@ -44,7 +44,7 @@ class Api:
         refused = self.check(req) if not req.user else None  # the server checks the head already
         if refused is not None:
             return refused
-        handler, _rule, _allowed = match(req.method, segments[1:])
+        handler, _rule, _allowed = match(req.method, segments[1:], self.ctx.state.enabled_plugins())
         assert handler is not None  # check() answered 404/405 otherwise
         resource = paging.paged_resource(segments[1:])
         paged = req.method in ("GET", "HEAD") and resource is not None
@@ -70,11 +70,11 @@ class Api:
         if not segments or segments[0] != "api":
             # the public pages take no body: anything but a read is answered before one is read
             return None if req.method in ("GET", "HEAD") else not_found()
-        handler, rule, allowed = match(req.method, segments[1:])
+        handler, rule, allowed = match(req.method, segments[1:], self.ctx.state.enabled_plugins())
         if handler is None or rule is None:
             if allowed:
                 return Response(405, b"", {"allow": ", ".join(sorted(allowed))})
-            return not_found()
+            return unknown_path(req.method)
         if rule.level is authz.Level.PUBLIC:
             return None
         auth = self.authenticate(req)
