@@ -78,11 +78,15 @@ class Api:
         if rule.level is authz.Level.PUBLIC:
             return None
         auth = self.authenticate(req)
+        state = self.ctx.state
         if isinstance(auth, Response):
+            if req.headers.get("authorization", "").lower().startswith("basic "):
+                state.count_login(False)  # credentials given and refused (none given: not counted)
             return auth
         req.user, req.password = auth
-        state = self.ctx.state
         reason = authz.refusal(state.registry, self.ctx.who(req), rule, segments[1:], state.vhost_keys)
+        # RabbitMQ counts the attempt once the user, its tags and the resource's rule are checked
+        state.count_login(reason is None)
         if reason is not None:
             return not_authorised(reason)
         if req.method in ("PUT", "POST") and not acceptable_content_type(req, segments[1]):

@@ -282,6 +282,12 @@ class BrokerState:
         store = self._broker.store
         return health.fault_of(store) if store is not None else None
 
+    def count_login(self, succeeded: bool) -> None:
+        """One HTTP login attempt, as rabbit_mgmt_util's is_authorized counts it (protocol http)."""
+        from broker.entities.events import count_auth_attempt
+
+        count_auth_attempt(self._broker.events, "http", succeeded)
+
     def enabled_plugins(self) -> Container[str] | None:
         """The plugins on, with those they need (None: a broker that switches none, all on)."""
         plugins: Container[str] | None = getattr(self._broker, "plugins", None)
