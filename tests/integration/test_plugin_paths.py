@@ -134,27 +134,21 @@ def _refused(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
-def test_stream_listener_only_with_the_stream_plugin() -> None:
+@pytest.mark.parametrize(
+    ("setting", "plugin", "listener"),
+    [
+        ("stream_port", "rabbitmq_stream", "stream_server"),
+        ("prometheus_port", "rabbitmq_prometheus", "prometheus"),
+    ],
+)
+def test_a_plugins_listener_only_with_the_plugin(setting: str, plugin: str, listener: str) -> None:
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
     port = free.getsockname()[1]
     free.close()
-    with BrokerThread(host="127.0.0.1", port=0, stream_port=port, plugins=["rabbitmq_management"]) as b:
-        assert b.broker.stream_server is None
+    with BrokerThread(host="127.0.0.1", port=0, plugins=["rabbitmq_management"], **{setting: port}) as b:
+        assert getattr(b.broker, listener) is None
         assert _refused(port)
-    with BrokerThread(host="127.0.0.1", port=0, stream_port=0, plugins=["rabbitmq_stream"]) as b:
-        assert b.broker.stream_server is not None
-        assert not _refused(b.broker.stream_server.port)
-
-
-def test_prometheus_listener_only_with_the_prometheus_plugin() -> None:
-    free = socket.socket()
-    free.bind(("127.0.0.1", 0))
-    port = free.getsockname()[1]
-    free.close()
-    with BrokerThread(host="127.0.0.1", port=0, prometheus_port=port, plugins=["rabbitmq_management"]) as b:
-        assert b.broker.prometheus is None
-        assert _refused(port)
-    with BrokerThread(host="127.0.0.1", port=0, prometheus_port=port, plugins=["rabbitmq_prometheus"]) as b:
-        assert b.broker.prometheus is not None and b.broker.prometheus.port == port
+    with BrokerThread(host="127.0.0.1", port=0, plugins=[plugin], **{setting: port}) as b:
+        assert getattr(b.broker, listener).port == port
         assert not _refused(port)
