@@ -88,7 +88,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="enabled plugins, comma-separated or as RabbitMQ's enabled_plugins term "
         "(default: the data dir's enabled_plugins file, else hash, sharding, delayed-message, "
-        "management and stream)",
+        "management, stream and stream management)",
     )
     serve.add_argument(
         "--enabled-plugins-file",

@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plugins_verb == "enable":
         wanted = set(explicit) | set(args.names)
     else:
-        wanted = set(explicit) - set(args.names)
+        # as rabbitmq-plugins disable: the plugins that need a disabled one go too
+        wanted = {n for n in explicit if not cfg.with_dependencies([n]) & set(args.names)}
     print("The following plugins have been configured:")
     for name in sorted(cfg.with_dependencies(wanted)):
         print(f"  {name}")

@@ -120,6 +120,17 @@ class Events:
                 log.exception("event %s not delivered to %r", kind, sink)
 
 
+def auth_attempt_kind(protocol: str, succeeded: bool) -> str:
+    """The hub's counter of one outcome of rabbit_core_metrics' auth attempts for `protocol`
+    ("amqp091", "http", "stream"), as rabbitmq_prometheus' auth_attempts_* families read it."""
+    return f"auth_attempt.{protocol}.{'succeeded' if succeeded else 'failed'}"
+
+
+def count_auth_attempt(events: Events, protocol: str, succeeded: bool) -> None:
+    """rabbit_core_metrics:auth_attempt_succeeded / auth_attempt_failed."""
+    events.count(auth_attempt_kind(protocol, succeeded))
+
+
 NO_EVENTS = Events()
 """The hub of an object no broker attached to one (a vhost built alone in a test)."""
 

@@ -21,7 +21,7 @@ from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.ports import PolicyAdmin
 from broker.management.render import CHALLENGE, columns, login_failed, not_authorised, not_found
-from broker.management.routes import match
+from broker.management.routes import match, unknown_path
 
 
 class Api:
@@ -44,7 +44,7 @@ class Api:
         refused = self.check(req) if not req.user else None  # the server checks the head already
         if refused is not None:
             return refused
-        handler, _rule, _allowed = match(req.method, segments[1:])
+        handler, _rule, _allowed = match(req.method, segments[1:], self.ctx.state.enabled_plugins())
         assert handler is not None  # check() answered 404/405 otherwise
         resource = paging.paged_resource(segments[1:])
         paged = req.method in ("GET", "HEAD") and resource is not None
@@ -70,19 +70,23 @@ class Api:
         if not segments or segments[0] != "api":
             # the public pages take no body: anything but a read is answered before one is read
             return None if req.method in ("GET", "HEAD") else not_found()
-        handler, rule, allowed = match(req.method, segments[1:])
+        handler, rule, allowed = match(req.method, segments[1:], self.ctx.state.enabled_plugins())
         if handler is None or rule is None:
             if allowed:
                 return Response(405, b"", {"allow": ", ".join(sorted(allowed))})
-            return not_found()
+            return unknown_path(req.method)
         if rule.level is authz.Level.PUBLIC:
             return None
         auth = self.authenticate(req)
+        state = self.ctx.state
         if isinstance(auth, Response):
+            if req.headers.get("authorization", "").lower().startswith("basic "):
+                state.count_login(False)  # credentials given and refused (none given: not counted)
             return auth
         req.user, req.password = auth
-        state = self.ctx.state
         reason = authz.refusal(state.registry, self.ctx.who(req), rule, segments[1:], state.vhost_keys)
+        # RabbitMQ counts the attempt once the user, its tags and the resource's rule are checked
+        state.count_login(reason is None)
         if reason is not None:
             return not_authorised(reason)
         if req.method in ("PUT", "POST") and not acceptable_content_type(req, segments[1]):

@@ -1,13 +1,19 @@
 """The management API's URL table: path pattern, who may call it (broker.management.authz), handlers.
 
 Patterns are the path segments after `/api/`; "*" matches one (percent-decoded) segment. Order
-matters only where two patterns could match the same path (none do today).
+matters only where two patterns could match the same path (none do today). A path a plugin adds
+(`PLUGIN_PATHS`) is unknown while that plugin is off, answered as RabbitMQ without the plugin
+answers any path it does not know (`unknown_path`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from broker.management.authz import Level, Rule
 from broker.management.context import Handler
+from broker.management.http import Response
+from broker.management.render import not_found
 from broker.management.views import (
     bindings,
     connections,
@@ -166,9 +172,32 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
 ]
 
 
-def match(method: str, segs: list[str]) -> tuple[Handler | None, Rule | None, set[str]]:
-    """The handler and rule for `method` on `segs`, and the methods the path allows (for 405)."""
+PLUGIN_PATHS: dict[str, str] = {"stream": "rabbitmq_stream_management"}
+"""The first path segment (after /api/) of the resources a plugin other than the management
+plugin registers, and that plugin."""
+
+UNKNOWN_ALLOW = "HEAD, GET, OPTIONS"
+"""The methods RabbitMQ's catch-all resource for an unknown /api/ path allows (observed on 3.10.8:
+GET and HEAD are 404, OPTIONS 200, anything else 405 with this allow header)."""
+
+
+def unknown_path(method: str) -> Response:
+    """RabbitMQ 3.10.8's answer to `method` on a path under /api/ it does not know, before any
+    authentication (recorded in tests/data/plugins/unknown_path.json)."""
+    if method in ("GET", "HEAD"):
+        return not_found()
+    return Response(200 if method == "OPTIONS" else 405, b"", {"allow": UNKNOWN_ALLOW})
+
+
+def match(
+    method: str, segs: list[str], plugins: Container[str] | None = None
+) -> tuple[Handler | None, Rule | None, set[str]]:
+    """The handler and rule for `method` on `segs`, and the methods the path allows (for 405);
+    nothing for a path of a plugin not in `plugins` (None: all plugins on)."""
     allowed: set[str] = set()
+    owner = PLUGIN_PATHS.get(segs[0]) if segs else None
+    if owner is not None and plugins is not None and owner not in plugins:
+        return None, None, allowed
     for pattern, rule, methods in ROUTES:
         if len(pattern) != len(segs):
             continue

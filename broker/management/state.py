@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -281,6 +281,30 @@ class BrokerState:
 
         store = self._broker.store
         return health.fault_of(store) if store is not None else None
+
+    def count_login(self, succeeded: bool) -> None:
+        """One HTTP login attempt, as rabbit_mgmt_util's is_authorized counts it (protocol http)."""
+        from broker.entities.events import count_auth_attempt
+
+        count_auth_attempt(self._broker.events, "http", succeeded)
+
+    def enabled_plugins(self) -> Container[str] | None:
+        """The plugins on, with those they need (None: a broker that switches none, all on)."""
+        plugins: Container[str] | None = getattr(self._broker, "plugins", None)
+        return plugins
+
+    def explicit_plugins(self) -> list[str]:
+        """The explicitly enabled plugins, read again as RabbitMQ reads its enabled_plugins file
+        for each report (an edit shows before the restart that applies it)."""
+        from broker.runtime.settings import Settings, SettingsError, explicit_plugins
+
+        settings = self._broker.settings
+        if not isinstance(settings, Settings):
+            return []
+        try:
+            return explicit_plugins(settings)
+        except SettingsError:
+            return []
 
     def exchange_types(self) -> list[str]:
         """The types the node knows: a disabled plugin's are left out, as RabbitMQ lists them."""

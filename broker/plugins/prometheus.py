@@ -27,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from broker.entities.events import auth_attempt_kind
 from broker.management.http import HttpServer, Request, Response
 from broker.management.state import BrokerState
 from broker.plugins.prometheus_families import AGGREGATED, AGGREGATED_ONLY, DETAILED, PER_OBJECT_ONLY
@@ -137,17 +138,6 @@ OMITTED: dict[str, str] = {
     ),
     **dict.fromkeys(
         (
-            "rabbitmq_auth_attempts_total",
-            "rabbitmq_auth_attempts_succeeded_total",
-            "rabbitmq_auth_attempts_failed_total",
-            "rabbitmq_auth_attempts_detailed_total",
-            "rabbitmq_auth_attempts_detailed_succeeded_total",
-            "rabbitmq_auth_attempts_detailed_failed_total",
-        ),
-        "authentication attempts: the user registry counts none (a view is missing)",
-    ),
-    **dict.fromkeys(
-        (
             "rabbitmq_channel_messages_published_total",
             "rabbitmq_channel_messages_confirmed_total",
             "rabbitmq_channel_messages_unroutable_returned_total",
@@ -193,6 +183,21 @@ OMITTED: dict[str, str] = {
 }
 """Families of 3.10.8 this endpoint leaves out, with the reason (the recorded set minus these is
 what is served)."""
+
+
+AUTH_PROTOCOLS = ("stream", "http", "amqp091")
+"""The protocols whose logins are counted, in the order 3.10.8 listed them (its table's order)."""
+UNLABELLED_PROTOCOLS = frozenset({"stream"})
+"""Protocols the 3.10.8 collector does not know as such (its is_protocol/1 lists amqp091, amqp10,
+mqtt and http): their series has no protocol label."""
+SPARSE: frozenset[str] = frozenset(
+    {
+        "rabbitmq_auth_attempts_total",
+        "rabbitmq_auth_attempts_succeeded_total",
+        "rabbitmq_auth_attempts_failed_total",
+    }
+)
+"""Families /metrics lists row by row, as the per-object ones (no sum, no zero when empty)."""
 
 
 def _samples(values: Iterable[tuple[Mapping[str, str], float]]) -> Samples:
@@ -270,6 +275,7 @@ class Scrape:
         out["rabbitmq_queues"] = [((), float(len(queues)))]
         out.update(self._global(queues, consumers, only))
         out.update(self._churn(only))
+        out.update(self._auth_attempts())
         out.update(self._node())
         out.update(self._cluster(only))
         return out
@@ -330,6 +336,30 @@ class Scrape:
         out["rabbitmq_global_messages_routed_total"] = [(proto, float(routed))]
         out["rabbitmq_global_messages_received_confirm_total"] = [(proto, float(received_confirm))]
         return out
+
+    def _auth_attempts(self) -> dict[str, Samples]:
+        """rabbit_core_metrics' auth attempts by protocol (a protocol with none has no series);
+        the by-source table stays empty, as 3.10.8's does while track_auth_attempt_source is off."""
+        counts = self.broker.events.counts
+        total: Samples = []
+        succeeded: Samples = []
+        failed: Samples = []
+        for protocol in AUTH_PROTOCOLS:
+            ok, bad = counts[auth_attempt_kind(protocol, True)], counts[auth_attempt_kind(protocol, False)]
+            if ok + bad == 0:
+                continue
+            labels: Labels = () if protocol in UNLABELLED_PROTOCOLS else (("protocol", protocol),)
+            total.append((labels, float(ok + bad)))
+            succeeded.append((labels, float(ok)))
+            failed.append((labels, float(bad)))
+        return {
+            "rabbitmq_auth_attempts_total": total,
+            "rabbitmq_auth_attempts_succeeded_total": succeeded,
+            "rabbitmq_auth_attempts_failed_total": failed,
+            "rabbitmq_auth_attempts_detailed_total": [],
+            "rabbitmq_auth_attempts_detailed_succeeded_total": [],
+            "rabbitmq_auth_attempts_detailed_failed_total": [],
+        }
 
     def _node(self) -> dict[str, Samples]:
         """The node families, from this process (what RabbitMQ reads from its Erlang VM)."""
@@ -496,7 +526,7 @@ def render(
                 continue
             if not per_object and samples and any(k in OBJECT_LABELS for k, _v in samples[0][0]):
                 samples = _aggregate(samples)
-            elif not per_object and not samples:
+            elif not per_object and not samples and key not in SPARSE:
                 samples = [((), 0.0)]
             body = (_line(name, labels, v) for labels, v in samples)
         parts.append(f"# TYPE {name} {typ}\n# HELP {name} {help_text}\n")

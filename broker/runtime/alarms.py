@@ -12,6 +12,9 @@ Flow is the quieter sibling of an alarm (RabbitMQ's credit flow): while the stor
 too far behind (`broker.store.sqlite.writer`), a connection that publishes is not read until the
 writer catches up, without connection.blocked; management shows its state as "flow".
 
+Setting and clearing an alarm is told to the event hub as rabbit_alarm tells rabbit_event
+(`alarm.set` / `alarm.cleared`, headed `node` and `source`), which the event exchange publishes.
+
 The publish path pays two attribute checks per socket read: `blocked_by` is an empty frozenset
 while no alarm is set, and `flow` is False while the store keeps up.
 """
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.runtime.settings import resolve_limit
 
 if TYPE_CHECKING:
+    from broker.entities.events import Events
     from broker.runtime.settings import Settings
 
 log = logging.getLogger("hashbroker.alarms")
@@ -123,6 +127,11 @@ class AlarmHost(Protocol):
     @property
     def connections(self) -> Collection[Throttled]: ...
 
+    @property
+    def events(self) -> Events:
+        """The hub told when an alarm is set or cleared."""
+        ...
+
 
 class Alarms:
     """The broker's resource alarms and the monitor that sets the memory and disk ones."""
@@ -182,6 +191,7 @@ class Alarms:
             "%s resource limit alarm set on node %s%s; publishers will be blocked until this alarm clears",
             *(resource, self._node(), f" ({reason})" if reason else ""),
         )
+        self._announce("alarm.set", resource)
         self._changed(self.blocked_by | {resource})
 
     def clear(self, resource: str, reason: str = "", source: str = "") -> None:
@@ -198,7 +208,16 @@ class Alarms:
             "%s resource limit alarm cleared on node %s%s",
             *(resource, self._node(), f" ({reason})" if reason else ""),
         )
+        self._announce("alarm.cleared", resource)
         self._changed(self.blocked_by - {resource})
+
+    def _announce(self, kind: str, resource: str) -> None:
+        """rabbit_alarm's rabbit_event:notify(alarm_set | alarm_cleared, [{source, Resource},
+        {node, Node}]): no user performed it; the event exchange folds the list, node first."""
+        from broker.entities.events import texts
+
+        node = self._node()
+        self.broker.events.emit(kind, lambda: texts(("node", node), ("source", resource)), acted=False)
 
     def set_flow(self, on: bool) -> None:
         """The store's writer fell behind (True) or caught up (False): paused publishers resume."""

@@ -296,6 +296,7 @@ EMULATED_PLUGINS: dict[str, str] = {
     "rabbitmq_web_dispatch": "the HTTP listeners of the management and Prometheus plugins",
     "rabbitmq_prometheus": "Prometheus metrics on /metrics (on --prometheus-port, 15692)",
     "rabbitmq_stream": "the stream protocol listener (streams as a queue type are core)",
+    "rabbitmq_stream_management": "the management API's /api/stream/ resources",
     "rabbitmq_auth_mechanism_ssl": "the EXTERNAL SASL mechanism: TLS client certificates name the user",
     "rabbitmq_event_exchange": "the broker's events published to amq.rabbitmq.event (off by default)",
 }
@@ -309,6 +310,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "rabbitmq_management",
     "rabbitmq_sharding",
     "rabbitmq_stream",
+    "rabbitmq_stream_management",
 )
 """What a broker enables when told nothing: everything hashbroker served before plugins could be
 switched off, Prometheus excepted (it opens a port of its own)."""
@@ -316,8 +318,10 @@ switched off, Prometheus excepted (it opens a port of its own)."""
 PLUGIN_DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "rabbitmq_management": ("rabbitmq_management_agent", "rabbitmq_web_dispatch"),
     "rabbitmq_prometheus": ("rabbitmq_management_agent", "rabbitmq_web_dispatch"),
+    "rabbitmq_stream_management": ("rabbitmq_management", "rabbitmq_stream"),
 }
-"""Plugins implicitly enabled by another (rabbitmq-plugins' "e" mark)."""
+"""Plugins implicitly enabled by another (rabbitmq-plugins' "e" mark), as each plugin's DEPS name
+them; what a dependency needs is enabled too."""
 
 ENABLED_PLUGINS_FILE = "enabled_plugins"
 """Name of the file `hashbroker plugins` keeps in the data dir, as rabbitmq-plugins does."""
@@ -343,23 +347,32 @@ def format_plugins(names: Iterable[str]) -> str:
 
 
 def enabled_plugins(settings: Settings) -> frozenset[str]:
-    """The plugins on for `settings` (explicitly enabled and those they depend on): `plugins`,
-    else `enabled_plugins_file`, else the data dir's enabled_plugins file, else the defaults."""
+    """The plugins on for `settings`: those explicitly enabled and those they depend on."""
+    return with_dependencies(explicit_plugins(settings))
+
+
+def explicit_plugins(settings: Settings) -> list[str]:
+    """The explicitly enabled plugins, in the order given (what RabbitMQ's enabled_plugins file
+    lists): `plugins`, else `enabled_plugins_file`, else the data dir's enabled_plugins file, else
+    the defaults."""
     if settings.plugins is not None:
-        explicit: Iterable[str] = settings.plugins
-    else:
-        path = settings.enabled_plugins_file
-        if path is None and settings.data_dir not in (None, ":memory:"):
-            candidate = Path(str(settings.data_dir)) / ENABLED_PLUGINS_FILE
-            path = str(candidate) if candidate.exists() else None
-        explicit = read_enabled_plugins(path) if path is not None else DEFAULT_PLUGINS
-    return with_dependencies(explicit)
+        return list(dict.fromkeys(settings.plugins))
+    path = settings.enabled_plugins_file
+    if path is None and settings.data_dir not in (None, ":memory:"):
+        candidate = Path(str(settings.data_dir)) / ENABLED_PLUGINS_FILE
+        path = str(candidate) if candidate.exists() else None
+    return read_enabled_plugins(path) if path is not None else list(DEFAULT_PLUGINS)
 
 
 def with_dependencies(names: Iterable[str]) -> frozenset[str]:
-    out = set(names)
-    for name in list(out):
-        out.update(PLUGIN_DEPENDENCIES.get(name, ()))
+    """`names` and every plugin they need, directly or through another."""
+    out: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name not in out:
+            out.add(name)
+            todo.extend(PLUGIN_DEPENDENCIES.get(name, ()))
     return frozenset(out)
 
 

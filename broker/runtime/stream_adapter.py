@@ -25,6 +25,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from amqpwire.fields import Field, FieldTable
+from broker.entities.events import count_auth_attempt
 from broker.entities.persistence import Commit, failed
 from broker.entities.queues.base import Queue
 from broker.entities.queues.stream.arguments import MAX_SEGMENT_BYTES
@@ -44,6 +45,7 @@ from broker.streamproto.ports import AuthRefused, Crashed, LoopbackOnly, Permiss
 from broker.streamproto.tracking import TRACKING_CHUNK, Refused, TrackedLog, Tracking, create_arguments
 
 if TYPE_CHECKING:
+    from broker.entities.events import Events
     from broker.entities.users import Registry
     from broker.entities.vhost import VHost
     from broker.runtime.alarms import Alarms
@@ -77,6 +79,10 @@ class StreamHost(Protocol):
     @property
     def alarms(self) -> Alarms:
         """The disk alarm stream publishers are blocked by."""
+
+    @property
+    def events(self) -> Events:
+        """The hub that counts the login attempts."""
 
 
 def _name_bytes(name: str) -> bytes:
@@ -290,9 +296,13 @@ class BrokerStreams:
         return AUTH_MECHANISMS
 
     def authenticate(self, username: str, password: str, peer_host: str) -> object:
-        if not self.broker.auth.check_credentials(username, password):
+        """The user, after counting the attempt as rabbit_stream_reader does (protocol stream)."""
+        ok = self.broker.auth.check_credentials(username, password)
+        loopback_only = ok and username in self.loopback_users and not _is_loopback(peer_host)
+        count_auth_attempt(self.broker.events, "stream", ok and not loopback_only)
+        if not ok:
             raise AuthRefused(username)
-        if username in self.loopback_users and not _is_loopback(peer_host):
+        if loopback_only:
             raise LoopbackOnly(username)
         return username
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from amqpwire.errors import AmqpError, ReplyCode, channel_error, command_invalid, internal_error, not_allowed
+from broker.entities.events import count_auth_attempt
 from broker.protocol import commands as C
 from broker.protocol import handshake as H
 from broker.protocol import replies
@@ -283,6 +284,7 @@ class Connection(Link):
 
     def _authenticate(self, action: H.Authenticate) -> None:
         user, refusal = self._login_refusal(action)
+        count_auth_attempt(self.events, "amqp091", refusal is None)
         self.events.emit(
             "user.authentication.success" if refusal is None else "user.authentication.failure",
             lambda: announce.login(self, user, refusal),

@@ -179,7 +179,7 @@ async def get_nodes(ctx: Context, req: Request, segs: list[str]) -> Response:
             {"name": "AMQPLAIN", "description": "QPid AMQPLAIN mechanism", "enabled": True},
         ],
         "applications": [{"name": "hashbroker", "description": "hashbroker", "version": __version__}],
-        "enabled_plugins": ["rabbitmq_management"],
+        "enabled_plugins": ctx.state.explicit_plugins(),  # the enabled_plugins file's, as listed there
         "contexts": [{k: v for k, v in c.items() if k != "node"} for c in contexts(ctx)],
         "cluster_links": [],  # no Erlang distribution: the emulated members share this process
     }
