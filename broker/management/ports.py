@@ -20,7 +20,7 @@ import builtins
 from collections.abc import Collection, Mapping, Sized
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from broker.session.ports import ChannelServer
+from broker.session.ports import AlarmView, ChannelIdentity, ConnectionIdentity, Server, ServerSettings
 
 if TYPE_CHECKING:
     from amqpwire.errors import AmqpError
@@ -29,18 +29,16 @@ if TYPE_CHECKING:
     from broker.entities.events import Events
     from broker.entities.policy import Policy
     from broker.entities.users import Registry
-    from broker.entities.vhost import VHost
 
 
-class ManagementSettings(Protocol):
-    """The settings the management API reports or applies."""
+class ManagementSettings(ServerSettings, Protocol):
+    """The settings the management API reports or applies, beyond those of a connection (the
+    login rules among them)."""
 
     @property
     def rabbitmq_compat_version(self) -> str: ...
     @property
     def default_user(self) -> str: ...
-    @property
-    def loopback_users(self) -> Collection[str]: ...
 
 
 # -- sessions ------------------------------------------------------------------------------------
@@ -72,11 +70,9 @@ class LimiterReads(Protocol):
     def global_prefetch(self) -> int: ...
 
 
-class ChannelReads(Protocol):
-    """What /api/channels shows of an AMQP channel."""
+class ChannelReads(ChannelIdentity, Protocol):
+    """What /api/channels shows of an AMQP channel: which one it is, and its state."""
 
-    @property
-    def number(self) -> int: ...
     @property
     def consumers(self) -> Sized: ...
     @property
@@ -109,13 +105,10 @@ class TracksClient(Protocol):
     def send_cnt(self) -> int: ...
 
 
-class ConnectionReads(TracksClient, Protocol):
-    """What /api/connections shows of an AMQP connection."""
+class ConnectionReads(TracksClient, ConnectionIdentity, Protocol):
+    """What /api/connections shows of an AMQP connection: who it is, what it records of its
+    client, and the rest below."""
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def user(self) -> str: ...
     @property
     def vhost_name(self) -> str: ...
     @property
@@ -202,8 +195,9 @@ class StreamConnectionReads(Protocol):
 # -- node ----------------------------------------------------------------------------------------
 
 
-class AlarmReads(Protocol):
-    """The resource monitor's figures /api/nodes reports."""
+class AlarmReads(AlarmView, Protocol):
+    """The resource monitor as a connection sees it (which alarms are set), and the figures
+    /api/nodes reports."""
 
     @property
     def memory_limit(self) -> int: ...
@@ -233,8 +227,10 @@ class PolicyAdmin(Protocol):
 # -- the broker ----------------------------------------------------------------------------------
 
 
-class ManagementBroker(ChannelServer, Protocol):
-    """The running broker as the management plugin sees it.
+class ManagementBroker(Server, Protocol):
+    """The running broker as the management plugin sees it: what a connection sees of it (the AMQP
+    listener's address, the vhosts, the settings, alarms and cluster, which management reads in
+    more detail), and the admin surface below.
 
     Call everything on the broker's event loop (the management server runs there), which is what
     makes reading the broker's unlocked state safe.
@@ -243,13 +239,7 @@ class ManagementBroker(ChannelServer, Protocol):
     @property
     def settings(self) -> ManagementSettings: ...
     @property
-    def host(self) -> str: ...  # the AMQP listener
-    @property
-    def port(self) -> int: ...
-    @property
     def tls_port(self) -> int | None: ...  # the AMQPS listener, None when off
-    @property
-    def vhosts(self) -> Mapping[str, VHost]: ...
     @property
     def connections(self) -> Collection[ConnectionReads]: ...
     @property

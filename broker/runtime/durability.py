@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from amqpwire.errors import AmqpError
@@ -358,18 +359,19 @@ def rebuild(broker: VHostRegistry, store: Store, snap: Snapshot) -> None:
         )
 
 
+@dataclass
 class StoreBacklog:
     """broker.entities.queues.classic.paging.Backlog over the store: a queue's messages stored before the
-    restart (positions up to `last`), read front to back."""
+    restart (positions up to `last`), read front to back; `count` and `bytes` are what is left, `after`
+    the last position read."""
 
-    def __init__(self, store: Store, vhost: str, queue: str, count: int, size: int, last: int) -> None:
-        self.store = store
-        self.vhost = vhost
-        self.queue = queue
-        self.count = count
-        self.bytes = size
-        self.after = 0
-        self.last = last
+    store: Store
+    vhost: str
+    queue: str
+    count: int
+    bytes: int
+    last: int
+    after: int = 0
 
     def read(self, limit: int) -> list[tuple[int, StoredMessage, bool]]:
         rows = self.store.read_queue(self.vhost, self.queue, self.after, self.last, limit)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amqpwire.errors import AmqpError
@@ -27,28 +27,16 @@ if TYPE_CHECKING:
     from broker.entities.exchange import Exchange
     from broker.entities.queues.catalog import Queue
     from broker.entities.vhost import VHost
+    from broker.runtime.settings import Settings
 
 log = logging.getLogger("hashbroker.policies")
-
-
-class PolicySettings(Protocol):
-    """The settings the policy engine reads (broker.runtime.settings.Settings has them)."""
-
-    @property
-    def nodes(self) -> Sequence[str]: ...
-
-    @property
-    def active_consumer_selection(self) -> str: ...
-
-    @property
-    def dead_letter_worker_publisher_confirm_timeout(self) -> float: ...
 
 
 class PolicyHost(Protocol):
     """What the policy engine needs of the broker that runs it: its settings and its vhosts."""
 
     @property
-    def settings(self) -> PolicySettings: ...
+    def settings(self) -> Settings: ...
 
     @property
     def vhosts(self) -> Mapping[str, VHost]: ...

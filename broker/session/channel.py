@@ -141,35 +141,10 @@ class Channel:
 
     # -- exchanges and queues ----------------------------------------------------------------------
 
-    def on_exchange_declare(self, a: C.ExchangeDeclare) -> None:
-        self.declarations.exchange_declare(a)
-        if not a.nowait:
-            self.reply(replies.exchange_declare_ok())
-
-    def on_exchange_delete(self, a: C.ExchangeDelete) -> None:
-        self.declarations.exchange_delete(a)
-        if not a.nowait:
-            self.reply(replies.exchange_delete_ok())
-
-    def on_exchange_bind(self, a: C.ExchangeBind) -> None:
-        self.declarations.exchange_bind(a)
-        if not a.nowait:
-            self.reply(replies.exchange_bind_ok())
-
-    def on_exchange_unbind(self, a: C.ExchangeUnbind) -> None:
-        self.declarations.exchange_unbind(a)
-        if not a.nowait:
-            self.reply(replies.exchange_unbind_ok())
-
     def on_queue_declare(self, a: C.QueueDeclare) -> None:
         name, messages, consumers = self.declarations.queue_declare(a)
         if not a.nowait:
             self.reply(replies.queue_declare_ok(name, messages, consumers))
-
-    def on_queue_bind(self, a: C.QueueBind) -> None:
-        self.declarations.queue_bind(a)
-        if not a.nowait:
-            self.reply(replies.queue_bind_ok())
 
     def on_queue_unbind(self, a: C.QueueUnbind) -> None:
         self.declarations.queue_unbind(a)
@@ -480,6 +455,20 @@ def _ignore(channel: Channel, command: Any) -> None:
     """A method RabbitMQ accepts and does nothing for (channel.flow-ok)."""
 
 
+def _applied(
+    apply: Callable[[Declarations, Any], None], ok: Callable[[], bytes]
+) -> Callable[[Channel, Any], None]:
+    """The handler of a declaration whose reply carries nothing: apply it, then reply `ok` unless
+    the client asked for nowait."""
+
+    def handle(ch: Channel, a: Any) -> None:
+        apply(ch.declarations, a)
+        if not a.nowait:
+            ch.reply(ok())
+
+    return handle
+
+
 #: Every channel method, basic.publish included, by command type: the only way a command reaches
 #: its handler. A command without an entry is 503 "unimplemented method".
 DISPATCH: dict[type[Any], Callable[[Channel, Any], None]] = {
@@ -489,12 +478,12 @@ DISPATCH: dict[type[Any], Callable[[Channel, Any], None]] = {
     C.ChannelFlow: Channel.on_channel_flow,
     C.ChannelFlowOk: _ignore,
     C.ChannelOpen: Channel.on_channel_open,
-    C.ExchangeDeclare: Channel.on_exchange_declare,
-    C.ExchangeDelete: Channel.on_exchange_delete,
-    C.ExchangeBind: Channel.on_exchange_bind,
-    C.ExchangeUnbind: Channel.on_exchange_unbind,
+    C.ExchangeDeclare: _applied(Declarations.exchange_declare, replies.exchange_declare_ok),
+    C.ExchangeDelete: _applied(Declarations.exchange_delete, replies.exchange_delete_ok),
+    C.ExchangeBind: _applied(Declarations.exchange_bind, replies.exchange_bind_ok),
+    C.ExchangeUnbind: _applied(Declarations.exchange_unbind, replies.exchange_unbind_ok),
     C.QueueDeclare: Channel.on_queue_declare,
-    C.QueueBind: Channel.on_queue_bind,
+    C.QueueBind: _applied(Declarations.queue_bind, replies.queue_bind_ok),
     C.QueueUnbind: Channel.on_queue_unbind,
     C.QueuePurge: Channel.on_queue_purge,
     C.QueueDelete: Channel.on_queue_delete,

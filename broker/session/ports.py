@@ -289,7 +289,31 @@ class Outbox(Protocol):
         ...
 
 
-class ChannelOwner(Outbox, Protocol):
+class ConnectionIdentity(Protocol):
+    """Who a connection is, as the tracer's headers and management's views name it."""
+
+    @property
+    def user(self) -> str: ...
+
+    @property
+    def name(self) -> str:
+        """The connection's name ("peer -> local"), as management and the tracer show it."""
+        ...
+
+
+class ChannelIdentity(Protocol):
+    """Which channel of which connection, in which vhost: what the tracer reads of a channel a
+    publish or delivery happened on, and the start of what management shows of one. The number
+    and the vhost are fixed when the channel opens."""
+
+    number: int
+    vhost: VHost
+
+    @property
+    def conn(self) -> ConnectionIdentity: ...
+
+
+class ChannelOwner(Outbox, ConnectionIdentity, Protocol):
     """The connection a channel belongs to: its server, user, vhost, output and closing.
 
     It is also the `Principal` of the declarations (`broker.session.declarations`): the acting
@@ -300,14 +324,6 @@ class ChannelOwner(Outbox, Protocol):
 
     @property
     def vhost_obj(self) -> VHost: ...
-
-    @property
-    def user(self) -> str: ...
-
-    @property
-    def name(self) -> str:
-        """The connection's name ("peer -> local"), as management and the tracer show it."""
-        ...
 
     @property
     def cancel_notify(self) -> bool:

@@ -13,17 +13,18 @@ trace queue does not feed it.
 
 The channel calls in here only when `VHost.tapped` (publish) or `VHost.tracing` (delivery) is set:
 one attribute read on the hot path when nothing is watching. The tracer reads only where and who
-of the channel (`TracedChannel`).
+of the channel (`broker.session.ports.ChannelIdentity`).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from broker.entities import hash_watch
 from broker.entities.message import RoutingView, StoredMessage
 from broker.protocol import properties as P
+from broker.session.ports import ChannelIdentity
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -40,30 +41,7 @@ _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 
 
-class TracedConnection(Protocol):
-    """Who published or consumed, as the trace headers name them."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def user(self) -> str: ...
-
-
-class TracedChannel(Protocol):
-    """What the tracer reads of the channel a publish or delivery happened on."""
-
-    @property
-    def vhost(self) -> VHost: ...
-
-    @property
-    def number(self) -> int: ...
-
-    @property
-    def conn(self) -> TracedConnection: ...
-
-
-def tap_publish(ch: TracedChannel, x: Exchange, msg: StoredMessage, routed: Sequence[Queue]) -> None:
+def tap_publish(ch: ChannelIdentity, x: Exchange, msg: StoredMessage, routed: Sequence[Queue]) -> None:
     """basic.publish in a tapped vhost, once routed (`routed`: the queues it reaches) and before
     the message reaches them, as in rabbit_channel (in a transaction: when published, not at
     commit): the hash exchanges' live view records it, the firehose copies it. A direct reply-to
@@ -77,7 +55,7 @@ def tap_publish(ch: TracedChannel, x: Exchange, msg: StoredMessage, routed: Sequ
         emit(ch, "publish." + msg.exchange, msg, _who(ch) + queues)
 
 
-def trace_deliver(ch: TracedChannel, queue: str, redelivered: bool, msg: StoredMessage) -> None:
+def trace_deliver(ch: ChannelIdentity, queue: str, redelivered: bool, msg: StoredMessage) -> None:
     """A delivery (basic.deliver or basic.get-ok) from `queue` in a vhost with tracing on."""
     if msg.exchange == TRACE_EXCHANGE or listened(ch.vhost) is None:
         return
@@ -90,7 +68,7 @@ def listened(vhost: VHost) -> Exchange | None:
     return x if x is not None and x.impl is not None and x.binding_set else None
 
 
-def emit(ch: TracedChannel, routing_key: str, msg: StoredMessage, extra: bytes) -> None:
+def emit(ch: ChannelIdentity, routing_key: str, msg: StoredMessage, extra: bytes) -> None:
     """Publish the trace copy of `msg` to the vhost's trace exchange (rabbit_basic:publish: through
     the vhost's pipeline, counted by no channel).
 
@@ -137,7 +115,7 @@ def properties_body(msg: StoredMessage) -> bytes:
     return b"".join(parts)
 
 
-def _who(ch: TracedChannel) -> bytes:
+def _who(ch: ChannelIdentity) -> bytes:
     conn = ch.conn
     return b"".join(
         (

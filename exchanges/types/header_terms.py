@@ -8,26 +8,15 @@ does on those terms.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Final
 
 from amqpwire.fields import Field
+from exchanges.erlang.atom import FALSE, TRUE, UNDEFINED, Atom
 
 _INTEGER_TYPES: Final = frozenset(
     {"byte", "unsignedbyte", "short", "unsignedshort", "signedint", "unsignedint", "long", "timestamp"}
 )
 
-
-@dataclass(frozen=True, slots=True)
-class Atom:
-    """An Erlang atom: equal only to the same atom, never to a number or binary."""
-
-    name: str
-
-
-TRUE: Final = Atom("true")
-FALSE: Final = Atom("false")
-UNDEFINED: Final = Atom("undefined")
 
 ErlangTerm = object
 """int | float | bytes | Atom | tuple (Erlang tuple) | list (Erlang list), nested."""

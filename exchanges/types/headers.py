@@ -28,7 +28,7 @@ from typing import Final
 from amqpwire.errors import precondition_failed
 from amqpwire.fields import FieldTable
 from exchanges.base import Binding, Destination, ExchangeType, Message
-from exchanges.erlang.pretty import erlang_pretty
+from exchanges.erlang.format import format_term
 from exchanges.registry import register
 from exchanges.types.header_terms import ErlangTerm, erlang_term, freeze, same_term
 
@@ -156,10 +156,10 @@ class HeadersExchange(ExchangeType):
             return
         if value.type == "longstr":
             prefix = "Invalid x-match field value "
-            shown = erlang_pretty(erlang_term(value), column=len(prefix) + 1)
+            shown = format_term(erlang_term(value), column=len(prefix) + 1)
             raise precondition_failed(f"{prefix}{shown}; expected all, any, all-with-x, or any-with-x")
         prefix = f"Invalid x-match field type {value.type} (value "
-        shown = erlang_pretty(erlang_term(value), column=len(prefix) + 1)
+        shown = format_term(erlang_term(value), column=len(prefix) + 1)
         raise precondition_failed(f"{prefix}{shown}); expected longstr")
 
     def add_binding(self, binding: Binding) -> None:

@@ -31,8 +31,7 @@ from hypothesis import strategies as st
 from amqpwire.errors import AmqpError
 from amqpwire.fields import Field, FieldTable
 from exchanges.base import Binding, Destination, SimpleMessage
-from exchanges.erlang.format import erlang_float
-from exchanges.erlang.pretty import erlang_pretty
+from exchanges.erlang.format import erlang_float, format_term
 from exchanges.registry import get_type
 from exchanges.types.header_terms import erlang_term
 from exchanges.types.headers import HeadersExchange
@@ -402,7 +401,7 @@ def test_pretty_printing_matches_erlang_io_lib(tmp_path: Path) -> None:
     assert len(lines) == len(values) + len(floats)
     for value, line in zip(values, lines, strict=False):
         expected = bytes(ast.literal_eval(line))
-        ours = ("x " + erlang_pretty(erlang_term(value), column=3) + "; y").encode("utf-8", "surrogateescape")
+        ours = ("x " + format_term(erlang_term(value), column=3) + "; y").encode("utf-8", "surrogateescape")
         assert ours == expected, value
     for number, line in zip(floats, lines[len(values) :], strict=True):
         assert erlang_float(number) == bytes(ast.literal_eval(line)).decode(), number

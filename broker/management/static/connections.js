@@ -2,7 +2,7 @@
 // monitoring user or administrator all of them; the pages show what the API returns.
 
 import * as api from "./api.js";
-import { append, clear, el, kvTable, link, listTable, num, panel, rate, unavailable, when } from "./dom.js";
+import { append, clear, el, gone, kvTable, link, listTable, num, panel, rate, unavailable, when } from "./dom.js";
 import { form, listPage } from "./widgets.js";
 
 function connectionLabel(c) {
@@ -80,9 +80,7 @@ export function connectionPage(ctx, name) {
       const [all, chans] = await Promise.all([api.get("/connections"), api.get("/channels")]);
       const c = all.find((x) => x.name === name);
       if (!c) {
-        clear(facts, el("p", { class: "muted", dataset: { gone: "1" } }, "This connection is closed (or not yours to see)."));
-        clear(client);
-        clear(channels);
+        gone("connection", facts, client, channels);
         return;
       }
       clear(facts, el("table", { class: "kv", id: "connection-details" },
@@ -127,8 +125,7 @@ export function channelPage(ctx, name) {
       const [chans, cons] = await Promise.all([api.get("/channels"), api.get("/consumers")]);
       const ch = chans.find((x) => x.name === name);
       if (!ch) {
-        clear(facts, el("p", { class: "muted", dataset: { gone: "1" } }, "This channel is closed (or not yours to see)."));
-        clear(consumers);
+        gone("channel", facts, consumers);
         return;
       }
       clear(facts, el("table", { class: "kv", id: "channel-details" },

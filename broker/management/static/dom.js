@@ -158,6 +158,13 @@ export function link(text, ...segments) {
   return el("a", { href: routeHref(...segments) }, text);
 }
 
+/** A detail page whose subject is gone (closed, or not the user's to see): the first box says so,
+ *  the others are emptied. */
+export function gone(what, first, ...others) {
+  clear(first, el("p", { class: "muted", dataset: { gone: "1" } }, `This ${what} is closed (or not yours to see).`));
+  for (const box of others) clear(box);
+}
+
 /** A short text that says a feature is not offered by this broker's API, naming the endpoint. */
 export function unavailable(what, endpoint) {
   return el("p", { class: "unavailable", dataset: { unavailable: endpoint } },
