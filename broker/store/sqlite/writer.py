@@ -279,7 +279,7 @@ class GroupCommitWriter:
                 self._check_idle()
             if closing and not ops and not futs:
                 with cond:
-                    if not self._ops and not self._futs:
+                    if not self._ops and not self._futs and not self._marks:
                         break
         self._on_exit()
 
