@@ -26,6 +26,8 @@ _BODY: Final = 3
 _END: Final = 0xCE
 
 Publish = tuple[str, str, bool, bool, bytes, bytes]
+Run = list[tuple[int, int, Publish]]
+Pending = dict[int, Any]
 
 
 def _frame_end(data: bytes, at: int, ftype: int, channel: int, limit: int) -> int:
@@ -39,6 +41,19 @@ def _frame_end(data: bytes, at: int, ftype: int, channel: int, limit: int) -> in
     if (limit and size > limit) or stop >= len(data) or data[stop] != _END:
         return -1
     return stop
+
+
+def _publish(data: bytes, p: int, ex_end: int, rk_end: int, properties: bytes, body: bytes) -> Publish:
+    """The publish whose exchange's length octet is at `p` and whose bits are at `rk_end`."""
+    bits = data[rk_end]
+    return (
+        data[p + 1 : ex_end].decode("utf-8", "surrogateescape") if ex_end > p + 1 else "",
+        data[ex_end + 1 : rk_end].decode("utf-8", "surrogateescape"),
+        True if bits & 1 else False,  # noqa: SIM210 (bool() and == cost more here)
+        True if bits & 2 else False,  # noqa: SIM210
+        properties,
+        body,
+    )
 
 
 def _scan_octets(
@@ -94,21 +109,7 @@ def _scan_octets(
             after = bstop + 1
         else:
             body = b""
-        bits = data[rk_end]
-        out.append(
-            (
-                after,
-                channel,
-                (
-                    data[p + 1 : ex_end].decode("utf-8", "surrogateescape") if ex_end > p + 1 else "",
-                    data[ex_end + 1 : rk_end].decode("utf-8", "surrogateescape"),
-                    bits & 1 == 1,
-                    bits & 2 == 2,
-                    data[h + 19 : hstop],
-                    body,
-                ),
-            )
-        )
+        out.append((after, channel, _publish(data, p, ex_end, rk_end, data[h + 19 : hstop], body)))
         pos = after
     return out
 
@@ -120,17 +121,12 @@ _FRAME_HEAD: Final = struct.Struct(">BHI").unpack_from
 
 
 def _scan_struct(
-    data: bytes,
-    pos: int,
-    channels: set[int],
-    pending: dict[int, Any],
-    limit: int,
-    max_size: int,
-) -> list[tuple[int, int, Publish]]:
+    data: bytes, pos: int, channels: set[int], pending: Pending, limit: int, max_size: int
+) -> Run:
     """`scan` for the interpreted build: one struct call per frame header. The length checks are
     the least a frame that passes needs (a method frame of 17 octets, a content header of 22, a
     body frame of 8), so where `_scan_octets` stops, this stops too."""
-    out: list[tuple[int, int, Publish]] = []
+    out: Run = []
     end = len(data)
     while end - pos >= 17:
         ftype, channel, size, class_id, method_id = _METHOD_HEAD(data, pos)
@@ -146,11 +142,6 @@ def _scan_struct(
             or class_id != 60  # basic.publish
             or method_id != 40
         ):
-            break
-        p = pos + 13  # frame header, class, method, ticket
-        ex_end = p + 1 + data[p]
-        rk_end = ex_end + 1 + data[ex_end] if ex_end < stop else stop
-        if rk_end + 1 != stop:  # fields that do not fit
             break
         h = stop + 1
         if end - h < 22:
@@ -170,7 +161,9 @@ def _scan_struct(
         ):
             break
         after = hstop + 1
-        if body_size:
+        if not body_size:
+            body = b""
+        else:
             if end - after < 8:
                 break
             ftype, bchannel, size = _FRAME_HEAD(data, after)
@@ -186,24 +179,14 @@ def _scan_struct(
                 break
             body = data[after + 7 : bstop]
             after = bstop + 1
-        else:
-            body = b""
-        bits = data[rk_end]
-        out.append(
-            (
-                after,
-                channel,
-                (
-                    data[p + 1 : ex_end].decode("utf-8", "surrogateescape") if ex_end > p + 1 else "",
-                    data[ex_end + 1 : rk_end].decode("utf-8", "surrogateescape"),
-                    True if bits & 1 else False,  # noqa: SIM210 (bool() and == cost more here)
-                    True if bits & 2 else False,  # noqa: SIM210
-                    data[h + 19 : hstop],
-                    body,
-                ),
-            )
-        )
+        # the fields last: where any check fails the scan stops, whichever comes first
+        p = pos + 13  # frame header, class, method, ticket
+        ex_end = p + 1 + data[p]
+        rk_end = ex_end + 1 + data[ex_end] if ex_end < stop else stop
+        if rk_end != stop - 1:  # fields that do not fit
+            break
         pos = after
+        out.append((pos, channel, _publish(data, p, ex_end, rk_end, data[h + 19 : hstop], body)))
     return out
 
 

@@ -4,6 +4,8 @@ dropped when the positions' removal comes first."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -20,10 +22,18 @@ WHERE = (b"/", b"q1")
 
 @pytest.fixture
 def conn() -> Iterator[sqlite3.Connection]:
-    c = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    c.execute("CREATE TABLE qm (v BLOB, q BLOB, seq INTEGER, redelivered INTEGER, PRIMARY KEY (v, q, seq))")
-    yield c
-    c.close()
+    """A position table shaped as the store's queue_messages, in memory."""
+    with contextlib.closing(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)) as c:
+        c.execute(
+            "CREATE TABLE qm (v BLOB, q BLOB, seq INTEGER, redelivered INTEGER, PRIMARY KEY (v, q, seq))"
+        )
+        yield c
+
+
+def _signal_then_wait(inside: threading.Event, gate: threading.Event) -> None:
+    """Holds the writer inside a commit until the test opens the gate."""
+    inside.set()
+    assert gate.wait(10)
 
 
 def test_runs_of_consecutive_positions() -> None:
@@ -44,12 +54,7 @@ async def test_marks_held_until_the_next_batch_and_dropped_by_a_removal(conn: sq
         mark_sql=MARK,
     )
     gate, inside = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        inside.set()
-        assert gate.wait(10)
-
-    writer.commit_hook = hold
+    writer.commit_hook = functools.partial(_signal_then_wait, inside, gate)
     writer.start(asyncio.get_running_loop())
     try:
         first = writer.new_future()
