@@ -93,17 +93,31 @@ class UnackedTracker:
         self.order.clear()
         return out
 
-    def release(self, items: Settled) -> list[Queue]:
-        """Free the credit `items` held; the queues that may deliver again, in order."""
+    def release(
+        self, items: Settled, stored: dict[Queue, list[Entry]] | None = None, acked: bool = False
+    ) -> list[Queue]:
+        """Free the credit `items` held; the queues that may deliver again, in order. In the same
+        pass (it runs once per settled delivery), `acked` counts them in their queues' `ack`
+        message_stats (rejects and nacks are not acks) and `stored` gathers their entries by queue."""
         touched: dict[Queue, None] = {}
         limiter = self.limiter
         for _t, u in items:
-            limiter.settled(u.consumer)
-            if u.consumer is not None and u.consumer.group is not None:
+            consumer = u.consumer
+            limiter.settled(consumer)
+            if consumer is not None and consumer.group is not None:
                 # the shared prefetch freed: any member's shard may go
-                touched.update(dict.fromkeys(m.queue for m in u.consumer.group))
-            u.queue.unacked -= 1
-            touched[u.queue] = None
+                touched.update(dict.fromkeys(m.queue for m in consumer.group))
+            q = u.queue
+            q.unacked -= 1
+            touched[q] = None
+            if acked:
+                q.stat_ack += 1
+            if stored is not None:
+                entries = stored.get(q)
+                if entries is None:
+                    stored[q] = [u.entry]
+                else:
+                    entries.append(u.entry)
         if limiter.channel_wide and items:
             # basic.qos global=true is one limit for the whole channel (RabbitMQ 3.10.8's limiter
             # wakes every queue it blocked): credit freed by an ack on one queue lets the channel's
@@ -113,24 +127,15 @@ class UnackedTracker:
 
     def ack(self, items: Settled) -> None:
         """basic.ack (or a committed one): the store forgets them, the queues count them, credit frees."""
-        if self.ledger is not None:
-            self.forget_stored(items)
-        self.count_acks(items)
-        for q in self.release(items):
-            q.try_deliver()
-
-    def forget_stored(self, items: Settled) -> None:
-        """Acknowledged deliveries: the store forgets the ones it keeps."""
         ledger = self.ledger
-        if ledger is not None:
-            for q, entries in _by_queue(items).items():
+        stored: dict[Queue, list[Entry]] | None = None if ledger is None else {}
+        touched = self.release(items, stored, acked=True)
+        if stored:
+            assert ledger is not None
+            for q, entries in stored.items():
                 ledger.settled(q, entries)
-
-    @staticmethod
-    def count_acks(items: Settled) -> None:
-        """The queues' `ack` message_stats (rejects and nacks are not acks)."""
-        for _t, u in items:
-            u.queue.stat_ack += 1
+        for q in touched:
+            q.try_deliver()
 
     @staticmethod
     def check_rejectable(items: Settled) -> None:

@@ -127,12 +127,14 @@ INSERT_POSITION = (
     "INSERT OR REPLACE INTO queue_messages (vhost, queue, seq, msg_id, redelivered, size) "
     "VALUES (?, ?, ?, ?, 0, ?)"
 )
-UNREF_POSITION = (
-    "UPDATE messages SET refs = refs - 1 WHERE id = "
-    "(SELECT msg_id FROM queue_messages WHERE vhost = ? AND queue = ? AND seq = ?)"
+# Removals and redelivered marks by run of consecutive positions (vhost, queue, first seq, last
+# seq): an ack of many deliveries, or a prefetch window's marks, is a few runs, each one range scan.
+UNREF_RUN = (
+    "UPDATE messages SET refs = refs - 1 WHERE id IN "
+    "(SELECT msg_id FROM queue_messages WHERE vhost = ? AND queue = ? AND seq BETWEEN ? AND ?)"
 )
-DELETE_POSITION = "DELETE FROM queue_messages WHERE vhost = ? AND queue = ? AND seq = ?"
-MARK_REDELIVERED = "UPDATE queue_messages SET redelivered = 1 WHERE vhost = ? AND queue = ? AND seq = ?"
+DELETE_RUN = "DELETE FROM queue_messages WHERE vhost = ? AND queue = ? AND seq BETWEEN ? AND ?"
+MARK_RUN = "UPDATE queue_messages SET redelivered = 1 WHERE vhost = ? AND queue = ? AND seq BETWEEN ? AND ?"
 UNREF_QUEUE = (
     "UPDATE messages SET refs = refs - 1 WHERE id IN "
     "(SELECT msg_id FROM queue_messages WHERE vhost = ? AND queue = ?)"

@@ -42,7 +42,7 @@ from broker.store.sqlite import schema as S
 from broker.store.sqlite.load import QueueReader, load_snapshot
 from broker.store.sqlite.opening import Check, Sync, check_existing, connect, lock_directory
 from broker.store.sqlite.schema import SCHEMA_VERSION, STORE_FILE, create_schema, to_blob
-from broker.store.sqlite.writer import GroupCommitWriter, Op
+from broker.store.sqlite.writer import GroupCommitWriter, Op, runs
 
 __all__ = ["SCHEMA_VERSION", "STORE_FILE", "SqliteStore"]
 
@@ -72,6 +72,7 @@ class SqliteStore(Store):
             self.stats,
             garbage_sql=S.COLLECT_GARBAGE,
             message_sql=S.INSERT_MESSAGE,
+            mark_sql=S.MARK_RUN,
             on_exit=self._finish,
         )
 
@@ -386,19 +387,19 @@ class SqliteStore(Store):
 
     def remove_messages(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
         v, q = to_blob(vhost), to_blob(queue)
-        keys = [(v, q, seq) for seq in seqs]
-        if not keys:
+        seqs = list(seqs)
+        if not seqs:
             return
-        # All unrefs, then all deletes: two executemany runs instead of 2N statements.
-        ops: list[Op] = [(S.UNREF_POSITION, k) for k in keys]
-        ops.extend((S.DELETE_POSITION, k) for k in keys)
-        self._writer.submit(ops, garbage=True)
+        # All unrefs, then all deletes, each a statement per run of consecutive positions (an
+        # ack of a prefetch window is one run). Their redelivered marks still held are dropped.
+        keys = [(v, q, a, b) for a, b in runs(seqs)]
+        ops: list[Op] = [(S.UNREF_RUN, k) for k in keys]
+        ops.extend((S.DELETE_RUN, k) for k in keys)
+        self._writer.submit(ops, garbage=True, unmark=((v, q), seqs))
 
     def mark_redelivered(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
-        v, q = to_blob(vhost), to_blob(queue)
-        ops: list[Op] = [(S.MARK_REDELIVERED, (v, q, seq)) for seq in seqs]
-        if ops:
-            self._writer.submit(ops)
+        """Held by the writer until its next batch, dropped if the positions go first."""
+        self._writer.mark((to_blob(vhost), to_blob(queue)), seqs)
 
     def purge_queue(self, vhost: str, queue: str) -> None:
         v, q = to_blob(vhost), to_blob(queue)
@@ -457,8 +458,8 @@ class SqliteStore(Store):
         ops: list[Op] = [
             (S.SET_DELIVERY_STATE, (int(out), count, order, v, q, seq)) for seq, out, count, order in states
         ]
-        if ops:
-            self._writer.submit(ops)
+        if ops:  # a redelivered mark still held would come after these: dropped, these say it all
+            self._writer.submit(ops, unmark=((v, q), [op[1][5] for op in ops]))
 
     def set_timestamps(self, vhost: str, queue: str, stamps: Iterable[tuple[int, int]]) -> None:
         """(seq, ms) of stream messages: the chunk time `x-stream-offset` timestamps resolve against."""
