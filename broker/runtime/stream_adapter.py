@@ -162,11 +162,12 @@ class QueueStream(TrackedLog):
         q, vhost = self.queue, self.vhost
         persistence = vhost.persistence if q.store is not None else None
         commits: list[Commit] = []
-        if persistence is not None:  # one store write for the chunk, before any enqueue
+        if persistence is not None and msgs:  # one store write for the chunk, before any enqueue
             commit, _seqs = persistence.publish_records(vhost, msgs, q)
             if commit is not None:
                 commits.append(commit)
-        q.enqueue_chunk(msgs)
+        if msgs:  # a sub-batch may carry no record: it is confirmed, with nothing to keep
+            q.enqueue_chunk(msgs)
         if writer is not None:  # the chunk's trailer: kept with the records
             tracked = self._keep([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
             if tracked is not None and commits:
