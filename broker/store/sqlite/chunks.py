@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 #: One stored message: (seq, properties, body, exchange, routing_key); properties are
 #: StoredMessage.props.
@@ -40,24 +40,32 @@ def sizes_of(raw: bytes) -> array[int]:
     return sizes
 
 
-def decode_chunk(first: int, raw_sizes: bytes, data: bytes, seq: int) -> Iterator[Row]:
-    """The records of a chunk row at position `seq` or later."""
+def decode_chunk(first: int, raw_sizes: bytes, data: bytes, seq: int) -> list[Row]:
+    """The records of a chunk row at position `seq` or later (a chunk's records mostly share their
+    exchange and routing key: each distinct one is decoded once)."""
     sizes = sizes_of(raw_sizes)
-    view = memoryview(data)
+    out: list[Row] = []
+    names: dict[bytes, str] = {}
     at = 0
     s = first
-    for i in range(0, len(sizes), 4):
-        nx, nk, np_, nb = sizes[i], sizes[i + 1], sizes[i + 2], sizes[i + 3]
+    it = iter(sizes)
+    for nx, nk, np_, nb in zip(it, it, it, it, strict=True):
         if s >= seq:
             a = at + nx
             b = a + nk
             c = b + np_
-            yield (
-                s,
-                bytes(view[b:c]),
-                bytes(view[c : c + nb]),
-                bytes(view[at:a]).decode("utf-8", "surrogateescape"),
-                bytes(view[a:b]).decode("utf-8", "surrogateescape"),
-            )
-        at += nx + nk + np_ + nb
+            e = c + nb
+            xb = data[at:a]
+            x = names.get(xb)
+            if x is None:
+                x = names[xb] = xb.decode("utf-8", "surrogateescape")
+            kb = data[a:b]
+            k = names.get(kb)
+            if k is None:
+                k = names[kb] = kb.decode("utf-8", "surrogateescape")
+            out.append((s, data[b:c], data[c:e], x, k))
+            at = e
+        else:
+            at += nx + nk + np_ + nb
         s += 1
+    return out
