@@ -98,3 +98,17 @@ async def test_deleting_the_stream_deletes_its_chunk_rows(tmp_path: Path) -> Non
     await s.sync()
     await s.close()
     assert _chunk_rows(tmp_path) == 0
+
+
+async def test_records_at_gaps_are_stored_a_row_each(tmp_path: Path) -> None:
+    """A stream keeping persistent messages only leaves gaps: no chunk row spans them."""
+    await _write(tmp_path)
+    s = _started(tmp_path)
+    try:
+        s.persist_records("/", "s", [_chunk(300, 300)[0], _chunk(302, 302)[0]])
+        await s.sync()
+        assert [r[0] for r in s.read_stream_page("/", "s", 206, 10)] == [206, 300, 302]
+        assert s.read_stream_page("/", "s", 301, 1) == [(302, PROPS, _body(302), "ex\u00e9", "rk0")]
+    finally:
+        await s.close()
+    assert _chunk_rows(tmp_path) == 2

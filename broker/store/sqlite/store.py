@@ -50,6 +50,24 @@ __all__ = ["SCHEMA_VERSION", "STORE_FILE", "SqliteStore"]
 log = logging.getLogger("hashbroker.store")
 
 
+def _name_blobs(
+    records: Sequence[tuple[int, bytes, bytes, str, str]],
+) -> list[tuple[int, bytes, bytes, bytes, bytes]]:
+    """The records with their exchange and routing key as stored bytes, each distinct name encoded
+    once (a chunk's records mostly share them)."""
+    names: dict[str, bytes] = {}
+    out: list[tuple[int, bytes, bytes, bytes, bytes]] = []
+    for seq, props, body, x, rk in records:
+        xb = names.get(x)
+        if xb is None:
+            xb = names[x] = to_blob(x)
+        rkb = names.get(rk)
+        if rkb is None:
+            rkb = names[rk] = to_blob(rk)
+        out.append((seq, props, body, xb, rkb))
+    return out
+
+
 class SqliteStore(Store):
     """See the module docstring. Create with `SqliteStore.open(data_dir)`."""
 
@@ -357,25 +375,16 @@ class SqliteStore(Store):
     def persist_records(
         self, vhost: str, queue: str, records: Sequence[tuple[int, bytes, bytes, str, str]]
     ) -> asyncio.Future[None]:
-        """One chunk row (broker.store.sqlite.stream_pages) holding all the records: one statement
+        """One chunk row (broker.store.sqlite.chunks) holding all the records: one statement
         and one future for the chunk, as osiris writes a chunk. Records at positions that are not
         consecutive (a stream keeping persistent messages only) are written a row per record."""
         fut = self._writer.new_future()
         if fut.done():
             return fut
+        encoded = _name_blobs(records)
         first, last = records[0][0], records[-1][0]
         if last - first + 1 != len(records):
-            return self._persist_rows(vhost, queue, records, fut)
-        names: dict[str, bytes] = {}  # a chunk's records mostly share exchange and routing key
-        encoded: list[tuple[int, bytes, bytes, bytes, bytes]] = []
-        for seq, props, body, x, rk in records:
-            xb = names.get(x)
-            if xb is None:
-                xb = names[x] = to_blob(x)
-            rkb = names.get(rk)
-            if rkb is None:
-                rkb = names[rk] = to_blob(rk)
-            encoded.append((seq, props, body, xb, rkb))
+            return self._persist_rows(vhost, queue, encoded, fut)
         sizes, data, body_bytes = encode_chunk(encoded)
         row = (to_blob(vhost), to_blob(queue), first, last, body_bytes, sizes, data)
         self._writer.submit([(S.INSERT_CHUNK, row)], fut, weight=len(data) + len(sizes) + 512)
@@ -385,7 +394,7 @@ class SqliteStore(Store):
         self,
         vhost: str,
         queue: str,
-        records: Sequence[tuple[int, bytes, bytes, str, str]],
+        records: Sequence[tuple[int, bytes, bytes, bytes, bytes]],
         fut: asyncio.Future[None],
     ) -> asyncio.Future[None]:
         """The message rows, then the position rows: two statement runs (two executemany calls in
@@ -393,19 +402,12 @@ class SqliteStore(Store):
         first = self._next_msg_id
         self._next_msg_id += len(records)
         v, q = to_blob(vhost), to_blob(queue)
-        names: dict[str, bytes] = {}
         message_sql, position_sql = S.INSERT_MESSAGE, S.INSERT_POSITION
         ops: list[Op] = []
         positions: list[Op] = []
         weight = 0
         msg_id = first
-        for seq, props, body, x, rk in records:
-            xb = names.get(x)
-            if xb is None:
-                xb = names[x] = to_blob(x)
-            rkb = names.get(rk)
-            if rkb is None:
-                rkb = names[rk] = to_blob(rk)
+        for seq, props, body, xb, rkb in records:
             size = len(body)
             ops.append((message_sql, (msg_id, 1, xb, rkb, props, body)))
             positions.append((position_sql, (v, q, seq, msg_id, size)))
