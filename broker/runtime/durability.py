@@ -195,6 +195,11 @@ class StorePersistence:
     # -- quorum queues and streams ---------------------------------------------------------------
 
     def positions_removed(self, q: Queue, seqs: Iterable[int]) -> None:
+        if q.type_name == "stream":  # retention drops a stream's oldest positions, whole chunks
+            upto = max(seqs, default=0)
+            if upto:
+                self.store.remove_stream_head(q.vhost.name, q.name, upto)
+            return
         self.store.remove_messages(q.vhost.name, q.name, seqs)
 
     def delivery_state(self, q: Queue, states: Iterable[tuple[int, bool, int, int]]) -> None:

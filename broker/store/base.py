@@ -156,6 +156,10 @@ class Store:
         assert fut is not None, "no records"
         return fut
 
+    def remove_stream_head(self, vhost: str, queue: str, upto: int) -> None:
+        """A stream's retention dropped its positions up to `upto` (always its oldest ones)."""
+        self.remove_messages(vhost, queue, range(1, upto + 1))
+
     def remove_messages(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
         """Acked, dropped, expired or dead-lettered: forget these positions (unknown ones are ignored)."""
 

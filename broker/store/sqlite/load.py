@@ -9,6 +9,7 @@ from pathlib import Path
 from amqpwire.fields import FieldDecodeError, FieldTable
 from broker.store import records as rec
 from broker.store.base import StoreError
+from broker.store.sqlite.chunks import decode_chunk
 from broker.store.sqlite.schema import from_blob, to_blob
 
 #: Per queue: message count, body bytes and last position, from the positions alone (a row
@@ -23,6 +24,12 @@ READ_QUEUE = (
     "SELECT qm.seq, qm.redelivered, m.exchange, m.routing_key, m.properties, m.body "
     "FROM queue_messages qm JOIN messages m ON m.id = qm.msg_id "
     "WHERE qm.vhost = ? AND qm.queue = ? AND qm.seq > ? AND qm.seq <= ? ORDER BY qm.seq LIMIT ?"
+)
+#: Per stream: the records, body bytes and last position of its chunk rows.
+CHUNK_DEPTHS = (
+    "SELECT c.vhost, c.queue, sum(c.last - c.first + 1), sum(c.body_bytes), max(c.last) "
+    "FROM stream_chunks c JOIN queues q ON q.vhost = c.vhost AND q.name = c.queue "
+    "GROUP BY c.vhost, c.queue"
 )
 QUEUE_SEQS = (
     "SELECT seq FROM queue_messages WHERE vhost = ? AND queue = ? AND seq > ? AND seq <= ? ORDER BY seq"
@@ -116,6 +123,10 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
                 vq = (from_blob(vhost), from_blob(queue))
                 if vq in lazy:
                     snap.depths[vq] = (int(count), int(size), int(last))
+            for vhost, queue, count, size, last in c.execute(CHUNK_DEPTHS):
+                vq = (from_blob(vhost), from_blob(queue))
+                n, b, top = snap.depths.get(vq, (0, 0, 0))
+                snap.depths[vq] = (n + int(count), b + int(size), max(top, int(last)))
             if not others:
                 return snap
             # the others only: with q as the outer loop, the lazy queues' rows are never visited
@@ -137,10 +148,42 @@ def load_snapshot(c: sqlite3.Connection, path: Path, *, messages: bool = True) -
                     vq[0], vq[1], seq, content[0], content[1], content[2], content[3], bool(redelivered)
                 )
             )
+        if messages:
+            _load_chunks(c, snap)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: cannot read the store ({exc})") from None
     snap.queue_state, snap.dead_letters = load_queue_state(c, path, timestamps=messages)
+    if messages:
+        _chunk_timestamps(c, snap)
     return snap
+
+
+def _load_chunks(c: sqlite3.Connection, snap: rec.Snapshot) -> None:
+    """The records of streams' chunk rows, among the queue's other stored records by position."""
+    grown: set[tuple[str, str]] = set()
+    for vhost, queue, first, sizes, data in c.execute(
+        "SELECT c.vhost, c.queue, c.first, c.sizes, c.data FROM stream_chunks c "
+        "JOIN queues q ON q.vhost = c.vhost AND q.name = c.queue ORDER BY q.id, c.first"
+    ):
+        vq = (from_blob(vhost), from_blob(queue))
+        into = snap.messages.setdefault(vq, [])
+        for seq, props, body, x, rk in decode_chunk(int(first), sizes, data, 0):
+            into.append(rec.MessageRecord(vq[0], vq[1], seq, props, body, x, rk, False))
+        grown.add(vq)
+    for vq in grown:
+        snap.messages[vq].sort(key=lambda m: m.seq)
+
+
+def _chunk_timestamps(c: sqlite3.Connection, snap: rec.Snapshot) -> None:
+    """Chunk rows' times, as `load_queue_state` gives those of records stored a row each."""
+    try:
+        for vhost, queue, first, ts in c.execute(
+            "SELECT vhost, queue, first, timestamp FROM stream_chunks WHERE timestamp != 0"
+        ):
+            key = (from_blob(vhost), from_blob(queue))
+            snap.queue_state.setdefault(key, {})[int(first)] = (0, 0, int(ts))
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"cannot read the store ({exc})") from None
 
 
 def _queue_ids(c: sqlite3.Connection, where: str) -> tuple[set[tuple[str, str]], list[int]]:

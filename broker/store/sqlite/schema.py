@@ -73,7 +73,29 @@ PUT_TRACKING = (
     "INSERT INTO stream_tracking (vhost, queue, kind, reference, value) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (vhost, queue, kind, reference) DO UPDATE SET value = excluded.value"
 )
-LATER_TABLES = (PERMISSIONS_TABLE, DELAYED_TABLE, TRACKING_TABLE)
+CHUNKS_TABLE = """CREATE TABLE IF NOT EXISTS stream_chunks (
+    vhost BLOB NOT NULL, queue BLOB NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
+    timestamp INTEGER NOT NULL DEFAULT 0, body_bytes INTEGER NOT NULL, sizes BLOB NOT NULL,
+    data BLOB NOT NULL, PRIMARY KEY (vhost, queue, first))"""
+"""Added after schema version 1 shipped: a stream's records one row per chunk (positions `first`
+to `last`), as osiris keeps a chunk: `sizes` holds each record's exchange, routing key,
+properties and body lengths (little-endian uint32, four per record), `data` the four
+concatenated per record (broker.store.sqlite.stream_pages). One row per publish frame instead of
+two per record; the small columns come first so an index scan never reads `data`. A stream
+written before this table existed keeps its records in `messages`/`queue_messages`; readers
+merge both by position. Created on open when a store lacks it; an older hashbroker ignores it."""
+INSERT_CHUNK = (
+    "INSERT OR REPLACE INTO stream_chunks (vhost, queue, first, last, body_bytes, sizes, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+SET_CHUNK_TIMESTAMP = "UPDATE stream_chunks SET timestamp = ? WHERE vhost = ? AND queue = ? AND first = ?"
+TRUNCATE_CHUNKS = "DELETE FROM stream_chunks WHERE vhost = ? AND queue = ? AND last <= ?"
+UNREF_STREAM_HEAD = (
+    "UPDATE messages SET refs = refs - 1 WHERE id IN "
+    "(SELECT msg_id FROM queue_messages WHERE vhost = ? AND queue = ? AND seq <= ?)"
+)
+DELETE_STREAM_HEAD = "DELETE FROM queue_messages WHERE vhost = ? AND queue = ? AND seq <= ?"
+LATER_TABLES = (PERMISSIONS_TABLE, DELAYED_TABLE, TRACKING_TABLE, CHUNKS_TABLE)
 """Tables added after schema version 1 shipped (`CREATE TABLE IF NOT EXISTS`): every store gets
 them on open."""
 TABLES = frozenset(

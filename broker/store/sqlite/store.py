@@ -39,6 +39,7 @@ from broker.store import records as rec
 from broker.store.base import Store, StoreError, StoreStats
 from broker.store.page_spool import PageDirectory
 from broker.store.sqlite import schema as S
+from broker.store.sqlite.chunks import encode_chunk
 from broker.store.sqlite.load import QueueReader, load_snapshot
 from broker.store.sqlite.opening import Check, Sync, check_existing, connect, lock_directory
 from broker.store.sqlite.schema import SCHEMA_VERSION, STORE_FILE, create_schema, to_blob
@@ -47,6 +48,24 @@ from broker.store.sqlite.writer import GroupCommitWriter, Op, runs
 __all__ = ["SCHEMA_VERSION", "STORE_FILE", "SqliteStore"]
 
 log = logging.getLogger("hashbroker.store")
+
+
+def _name_blobs(
+    records: Sequence[tuple[int, bytes, bytes, str, str]],
+) -> list[tuple[int, bytes, bytes, bytes, bytes]]:
+    """The records with their exchange and routing key as stored bytes, each distinct name encoded
+    once (a chunk's records mostly share them)."""
+    names: dict[str, bytes] = {}
+    out: list[tuple[int, bytes, bytes, bytes, bytes]] = []
+    for seq, props, body, x, rk in records:
+        xb = names.get(x)
+        if xb is None:
+            xb = names[x] = to_blob(x)
+        rkb = names.get(rk)
+        if rkb is None:
+            rkb = names[rk] = to_blob(rk)
+        out.append((seq, props, body, xb, rkb))
+    return out
 
 
 class SqliteStore(Store):
@@ -198,6 +217,7 @@ class SqliteStore(Store):
                 ("DELETE FROM permissions WHERE vhost = ?", v),
                 ("DELETE FROM delayed_messages WHERE vhost = ?", v),
                 ("DELETE FROM stream_tracking WHERE vhost = ?", v),
+                ("DELETE FROM stream_chunks WHERE vhost = ?", v),
                 ("DELETE FROM vhosts WHERE name = ?", v),
             ]
         )
@@ -300,6 +320,7 @@ class SqliteStore(Store):
                 ("DELETE FROM bindings WHERE vhost = ? AND dest_kind = 'queue' AND destination = ?", (v, n)),
                 ("DELETE FROM queues WHERE vhost = ? AND name = ?", (v, n)),
                 ("DELETE FROM stream_tracking WHERE vhost = ? AND queue = ?", (v, n)),
+                ("DELETE FROM stream_chunks WHERE vhost = ? AND queue = ?", (v, n)),
             ],
             garbage=True,
         )
@@ -355,27 +376,39 @@ class SqliteStore(Store):
     def persist_records(
         self, vhost: str, queue: str, records: Sequence[tuple[int, bytes, bytes, str, str]]
     ) -> asyncio.Future[None]:
-        """The message rows, then the position rows: two statement runs (two executemany calls in
-        the writer) and one future, instead of two statements and a future per message."""
+        """One chunk row (broker.store.sqlite.chunks) holding all the records: one statement
+        and one future for the chunk, as osiris writes a chunk. Records at positions that are not
+        consecutive (a stream keeping persistent messages only) are written a row per record."""
         fut = self._writer.new_future()
         if fut.done():
             return fut
+        encoded = _name_blobs(records)
+        first, last = records[0][0], records[-1][0]
+        if last - first + 1 != len(records):
+            return self._persist_rows(vhost, queue, encoded, fut)
+        sizes, data, body_bytes = encode_chunk(encoded)
+        row = (to_blob(vhost), to_blob(queue), first, last, body_bytes, sizes, data)
+        self._writer.submit([(S.INSERT_CHUNK, row)], fut, weight=len(data) + len(sizes) + 512)
+        return fut
+
+    def _persist_rows(
+        self,
+        vhost: str,
+        queue: str,
+        records: Sequence[tuple[int, bytes, bytes, bytes, bytes]],
+        fut: asyncio.Future[None],
+    ) -> asyncio.Future[None]:
+        """The message rows, then the position rows: two statement runs (two executemany calls in
+        the writer) and one future, instead of two statements and a future per message."""
         first = self._next_msg_id
         self._next_msg_id += len(records)
         v, q = to_blob(vhost), to_blob(queue)
-        names: dict[str, bytes] = {}  # a chunk's records mostly share exchange and routing key
         message_sql, position_sql = S.INSERT_MESSAGE, S.INSERT_POSITION
         ops: list[Op] = []
         positions: list[Op] = []
         weight = 0
         msg_id = first
-        for seq, props, body, x, rk in records:
-            xb = names.get(x)
-            if xb is None:
-                xb = names[x] = to_blob(x)
-            rkb = names.get(rk)
-            if rkb is None:
-                rkb = names[rk] = to_blob(rk)
+        for seq, props, body, xb, rkb in records:
             size = len(body)
             ops.append((message_sql, (msg_id, 1, xb, rkb, props, body)))
             positions.append((position_sql, (v, q, seq, msg_id, size)))
@@ -384,6 +417,15 @@ class SqliteStore(Store):
         ops += positions
         self._writer.submit(ops, fut, weight=weight)
         return fut
+
+    def remove_stream_head(self, vhost: str, queue: str, upto: int) -> None:
+        """A stream's retention dropped every position up to `upto`: whole chunk rows, and the
+        rows of records written a row each (before chunk rows existed, or by AMQP publishes)."""
+        key = (to_blob(vhost), to_blob(queue), upto)
+        self._writer.submit(
+            [(S.TRUNCATE_CHUNKS, key), (S.UNREF_STREAM_HEAD, key), (S.DELETE_STREAM_HEAD, key)],
+            garbage=True,
+        )
 
     def remove_messages(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
         v, q = to_blob(vhost), to_blob(queue)
@@ -464,7 +506,9 @@ class SqliteStore(Store):
     def set_timestamps(self, vhost: str, queue: str, stamps: Iterable[tuple[int, int]]) -> None:
         """(seq, ms) of stream messages: the chunk time `x-stream-offset` timestamps resolve against."""
         v, q = to_blob(vhost), to_blob(queue)
-        ops: list[Op] = [(S.SET_TIMESTAMP, (ts, v, q, seq)) for seq, ts in stamps]
+        ops: list[Op] = []
+        for seq, ts in stamps:  # the chunk's first record is a row of its own or starts a chunk row
+            ops += ((S.SET_TIMESTAMP, (ts, v, q, seq)), (S.SET_CHUNK_TIMESTAMP, (ts, v, q, seq)))
         if ops:
             self._writer.submit(ops)
 

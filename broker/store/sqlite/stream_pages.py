@@ -11,8 +11,10 @@ costs one query per page, not one per message.
 
 from __future__ import annotations
 
+import heapq
 from pathlib import Path
 
+from broker.store.sqlite.chunks import Row, decode_chunk, sizes_of
 from broker.store.sqlite.load import QueueReader
 from broker.store.sqlite.schema import from_blob, to_blob
 
@@ -35,11 +37,21 @@ READ_INDEX = (
 IndexRow = tuple[int, int, int, int, int, int]
 
 
-READ_TRACKING = "SELECT kind, reference, value FROM stream_tracking WHERE vhost = ? AND queue = ?"
+#: The chunk rows holding positions from `seq` on: the row holding `seq` (the last one starting at
+#: or before it) and every later one, in order.
+READ_CHUNKS = (
+    "SELECT first, sizes, data, timestamp FROM stream_chunks WHERE vhost = ?1 AND queue = ?2 AND first >= "
+    "coalesce((SELECT max(first) FROM stream_chunks WHERE vhost = ?1 AND queue = ?2 AND first <= ?3), 0) "
+    "ORDER BY first"
+)
+#: As READ_CHUNKS without `data` (SQLite then reads none of its overflow pages).
+READ_CHUNK_SIZES = (
+    "SELECT first, sizes, timestamp FROM stream_chunks WHERE vhost = ?1 AND queue = ?2 AND first >= "
+    "coalesce((SELECT max(first) FROM stream_chunks WHERE vhost = ?1 AND queue = ?2 AND first <= ?3), 0) "
+    "ORDER BY first"
+)
 
-#: One stored message: (seq, properties, body, exchange, routing_key); properties are
-#: StoredMessage.props.
-Row = tuple[int, bytes, bytes, str, str]
+READ_TRACKING = "SELECT kind, reference, value FROM stream_tracking WHERE vhost = ? AND queue = ?"
 
 
 class StreamReader(QueueReader):
@@ -54,19 +66,45 @@ class StreamReader(QueueReader):
         """Up to `limit` stored messages of the queue at position `seq` or later, in order."""
         if self.location == ":memory:":
             return []
-        rows = self._connection().execute(READ_RANGE, (to_blob(vhost), to_blob(queue), seq, limit))
-        return [
+        conn = self._connection()
+        v, q = to_blob(vhost), to_blob(queue)
+        rows = conn.execute(READ_RANGE, (v, q, seq, limit))
+        legacy = [
             (int(s), bytes(p), bytes(b), bytes(x).decode("utf-8", "surrogateescape"),
              bytes(k).decode("utf-8", "surrogateescape"))
             for s, p, b, x, k in rows
         ]  # fmt: skip
+        chunked: list[Row] = []
+        for first, sizes, data, _ts in conn.execute(READ_CHUNKS, (v, q, seq)):
+            chunked.extend(decode_chunk(int(first), sizes, data, seq))
+            if len(chunked) >= limit:
+                break
+        if not legacy:
+            return chunked[:limit]
+        return list(heapq.merge(legacy, chunked))[:limit]
 
     def read_index(self, vhost: str, queue: str, after: int, limit: int) -> list[IndexRow]:
         """Up to `limit` index rows of the stream after position `after`, in order."""
         if self.location == ":memory:":
             return []
-        rows = self._connection().execute(READ_INDEX, (to_blob(vhost), to_blob(queue), after, limit))
-        return [(int(s), int(t), int(x), int(k), int(p), int(b)) for s, t, x, k, p, b in rows]
+        conn = self._connection()
+        v, q = to_blob(vhost), to_blob(queue)
+        rows = conn.execute(READ_INDEX, (v, q, after, limit))
+        legacy = [(int(s), int(t), int(x), int(k), int(p), int(b)) for s, t, x, k, p, b in rows]
+        chunked: list[IndexRow] = []
+        for first, raw, ts in conn.execute(READ_CHUNK_SIZES, (v, q, after + 1)):
+            sizes = sizes_of(raw)
+            s = int(first)
+            for i in range(0, len(sizes), 4):
+                if s > after:
+                    stamp = int(ts) if s == first else 0
+                    chunked.append((s, stamp, sizes[i], sizes[i + 1], sizes[i + 2], sizes[i + 3]))
+                s += 1
+            if len(chunked) >= limit:
+                break
+        if not legacy:
+            return chunked[:limit]
+        return list(heapq.merge(legacy, chunked))[:limit]
 
     def read_tracking(self, vhost: str, queue: str) -> list[tuple[int, str, int]]:
         """The stream's committed tracking rows: (kind, reference, value)."""
