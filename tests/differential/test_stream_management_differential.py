@@ -125,6 +125,7 @@ def _observe(port: int, prefix: str, stream: str) -> dict[str, Any]:
         settled = (
             len(mine) >= 2
             and all("state" in c for c in mine)  # RabbitMQ emitted the connections' statistics
+            and all("recv_oct" in c for c in mine)  # and, in a later emission, their socket counters
             and my_pubs
             and my_pubs[0]["confirmed"] == 1
             and my_cons
