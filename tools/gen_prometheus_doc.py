@@ -1,7 +1,7 @@
 """Writes the list of Prometheus families hashbroker leaves out, with their reasons, into
 docs/policies-and-plugins.md from `broker.plugins.prometheus.OMITTED`.
 
-The list sits between `<!-- prometheus-omitted -->` markers; `tests/unit/test_prometheus_doc.py`
+The list sits between `<!-- prometheus-omitted -->` markers; `tests/unit/test_generated_docs.py`
 fails when it is not what this script would write, so a family cannot be left out (or served
 again) without the documentation following. Run: `python tools/gen_prometheus_doc.py` (`--check`
 to compare only).
@@ -12,10 +12,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run_path (the unit test) adds nothing
+
+from doc_block import replace_block, run
+
 from broker.plugins.prometheus import OMITTED
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "policies-and-plugins.md"
-BEGIN, END = "<!-- prometheus-omitted -->", "<!-- /prometheus-omitted -->"
+BLOCK = "prometheus-omitted"
 
 
 def listing() -> str:
@@ -31,21 +35,11 @@ def listing() -> str:
 
 
 def render(text: str) -> str:
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{listing()}\n{END}{tail}"
+    return replace_block(text, BLOCK, listing())
 
 
 def main() -> int:
-    current = DOC.read_text(encoding="utf-8")
-    wanted = render(current)
-    if "--check" in sys.argv:
-        if current != wanted:
-            print(f"{DOC} is out of date: run python tools/gen_prometheus_doc.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(wanted, encoding="utf-8")
-    return 0
+    return run(DOC, BLOCK, listing(), "tools/gen_prometheus_doc.py")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Writes the settings table of docs/running.md from the settings model and the `serve` parser.
 
-The table sits between `<!-- settings-table -->` markers; `tests/unit/test_settings_doc.py` fails
+The table sits between `<!-- settings-table -->` markers; `tests/unit/test_generated_docs.py` fails
 when it is not what this script would write, so a setting cannot be added, renamed or re-defaulted
 without its documentation following. Run: `python tools/gen_settings_doc.py` (`--check` to compare only).
 """
@@ -16,12 +16,16 @@ import sys
 from pathlib import Path
 from typing import Literal, get_args, get_origin
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run_path (the unit test) adds nothing
+
+from doc_block import replace_block, run
+
 from broker.cli.main import build_parser
 from broker.runtime import settings as settings_module
 from broker.runtime.settings import ENV_PREFIX, Settings
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "running.md"
-BEGIN, END = "<!-- settings-table -->", "<!-- /settings-table -->"
+BLOCK = "settings-table"
 
 
 def attribute_docstrings() -> dict[str, str]:
@@ -78,21 +82,11 @@ def table() -> str:
 
 
 def render(text: str) -> str:
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{table()}\n{END}{tail}"
+    return replace_block(text, BLOCK, table())
 
 
 def main() -> int:
-    current = DOC.read_text(encoding="utf-8")
-    wanted = render(current)
-    if "--check" in sys.argv:
-        if current != wanted:
-            print(f"{DOC} is out of date: run python tools/gen_settings_doc.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(wanted, encoding="utf-8")
-    return 0
+    return run(DOC, BLOCK, table(), "tools/gen_settings_doc.py")
 
 
 if __name__ == "__main__":
