@@ -21,18 +21,13 @@ class BrokerThread:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopped: asyncio.Event | None = None
+        self._address()
 
-    @property
-    def url(self) -> str:
-        return self.broker.url
-
-    @property
-    def port(self) -> int:
-        return self.broker.port
-
-    @property
-    def host(self) -> str:
-        return self.broker.host
+    def _address(self) -> None:
+        """Where clients connect: the configured address, then (after `start`) the bound one."""
+        self.host: str = self.broker.host
+        self.port: int = self.broker.port
+        self.url: str = self.broker.url
 
     def start(self, timeout: float = 10.0) -> BrokerThread:
         started: Future[None] = Future()
@@ -61,6 +56,7 @@ class BrokerThread:
         self._thread = threading.Thread(target=run, name="hashbroker", daemon=True)
         self._thread.start()
         started.result(timeout)
+        self._address()
         return self
 
     def call(self, fn: Any, *args: Any) -> Any:

@@ -13,20 +13,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
-# Basic property flags, most significant bit first (AMQP 0-9-1 section 4.2.6 / 1.8).
-FLAG_CONTENT_TYPE = 1 << 15
-FLAG_CONTENT_ENCODING = 1 << 14
-FLAG_HEADERS = 1 << 13
-FLAG_DELIVERY_MODE = 1 << 12
-FLAG_PRIORITY = 1 << 11
-FLAG_CORRELATION_ID = 1 << 10
-FLAG_REPLY_TO = 1 << 9
-FLAG_EXPIRATION = 1 << 8
-FLAG_MESSAGE_ID = 1 << 7
-FLAG_TIMESTAMP = 1 << 6
-FLAG_TYPE = 1 << 5
-FLAG_USER_ID = 1 << 4
-FLAG_APP_ID = 1 << 3
+from amqpwire.properties import BASIC_PROPERTIES
+from amqpwire.properties import FLAG_MESSAGE_ID as FLAG_MESSAGE_ID  # re-exported
 
 
 @dataclass(frozen=True)
@@ -117,7 +105,7 @@ def encode_properties(
     type_: str | None = None,
     app_id: str | None = None,
 ) -> tuple[int, bytes]:
-    """Encode basic properties as (flags, bytes) in the order the spec fixes (`_PROPERTY_LAYOUT`)."""
+    """Encode basic properties as (flags, bytes) in the order the spec fixes (`BASIC_PROPERTIES`)."""
     values: dict[str, Any] = {
         "content_type": content_type,
         "headers": headers,
@@ -132,15 +120,15 @@ def encode_properties(
     }
     flags = 0
     parts: list[bytes] = []
-    for flag, name, kind in _PROPERTY_LAYOUT:
+    for bit, name, kind in BASIC_PROPERTIES:
         value = values.get(name)
         if value is None:
             continue
         if name == "priority" and not 0 <= value <= 255:
             raise ValueError(f"priority must be between 0 and 255 (an AMQP octet), got {value}")
-        if kind == "T" and not 0 <= value < 1 << 64:
+        if kind == "L" and not 0 <= value < 1 << 64:
             raise ValueError(f"timestamp must be between 0 and 2**64 - 1 seconds, got {value}")
-        flags |= flag
+        flags |= 1 << bit
         parts.append(_ENCODE[kind](value))
     return flags, b"".join(parts)
 
@@ -165,31 +153,14 @@ class Properties:
     cluster_id: str | None = None
 
 
-# (flag, attribute, kind) in wire order; kind "s" short string, "o" octet, "t" table, "T" timestamp
-_PROPERTY_LAYOUT = (
-    (FLAG_CONTENT_TYPE, "content_type", "s"),
-    (FLAG_CONTENT_ENCODING, "content_encoding", "s"),
-    (FLAG_HEADERS, "headers", "t"),
-    (FLAG_DELIVERY_MODE, "delivery_mode", "o"),
-    (FLAG_PRIORITY, "priority", "o"),
-    (FLAG_CORRELATION_ID, "correlation_id", "s"),
-    (FLAG_REPLY_TO, "reply_to", "s"),
-    (FLAG_EXPIRATION, "expiration", "s"),
-    (FLAG_MESSAGE_ID, "message_id", "s"),
-    (FLAG_TIMESTAMP, "timestamp", "T"),
-    (FLAG_TYPE, "type", "s"),
-    (FLAG_USER_ID, "user_id", "s"),
-    (FLAG_APP_ID, "app_id", "s"),
-    (1 << 2, "cluster_id", "s"),
-)
 _U64 = struct.Struct(">Q")
 _ENCODE: dict[str, Callable[[Any], bytes]] = {
     "s": shortstr,
     "o": lambda value: bytes((value,)),
     "t": field_table,
-    "T": _U64.pack,
+    "L": _U64.pack,
 }
-"""How a value of each kind of `_PROPERTY_LAYOUT` is written."""
+"""How a value of each kind of `BASIC_PROPERTIES` is written."""
 
 
 def decode_properties(flags: int, data: bytes | bytearray, pos: int) -> Properties:
@@ -201,8 +172,8 @@ def decode_properties(flags: int, data: bytes | bytearray, pos: int) -> Properti
     props = Properties()
     if not flags:
         return props
-    for flag, name, kind in _PROPERTY_LAYOUT:
-        if not flags & flag:
+    for bit, name, kind in BASIC_PROPERTIES:
+        if not flags & (1 << bit):
             continue
         if kind == "s":
             size = data[pos]
@@ -211,7 +182,7 @@ def decode_properties(flags: int, data: bytes | bytearray, pos: int) -> Properti
         elif kind == "o":
             setattr(props, name, data[pos])
             pos += 1
-        elif kind == "T":
+        elif kind == "L":
             props.timestamp = dt.datetime.fromtimestamp(_U64.unpack_from(data, pos)[0], tz=dt.UTC)
             pos += 8
         else:

@@ -242,60 +242,58 @@ class PartitionPublisher:
                 else:
                     prop_cols[name] = _strings(column)
 
-        delivery_mode = opts.delivery_mode
         base = self.rows
-        scope = self.scope
-        max_in_flight = opts.max_in_flight
-        confirm = opts.confirm
-        timeout = opts.confirm_timeout
-
-        fast = headers is None and not prop_cols
-        if fast:
-            # Common case: only message_id varies; everything before it in the property list is
-            # constant, so encode it once.
-            const_flags, const_props = encode_properties(
-                content_type=content_type, delivery_mode=delivery_mode
-            )
-            flags = const_flags | FLAG_MESSAGE_ID
-            for i, mid in enumerate(scope.message_ids(base, n)):
-                props = const_props + bytes((len(mid),)) + mid
-                body = bodies[i]
-                try:
-                    conn.publish(exchange_prefix, keys[i] or b"", mandatory, flags, props, body or b"")
-                except ValueError as exc:  # a routing key over 255 bytes; nothing was buffered
-                    raise PublishFailedError(f"row {base + i}: {exc}") from exc
-                if confirm and conn.published - conn.acked - conn.nacked > max_in_flight:
-                    conn.wait_in_flight(max_in_flight // 2, timeout)
-                self.rows += 1
-            return
-
-        for i, generated_id in enumerate(scope.message_ids(base, n)):
-            row_headers = None
-            if headers is not None and headers[i] is not None:
-                raw = headers[i]
-                row_headers = dict(raw) if isinstance(raw, list) else raw
-            get = {name: values[i] for name, values in prop_cols.items()}
-            message_id = get.get("message_id") or generated_id
-            expiration = get.get("expiration")
+        row_properties = _row_properties(
+            self.scope.message_ids(base, n), content_type, opts.delivery_mode, headers, prop_cols
+        )
+        for i in range(n):
             try:
-                flags, props = encode_properties(
-                    content_type=get.get("content_type") or content_type,
-                    headers=row_headers,
-                    delivery_mode=delivery_mode,
-                    priority=get.get("priority"),
-                    correlation_id=get.get("correlation_id"),
-                    expiration=str(expiration) if expiration is not None else None,
-                    message_id=message_id,
-                    timestamp=get.get("timestamp"),
-                    type_=get.get("type"),
-                    app_id=get.get("app_id"),
-                )
+                flags, props = next(row_properties)
                 conn.publish(exchange_prefix, keys[i] or b"", mandatory, flags, props, bodies[i] or b"")
             except _ROW_VALUE_ERRORS as exc:  # raised before anything of the row was buffered
                 raise PublishFailedError(f"row {base + i}: {exc}") from exc
-            if confirm and conn.published - conn.acked - conn.nacked > max_in_flight:
-                conn.wait_in_flight(max_in_flight // 2, timeout)
+            if opts.confirm and conn.published - conn.acked - conn.nacked > opts.max_in_flight:
+                conn.wait_in_flight(opts.max_in_flight // 2, opts.confirm_timeout)
             self.rows += 1
+
+
+def _row_properties(
+    message_ids: Iterable[bytes],
+    content_type: str | None,
+    delivery_mode: int | None,
+    headers: list[Any] | None,
+    prop_cols: dict[str, list[Any]],
+) -> Iterator[tuple[int, bytes]]:
+    """Each row's (property flags, encoded properties), in row order.
+
+    In the common case only message_id varies and it is the last property written, so everything
+    before it is encoded once and each row only appends its id.
+    """
+    if headers is None and not prop_cols:
+        const_flags, const_props = encode_properties(content_type=content_type, delivery_mode=delivery_mode)
+        flags = const_flags | FLAG_MESSAGE_ID
+        for mid in message_ids:
+            yield flags, const_props + bytes((len(mid),)) + mid
+        return
+    for i, generated_id in enumerate(message_ids):
+        row_headers = None
+        if headers is not None and headers[i] is not None:
+            raw = headers[i]
+            row_headers = dict(raw) if isinstance(raw, list) else raw
+        get = {name: values[i] for name, values in prop_cols.items()}
+        expiration = get.get("expiration")
+        yield encode_properties(
+            content_type=get.get("content_type") or content_type,
+            headers=row_headers,
+            delivery_mode=delivery_mode,
+            priority=get.get("priority"),
+            correlation_id=get.get("correlation_id"),
+            expiration=str(expiration) if expiration is not None else None,
+            message_id=get.get("message_id") or generated_id,
+            timestamp=get.get("timestamp"),
+            type_=get.get("type"),
+            app_id=get.get("app_id"),
+        )
 
 
 def rows_to_batches(rows: Iterator[Any], schema: Any, chunk: int = 4096) -> Iterator[pa.RecordBatch]:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from amqpwire.fields import FieldTable
 from broker.entities.info import ExchangeView
+from broker.protocol.methods import shortstr
 from exchanges.base import Binding, Destination, ExchangeType
 
 if TYPE_CHECKING:
@@ -43,8 +44,7 @@ class Exchange:
         arguments: FieldTable,
     ) -> None:
         self.name = name
-        raw = name.encode("utf-8", errors="surrogateescape")
-        self.name_wire = bytes((len(raw),)) + raw
+        self.name_wire = shortstr(name)
         self.type_name = type_name
         self.impl = impl
         self.durable = durable

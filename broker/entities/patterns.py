@@ -304,20 +304,15 @@ _QUANTIFIER = re.compile(r"(?<!\\)\{([0-9]+)(?:,([0-9]*))?\}")
 
 
 _RE2_CONSTRUCTS = (
-    # (start of RE2's complaint, fragment it quotes, what to call it)
-    ("invalid perl operator: ", "(?<=", "lookbehind assertion"),
-    ("invalid perl operator: ", "(?<!", "lookbehind assertion"),
-    ("invalid perl operator: ", "(?=", "lookahead assertion (other than right after a leading ^)"),
-    ("invalid perl operator: ", "(?!", "lookahead assertion (other than right after a leading ^)"),
-    ("invalid perl operator: ", "(?>", "atomic group"),
-    ("invalid perl operator: ", "(?|", "branch reset group"),
-    ("invalid perl operator: ", "(?#", "comment group"),
-    ("bad repetition operator: ", "*+", "possessive quantifier"),
-    ("bad repetition operator: ", "++", "possessive quantifier"),
-    ("bad repetition operator: ", "?+", "possessive quantifier"),
-    ("bad repetition operator: ", "}+", "possessive quantifier"),
-    ("invalid repetition size: ", "", "repetition count above 1000"),
-    ("pattern too large", "", "a pattern this large (over RE2's memory budget per pattern)"),
+    # (start of RE2's complaint, the fragments it may quote, what to call them)
+    ("invalid perl operator: ", ("(?<=", "(?<!"), "lookbehind assertion"),
+    ("invalid perl operator: ", ("(?=", "(?!"), "lookahead assertion (other than right after a leading ^)"),
+    ("invalid perl operator: ", ("(?>",), "atomic group"),
+    ("invalid perl operator: ", ("(?|",), "branch reset group"),
+    ("invalid perl operator: ", ("(?#",), "comment group"),
+    ("bad repetition operator: ", ("*+", "++", "?+", "}+"), "possessive quantifier"),
+    ("invalid repetition size: ", ("",), "repetition count above 1000"),
+    ("pattern too large", ("",), "a pattern this large (over RE2's memory budget per pattern)"),
 )
 
 
@@ -325,8 +320,8 @@ def _unsupported(source: str, exc: Exception) -> UnsupportedPattern:
     message = exc.args[0] if exc.args else b""
     text = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
     reason = text
-    for prefix, fragment, what in _RE2_CONSTRUCTS:
-        if text.startswith(prefix) and text[len(prefix) :].startswith(fragment):
+    for prefix, fragments, what in _RE2_CONSTRUCTS:
+        if text.startswith(prefix) and text[len(prefix) :].startswith(fragments):
             reason = what
             break
     else:

@@ -12,24 +12,8 @@ import struct
 from typing import Any
 
 from amqpwire.fields import FieldTable
+from amqpwire.properties import BASIC_PROPERTIES as PROPERTIES
 
-# (bit, name, kind) in wire order; kind: s shortstr, t table, o octet, L longlong
-PROPERTIES: tuple[tuple[int, str, str], ...] = (
-    (15, "content_type", "s"),
-    (14, "content_encoding", "s"),
-    (13, "headers", "t"),
-    (12, "delivery_mode", "o"),
-    (11, "priority", "o"),
-    (10, "correlation_id", "s"),
-    (9, "reply_to", "s"),
-    (8, "expiration", "s"),
-    (7, "message_id", "s"),
-    (6, "timestamp", "L"),
-    (5, "type", "s"),
-    (4, "user_id", "s"),
-    (3, "app_id", "s"),
-    (2, "cluster_id", "s"),
-)
 _BY_NAME = {name: (bit, kind) for bit, name, kind in PROPERTIES}
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")

@@ -45,6 +45,20 @@ def hash_implementation() -> str:
     return IMPLEMENTATION
 
 
+__all__ = (
+    "block_hash",
+    "exs1024_next",
+    "exs1024_raw",
+    "exs1024_seed",
+    "jump_consistent_hash",
+    "make_hash2_binary",
+    "phash2_binary",
+    "phash2_single_key_list",
+    "uint32_hash_2",
+    "uniform_of_raw",
+)
+"""The functions callers take from whichever build routes (each is looked up once, here)."""
+
 if TYPE_CHECKING:  # the same signatures either way
     from exchanges.hashing.hashcore import (
         block_hash,
@@ -59,13 +73,4 @@ if TYPE_CHECKING:  # the same signatures either way
         uniform_of_raw,
     )
 else:
-    block_hash = core.block_hash
-    exs1024_next = core.exs1024_next
-    exs1024_raw = core.exs1024_raw
-    exs1024_seed = core.exs1024_seed
-    jump_consistent_hash = core.jump_consistent_hash
-    make_hash2_binary = core.make_hash2_binary
-    phash2_binary = core.phash2_binary
-    phash2_single_key_list = core.phash2_single_key_list
-    uint32_hash_2 = core.uint32_hash_2
-    uniform_of_raw = core.uniform_of_raw
+    globals().update((name, getattr(core, name)) for name in __all__)

@@ -25,6 +25,7 @@ from amqpwire.errors import not_implemented, resource_name
 from amqpwire.fields import FieldTable
 from broker.entities.info import ConsumerView, QueueView
 from broker.entities.queues.consumer_ring import CONSUMER_NAME_ARGUMENT
+from broker.protocol.methods import shortstr
 
 if TYPE_CHECKING:
     from broker.entities.clock import Clock
@@ -96,8 +97,7 @@ class Consumer:
     ) -> None:
         self.channel = channel
         self.tag = tag
-        raw = tag.encode("utf-8", errors="surrogateescape")
-        self.tag_wire = bytes((len(raw),)) + raw
+        self.tag_wire = shortstr(tag)
         self.queue = queue
         self.no_ack = no_ack
         self.exclusive = exclusive
@@ -275,13 +275,9 @@ class Queue:
     # RabbitMQ's per-queue message_stats counters, bumped where messages leave (`seq` +
     # `stat_refused` is the publish count; `stat_refused`: publishes the overflow refused;
     # `stat_empty_get`: see `stats`)
-    stat_deliver: int = 0
-    stat_deliver_no_ack: int = 0
-    stat_get: int = 0
-    stat_get_no_ack: int = 0
-    stat_redeliver: int = 0
-    stat_ack: int = 0
-    stat_refused: int = 0
+    stat_deliver = stat_deliver_no_ack = stat_get = stat_get_no_ack = stat_redeliver = stat_ack = (
+        stat_refused
+    ) = 0
     stat_empty_get: bool = False
 
     def __new__(cls, vhost: QueueHost, name: str, **declared: Unpack[Declared]) -> Queue:
