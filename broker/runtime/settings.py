@@ -46,6 +46,8 @@ class FieldInfo:
         self.bounds = bounds
         self.before: list[Check] = []
         self.after: list[Check] = []
+        self.description: str | None = None
+        """Its meaning, for a field declared without a docstring of its own (a `SameOptions` copy)."""
 
     def get_default(self, *, call_default_factory: bool = False) -> Any:
         if self.default_factory is not None:
@@ -92,6 +94,29 @@ def type_schema(annotation: Any, bounds: Mapping[str, float]) -> cs.CoreSchema:
     return scalar[annotation](**bounds)
 
 
+class SameOptions:
+    """Settings declared once and taken again under another prefix: `<prefix><option>` gets the type,
+    default and bounds of `<source><option>` for each of `options` (checks are named per field).
+
+    Assigned in a model's body as a ClassVar, the copies take its place in the field order."""
+
+    def __init__(self, prefix: str, source: str, options: Iterable[str], rabbitmq_key: str) -> None:
+        self.prefix = prefix
+        self.source = source
+        self.options = tuple(options)
+        self.rabbitmq_key = rabbitmq_key
+
+    def copies(self, fields: Mapping[str, FieldInfo]) -> dict[str, FieldInfo]:
+        out: dict[str, FieldInfo] = {}
+        for option in self.options:
+            original = fields[self.source + option]
+            copy = FieldInfo(original.default, original.default_factory, **original.bounds)
+            copy.annotation = original.annotation
+            copy.description = f"{self.rabbitmq_key}.{option} (as {self.source}{option})."
+            out[self.prefix + option] = copy
+        return out
+
+
 def checks(*names: str, mode: Literal["before", "after"] = "after") -> Callable[[Check], Check]:
     """Marks a function as a check of the named settings, run before or after their type's
     validation (pydantic's `field_validator`); a ValueError it raises is pydantic's value_error."""
@@ -116,9 +141,11 @@ class Model:
         hints = get_type_hints(cls)
         fields: dict[str, FieldInfo] = {}
         for name, annotation in hints.items():
-            if get_origin(annotation) is ClassVar:
-                continue
             declared = cls.__dict__.get(name)
+            if get_origin(annotation) is ClassVar:
+                if isinstance(declared, SameOptions):
+                    fields.update(declared.copies(fields))
+                continue
             info = declared if isinstance(declared, FieldInfo) else FieldInfo(declared)
             info.annotation = annotation
             fields[name] = info
@@ -166,6 +193,19 @@ class Model:
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.model_fields)
         return f"{type(self).__name__}({shown})"
+
+
+TLS_OPTIONS: tuple[str, ...] = (
+    "cacertfile",
+    "certfile",
+    "keyfile",
+    "password",
+    "verify",
+    "fail_if_no_peer_cert",
+    "depth",
+    "versions",
+)
+"""A TLS listener's options, as RabbitMQ's ssl_options and management.ssl both name them."""
 
 
 class SettingsError(ValueError):
@@ -286,22 +326,10 @@ class Settings(Model):
     management_ssl_port: int | None = Field(default=None, ge=0, le=65535)
     """HTTPS management listener (management.ssl.port); None (default) = off, 0 = any free port.
     Needs management_ssl_certfile."""
-    management_ssl_cacertfile: str | None = None
-    """management.ssl.cacertfile."""
-    management_ssl_certfile: str | None = None
-    """management.ssl.certfile."""
-    management_ssl_keyfile: str | None = None
-    """management.ssl.keyfile."""
-    management_ssl_password: str | None = None
-    """management.ssl.password."""
-    management_ssl_verify: Verify = "verify_none"
-    """management.ssl.verify."""
-    management_ssl_fail_if_no_peer_cert: bool = False
-    """management.ssl.fail_if_no_peer_cert."""
-    management_ssl_depth: int | None = Field(default=None, ge=0)
-    """management.ssl.depth: accepted, but not enforced (as ssl_depth)."""
-    management_ssl_versions: list[TlsVersion] | None = None
-    """management.ssl.versions.N."""
+    management_ssl_options: ClassVar[SameOptions] = SameOptions(
+        "management_ssl_", "ssl_", TLS_OPTIONS, "management.ssl"
+    )
+    """management.ssl takes the options ssl_options takes: management_ssl_certfile and the rest."""
 
     @staticmethod
     @checks("ssl_versions", "management_ssl_versions", "auth_mechanisms", mode="before")
@@ -658,11 +686,8 @@ RABBITMQ_KEYS: dict[str, str] = {
     "listeners.tcp.default": "port",
     "listeners.ssl.default": "tls_port",
     "management.tcp.port": "management_port",
-    **{f"ssl_options.{k}": f"ssl_{k}" for k in ("cacertfile", "certfile", "keyfile", "password", "verify")},
-    **{f"ssl_options.{k}": f"ssl_{k}" for k in ("fail_if_no_peer_cert", "depth", "versions")},
-    **{f"management.ssl.{k}": f"management_ssl_{k}" for k in ("port", "cacertfile", "certfile", "keyfile")},
-    **{f"management.ssl.{k}": f"management_ssl_{k}" for k in ("password", "verify", "depth", "versions")},
-    "management.ssl.fail_if_no_peer_cert": "management_ssl_fail_if_no_peer_cert",
+    **{f"ssl_options.{k}": f"ssl_{k}" for k in TLS_OPTIONS},
+    **{f"management.ssl.{k}": f"management_ssl_{k}" for k in ("port", *TLS_OPTIONS)},
 }
 """rabbitmq.conf keys a config file may use, written dotted (`"ssl_options.verify" = ...`) or as
 TOML tables (`[ssl_options]`); a numbered list (`auth_mechanisms.1`, `ssl_options.versions.1`)
