@@ -14,13 +14,6 @@ from amqpwire.fields import Field, FieldTable
 from exchanges.base import Binding, Destination, ExchangeType, Message, SimpleMessage
 from exchanges.compat import DEFAULT_COMPAT, Compat
 from exchanges.registry import get_type, type_names
-from exchanges.types import (  # noqa: F401 - importing a type module registers it (the x-*hash types load lazily)
-    delayed,
-    direct,
-    fanout,
-    topic,
-)
-from exchanges.types import headers as headers_exchange  # noqa: F401 - `headers` is predict's argument
 
 __all__ = [
     "AmqpError",

@@ -13,15 +13,20 @@ if TYPE_CHECKING:
 _TYPES: dict[str, type[ExchangeType]] = {}
 
 _LAZY_MODULES = {
+    "direct": "exchanges.types.direct",
+    "fanout": "exchanges.types.fanout",
+    "topic": "exchanges.types.topic",
+    "headers": "exchanges.types.headers",
+    "x-delayed-message": "exchanges.types.delayed",
     "x-consistent-hash": "exchanges.types.consistent_hash",
     "x-modulus-hash": "exchanges.types.modulus_hash",
     "x-random": "exchanges.types.random",
     "x-recent-history": "exchanges.types.recent_history",
     "x-jms-topic": "exchanges.types.jms_topic",
 }
-"""Plugin types whose module (and the hash code under it) loads on first use, as RabbitMQ loads a
-plugin's exchange type only when the plugin is enabled: a broker that never declares one starts
-~10 ms sooner and ~0.3 MB smaller."""
+"""Each type's module, loaded on the type's first use, as RabbitMQ loads a plugin's exchange type only
+when the plugin is enabled: a broker that never declares a hash type does not load the hash code
+under it, and `import exchanges` loads no type at all."""
 
 
 def _load(type_name: str) -> None:

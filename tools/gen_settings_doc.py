@@ -72,7 +72,7 @@ def table() -> str:
     rows = ["| setting | default | environment | `serve` flag | meaning |", "|---|---|---|---|---|"]
     for name, field in Settings.model_fields.items():
         kind = type_text(field.annotation)
-        meaning = docs.get(name, "")
+        meaning = docs.get(name) or field.description or ""
         wanted = "--" + name.replace("_", "-")
         flag = f"`{wanted}`" if wanted in flags else ""
         env = f"`{ENV_PREFIX}{name.upper()}`"

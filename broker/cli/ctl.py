@@ -22,17 +22,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.cli import ctl_verbs as v
-from broker.cli.ctl_http import (
+from broker.cli.ctl_http import DEFAULT_URL, Client, CtlError
+from broker.cli.status import (
     CTL_HELP,
-    DEFAULT_URL,
     EX_DATAERR,
     EX_NOUSER,
     EX_OK,
     EX_SOFTWARE,
     EX_UNAVAILABLE,
     EX_USAGE,
-    Client,
-    CtlError,
 )
 
 __all__ = [

@@ -1,11 +1,7 @@
-"""The management-API side of `hashbroker ctl`: the HTTP client, exit codes and errors.
+"""The management-API side of `hashbroker ctl`: the HTTP client and its errors.
 
 rabbitmqctl talks Erlang distribution to the node; hashbroker has no Erlang, so ctl speaks HTTP to
-the management API. Exit codes follow rabbitmqctl's sysexits: 64 usage, 65 data error, 67 no such
-user, 69 not found / unavailable, 70 software error, 77 access refused.
-
-`broker.cli.main` imports this module only for `CTL_HELP`, so that `hashbroker serve` lists the `ctl`
-command without importing ctl's verbs.
+the management API. An error carries rabbitmqctl's exit status (`broker.cli.status.Exit`).
 """
 
 from __future__ import annotations
@@ -15,11 +11,9 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-CTL_HELP = "rabbitmqctl-style commands against a running broker's management API"
+from broker.cli.status import EX_NOPERM, EX_NOUSER, EX_SOFTWARE, EX_UNAVAILABLE, EX_USAGE
+
 DEFAULT_URL = "http://127.0.0.1:15672"
-EX_OK, EX_USAGE, EX_DATAERR, EX_NOUSER, EX_UNAVAILABLE, EX_SOFTWARE = 0, 64, 65, 67, 69, 70
-EX_NOPERM = 77
-EX_CONFIG = 78
 
 
 class CtlError(Exception):

@@ -12,7 +12,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from broker.cli.ctl_http import EX_USAGE, CtlError
+from broker.cli.ctl_http import CtlError
+from broker.cli.status import EX_USAGE
 
 # rabbitmqctl's default and accepted columns, per list verb
 QUEUE_COLUMNS = (

@@ -12,20 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from broker.cli.ctl_http import (
-    EX_DATAERR,
-    EX_NOUSER,
-    EX_OK,
-    EX_SOFTWARE,
-    EX_UNAVAILABLE,
-    EX_USAGE,
-    Client,
-    CtlError,
-    check,
-    q,
-    require_user_and_vhost,
-    vhost_exists,
-)
+from broker.cli.ctl_http import Client, CtlError, check, q, require_user_and_vhost, vhost_exists
 from broker.cli.ctl_output import (
     BINDING_COLUMNS,
     CLASSIC_ONLY_COLUMNS,
@@ -37,6 +24,7 @@ from broker.cli.ctl_output import (
     check_columns,
     emit,
 )
+from broker.cli.status import Exit
 
 Out = Callable[[str], None]
 
@@ -65,13 +53,13 @@ def _one_call(line: str, method: str, path: str) -> Callable[[Client, argparse.N
         options = vars(o)
         _say(o, out, line.format(**options))
         _call(c, method, path.format(**{k: q(v) for k, v in options.items() if isinstance(v, str)}))
-        return EX_OK
+        return Exit.OK
 
     return run
 
 
 def _no_such_user(o: argparse.Namespace) -> CtlError:
-    return CtlError(f'User "{o.username}" does not exist', EX_NOUSER)
+    return CtlError(f'User "{o.username}" does not exist', Exit.NOUSER)
 
 
 def list_queues(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -84,7 +72,7 @@ def list_queues(c: Client, o: argparse.Namespace, out: Out) -> int:
         queue_type_columns(r)
     banner = [f"Timeout: {o.timeout:.1f} seconds ...", f"Listing queues for vhost {o.vhost} ..."]
     emit(out, o, banner, cols, rows)
-    return EX_OK
+    return Exit.OK
 
 
 def queue_type_columns(r: dict[str, Any]) -> None:
@@ -107,7 +95,7 @@ def list_exchanges(c: Client, o: argparse.Namespace, out: Out) -> int:
     cols = check_columns("list_exchanges", o.columns, EXCHANGE_COLUMNS, ("name", "type"))
     rows = c.get(f"/exchanges/{q(o.vhost)}") if vhost_exists(c, o.vhost) else []
     emit(out, o, [f"Listing exchanges for vhost {o.vhost} ..."], cols, rows)
-    return EX_OK
+    return Exit.OK
 
 
 def list_bindings(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -126,7 +114,7 @@ def list_bindings(c: Client, o: argparse.Namespace, out: Out) -> int:
         for b in raw
     ]
     emit(out, o, [f"Listing bindings for vhost {o.vhost}..."], cols, rows)
-    return EX_OK
+    return Exit.OK
 
 
 def list_connections(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -134,7 +122,7 @@ def list_connections(c: Client, o: argparse.Namespace, out: Out) -> int:
         "list_connections", o.columns, CONNECTION_COLUMNS, ("user", "peer_host", "peer_port", "state")
     )
     emit(out, o, ["Listing connections ..."], cols, c.get("/connections"))
-    return EX_OK
+    return Exit.OK
 
 
 def list_consumers(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -154,7 +142,7 @@ def list_consumers(c: Client, o: argparse.Namespace, out: Out) -> int:
         for r in raw
     ]
     emit(out, o, [f"Listing consumers in vhost {o.vhost} ..."], cols, rows)
-    return EX_OK
+    return Exit.OK
 
 
 def list_policies(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -162,7 +150,7 @@ def list_policies(c: Client, o: argparse.Namespace, out: Out) -> int:
     for r in rows:  # rabbitmqctl shows the definition as JSON text
         r["definition"] = json.dumps(r["definition"], separators=(",", ":"))
     emit(out, o, [f'Listing policies for vhost "{o.vhost}" ...'], POLICY_COLUMNS, rows, empty_table_line=True)
-    return EX_OK
+    return Exit.OK
 
 
 purge_queue = _one_call(
@@ -174,25 +162,25 @@ def delete_queue(c: Client, o: argparse.Namespace, out: Out) -> int:
     _say(o, out, f"Deleting queue '{o.queue}' on vhost '{o.vhost}' ...")
     status, info = c.request("GET", f"/queues/{q(o.vhost)}/{q(o.queue)}")
     if status == 404:
-        raise CtlError("Queue not found", EX_USAGE)
+        raise CtlError("Queue not found", Exit.USAGE)
     flags = "&".join(f for f, on in (("if-unused=true", o.if_unused), ("if-empty=true", o.if_empty)) if on)
     _call(c, "DELETE", f"/queues/{q(o.vhost)}/{q(o.queue)}" + (f"?{flags}" if flags else ""))
     ready = info.get("messages_ready", 0) if isinstance(info, dict) else 0
     out(f"Queue was successfully deleted with {ready} ready messages")
-    return EX_OK
+    return Exit.OK
 
 
 def add_user(c: Client, o: argparse.Namespace, out: Out) -> int:
     _say(o, out, f'Adding user "{o.username}" ...')
     status, _ = c.request("GET", f"/users/{q(o.username)}")
     if status == 200:
-        raise CtlError(f'User "{o.username}" already exists', EX_SOFTWARE)
+        raise CtlError(f'User "{o.username}" already exists', Exit.SOFTWARE)
     _call(c, "PUT", f"/users/{q(o.username)}", {"password": o.password_arg, "tags": ""})
     out(
         "Done. Don't forget to grant the user permissions to some virtual hosts! "
         "See 'rabbitmqctl help set_permissions' to learn more."
     )
-    return EX_OK
+    return Exit.OK
 
 
 def set_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -200,7 +188,7 @@ def set_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
     require_user_and_vhost(c, o.username, o.vhost)
     body = {"configure": o.conf, "write": o.write, "read": o.read}
     _call(c, "PUT", f"/permissions/{q(o.vhost)}/{q(o.username)}", body)
-    return EX_OK
+    return Exit.OK
 
 
 def add_vhost(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -209,7 +197,7 @@ def add_vhost(c: Client, o: argparse.Namespace, out: Out) -> int:
     check(status, data)
     if status == 201:  # the API grants the acting user full permissions; rabbitmqctl does not
         c.request("DELETE", f"/permissions/{q(o.name)}/{q(o.user)}")
-    return EX_OK
+    return Exit.OK
 
 
 def trace_on(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -228,13 +216,13 @@ def _trace(c: Client, o: argparse.Namespace, out: Out, on: bool) -> int:
     if vhost_exists(c, o.vhost):
         _call(c, "PUT", f"/vhosts/{q(o.vhost)}", {"tracing": on})
     out(f"Trace {'enabled' if on else 'disabled'} for vhost {o.vhost}")
-    return EX_OK
+    return Exit.OK
 
 
 def delete_user(c: Client, o: argparse.Namespace, out: Out) -> int:
     _say(o, out, f'Deleting user "{o.username}" ...')
     _call(c, "DELETE", f"/users/{q(o.username)}", missing=_no_such_user(o))
-    return EX_OK
+    return Exit.OK
 
 
 def change_password(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -244,7 +232,7 @@ def change_password(c: Client, o: argparse.Namespace, out: Out) -> int:
         raise _no_such_user(o)
     body = {"password": o.password_arg, "tags": ",".join(user.get("tags", []))}
     _call(c, "PUT", f"/users/{q(o.username)}", body)
-    return EX_OK
+    return Exit.OK
 
 
 def set_user_tags(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -256,7 +244,7 @@ def set_user_tags(c: Client, o: argparse.Namespace, out: Out) -> int:
         body["password_hash"] = user["password_hash"]
         body["hashing_algorithm"] = user.get("hashing_algorithm", "rabbit_password_hashing_sha256")
     _call(c, "PUT", f"/users/{q(o.username)}", body)
-    return EX_OK
+    return Exit.OK
 
 
 def delete_vhost(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -265,9 +253,9 @@ def delete_vhost(c: Client, o: argparse.Namespace, out: Out) -> int:
         c,
         "DELETE",
         f"/vhosts/{q(o.name)}",
-        missing=CtlError(f"Virtual host '{o.name}' does not exist", EX_DATAERR),
+        missing=CtlError(f"Virtual host '{o.name}' does not exist", Exit.DATAERR),
     )
-    return EX_OK
+    return Exit.OK
 
 
 def list_users(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -276,23 +264,23 @@ def list_users(c: Client, o: argparse.Namespace, out: Out) -> int:
         for r in rows:
             r["tags"] = "[" + ", ".join(r["tags"]) + "]"
     emit(out, o, ["Listing users ..."], ("user", "tags"), rows)
-    return EX_OK
+    return Exit.OK
 
 
 def list_vhosts(c: Client, o: argparse.Namespace, out: Out) -> int:
     cols = check_columns("list_vhosts", o.columns, ("name", "description", "tags", "tracing"), ("name",))
     emit(out, o, ["Listing vhosts ..."], cols, c.get("/vhosts"))
-    return EX_OK
+    return Exit.OK
 
 
 def list_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
-    missing = CtlError(f"Virtual host '{o.vhost}' does not exist", EX_DATAERR)
+    missing = CtlError(f"Virtual host '{o.vhost}' does not exist", Exit.DATAERR)
     header = f'Listing permissions for vhost "{o.vhost}" ...'
     return _permissions(c, o, out, header, f"/vhosts/{q(o.vhost)}/permissions", missing, "user")
 
 
 def list_user_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
-    missing = CtlError(f'{{:no_such_user, "{o.username}"}}', EX_UNAVAILABLE)
+    missing = CtlError(f'{{:no_such_user, "{o.username}"}}', Exit.UNAVAILABLE)
     header = f'Listing permissions for user "{o.username}" ...'
     return _permissions(c, o, out, header, f"/users/{q(o.username)}/permissions", missing, "vhost")
 
@@ -305,7 +293,7 @@ def _permissions(
         out(header)
     rows = _call(c, "GET", path, missing=missing)
     emit(out, o, [], (key, "configure", "write", "read"), rows)
-    return EX_OK
+    return Exit.OK
 
 
 def clear_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -314,7 +302,7 @@ def clear_permissions(c: Client, o: argparse.Namespace, out: Out) -> int:
     status, data = c.request("DELETE", f"/permissions/{q(o.vhost)}/{q(o.username)}")
     if status != 404:
         check(status, data)
-    return EX_OK
+    return Exit.OK
 
 
 def import_definitions(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -322,17 +310,17 @@ def import_definitions(c: Client, o: argparse.Namespace, out: Out) -> int:
         text = sys.stdin.read() if o.file == "-" else open(o.file, encoding="utf-8").read()  # noqa: SIM115
     except OSError:
         raise CtlError(
-            f"Error (argument validation): Bad argument: File {o.file} does not exist", EX_DATAERR
+            f"Error (argument validation): Bad argument: File {o.file} does not exist", Exit.DATAERR
         ) from None
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise CtlError(f"Failed to decode JSON definitions: {exc}", EX_DATAERR) from None
+        raise CtlError(f"Failed to decode JSON definitions: {exc}", Exit.DATAERR) from None
     if not o.quiet:
         src = "standard input" if o.file == "-" else f'a file at "{o.file}"'
         out(f"Importing definitions in JSON from {src} ...")
     _call(c, "POST", "/definitions", doc)
-    return EX_OK
+    return Exit.OK
 
 
 def export_definitions(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -341,11 +329,11 @@ def export_definitions(c: Client, o: argparse.Namespace, out: Out) -> int:
     if o.file == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
-        return EX_OK
+        return Exit.OK
     _say(o, out, f'Exporting definitions in JSON to a file at "{o.file}" ...')
     with open(o.file, "w", encoding="utf-8") as fh:
         fh.write(text)
-    return EX_OK
+    return Exit.OK
 
 
 def set_policy(c: Client, o: argparse.Namespace, out: Out) -> int:
@@ -358,19 +346,19 @@ def set_policy(c: Client, o: argparse.Namespace, out: Out) -> int:
     try:
         definition = json.loads(o.definition)
     except ValueError:
-        raise CtlError(f"JSON decoding error: {o.definition}", EX_DATAERR) from None
+        raise CtlError(f"JSON decoding error: {o.definition}", Exit.DATAERR) from None
     body = {"pattern": o.pattern, "definition": definition, "priority": o.priority, "apply-to": o.apply_to}
     _call(c, "PUT", f"/policies/{q(o.vhost)}/{q(o.name)}", body)
-    return EX_OK
+    return Exit.OK
 
 
 def clear_policy(c: Client, o: argparse.Namespace, out: Out) -> int:
     _say(o, out, f'Clearing policy "{o.name}" on vhost "{o.vhost}" ...')
     status, _ = c.request("GET", f"/policies/{q(o.vhost)}/{q(o.name)}")
     if status == 404:
-        raise CtlError("Parameter does not exist", EX_UNAVAILABLE)
+        raise CtlError("Parameter does not exist", Exit.UNAVAILABLE)
     _call(c, "DELETE", f"/policies/{q(o.vhost)}/{q(o.name)}")
-    return EX_OK
+    return Exit.OK
 
 
 # hashbroker-only: a node joins the emulated cluster (sharded exchanges get its shards), or leaves it
@@ -386,4 +374,4 @@ def list_nodes(c: Client, o: argparse.Namespace, out: Out) -> int:
     data = c.get("/hashbroker/nodes")
     for node in data["nodes"]:
         out(f"{node}\t(local)" if node == data["local"] else node)
-    return EX_OK
+    return Exit.OK

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from broker.cli.ctl_http import CTL_HELP, EX_CONFIG, EX_USAGE
+from broker.cli.status import CTL_HELP, EX_CONFIG, EX_USAGE, PLUGINS_HELP
 
 log = logging.getLogger("hashbroker.server")
 
@@ -34,7 +34,8 @@ class OneLineErrors(argparse.ArgumentParser):
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The `hashbroker` parser; `command` (argv's first word, when known) lets `serve` and `demo`
-    skip building ctl's ~30 verb parsers and importing its module, which they never use."""
+    skip building the parsers of `plugins` and of ctl's ~30 verbs and importing their modules,
+    which they never use (they are listed by their help line only)."""
     parser = OneLineErrors(prog="hashbroker", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
     serve = sub.add_parser("serve", help="run the AMQP 0-9-1 broker")
@@ -125,9 +126,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="run examples/spark_pipeline.py instead: Spark -> broker -> counts vs prediction",
     )
     demo.set_defaults(func=cmd_demo)
-    from broker.cli import plugins
+    if command in ("serve", "demo"):
+        sub.add_parser("plugins", help=PLUGINS_HELP)
+    else:
+        from broker.cli import plugins
 
-    plugins.add_parser(sub)
+        plugins.add_parser(sub)
     if command in ("serve", "demo", "plugins"):
         sub.add_parser("ctl", help=CTL_HELP)
     else:

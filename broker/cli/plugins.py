@@ -13,18 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from broker.cli.ctl_http import EX_CONFIG, EX_USAGE
-
-EX_SOFTWARE = 70
-"""rabbitmq-plugins' exit status for plugins it does not know (sysexits' EX_SOFTWARE)."""
+from broker.cli.status import EX_CONFIG, EX_SOFTWARE, EX_USAGE, PLUGINS_HELP
 
 PLUGIN_VERSION = "3.10.8"
 
-HELP = "list, enable or disable plugins (rabbitmq-plugins offline: takes effect at the next start)"
-
 
 def add_parser(sub: Any) -> None:
-    plugins = sub.add_parser("plugins", help=HELP)
+    plugins = sub.add_parser("plugins", help=PLUGINS_HELP)
     verbs = plugins.add_subparsers(dest="plugins_verb", required=True, parser_class=type(plugins))
     for verb, help_text in (
         ("list", "list the plugins hashbroker emulates, marked [E] enabled or [e] implicitly enabled"),

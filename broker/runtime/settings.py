@@ -1,10 +1,13 @@
 """Broker configuration: defaults < config file (TOML/JSON) < HASHBROKER_* environment < explicit overrides.
 
-A plain pydantic model validates every source; the environment is read here rather than by
-pydantic-settings, whose import alone cost ~5 MB of resident memory and ~40 ms before the broker
-could listen (the idle-RSS and time-to-listen targets). The rules are pydantic-settings'
-defaults: `HASHBROKER_<FIELD>` matched case-insensitively, list fields given as JSON, other
-`HASHBROKER_*` variables ignored.
+Every source is validated by pydantic's validator (pydantic_core) with the schema pydantic would
+build for this model, so values are coerced and refused with pydantic's own messages; the schema is
+built here from the annotations rather than by `pydantic.BaseModel`, whose import (its schema
+generator, and the plugin loader's importlib.metadata) cost the idle broker ~5.8 MiB of resident
+memory and over a quarter of its start-up CPU time (the idle-RSS and time-to-serve targets);
+`tests/unit/test_settings_schema.py` checks the schema against pydantic's. The environment is
+read here too, with pydantic-settings' rules: `HASHBROKER_<FIELD>` matched case-insensitively,
+list fields given as JSON, other `HASHBROKER_*` variables ignored.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Container, Iterable, Mapping
+import types
+from collections.abc import Callable, Container, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import CoreConfig, SchemaValidator, ValidationError
+from pydantic_core import core_schema as cs
 
 from broker.entities.cluster import validate_node_name
 
@@ -25,6 +30,183 @@ Verify = Literal["verify_peer", "verify_none"]
 TlsVersion = Literal["tlsv1", "tlsv1.1", "tlsv1.2", "tlsv1.3"]
 
 ENV_PREFIX = "HASHBROKER_"
+
+Check = Callable[[Any], Any]
+
+
+class FieldInfo:
+    """One setting as `Settings.model_fields` describes it (pydantic's names: `annotation`,
+    `get_default`), with its bounds and the checks run before and after its type's validation."""
+
+    def __init__(
+        self, default: Any = None, default_factory: Callable[[], Any] | None = None, **bounds: float
+    ):
+        self.annotation: Any = None
+        self.default = default
+        self.default_factory = default_factory
+        self.bounds = bounds
+        self.before: list[Check] = []
+        self.after: list[Check] = []
+        self.description: str | None = None
+        """Its meaning, for a field declared without a docstring of its own (a `SameOptions` copy)."""
+
+    def get_default(self, *, call_default_factory: bool = False) -> Any:
+        if self.default_factory is not None:
+            return self.default_factory() if call_default_factory else None
+        return self.default
+
+    def core_schema(self) -> cs.CoreSchema:
+        """pydantic's schema for this field: the type's (bounds on the number, under `| None`),
+        wrapped in the before and after checks, then the default."""
+        schema = type_schema(self.annotation, self.bounds)
+        for check in self.before:
+            schema = cs.no_info_before_validator_function(check, schema)
+        for check in self.after:
+            schema = cs.no_info_after_validator_function(check, schema)
+        if self.default_factory is not None:
+            return cs.with_default_schema(schema, default_factory=self.default_factory)
+        return cs.with_default_schema(schema, default=self.default)
+
+
+def Field(default: Any = None, *, default_factory: Callable[[], Any] | None = None, **bounds: float) -> Any:
+    """A setting's default and numeric bounds (`ge`, `le`, `gt`), as pydantic's `Field` takes them."""
+    return FieldInfo(default, default_factory, **bounds)
+
+
+def type_schema(annotation: Any, bounds: Mapping[str, float]) -> cs.CoreSchema:
+    """The core schema pydantic generates for the annotation types settings use."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return cs.literal_schema(list(get_args(annotation)))
+    if origin is list:
+        return cs.list_schema(type_schema(get_args(annotation)[0], {}))
+    if origin in (Union, types.UnionType):
+        choices = [a for a in get_args(annotation) if a is not type(None)]
+        if len(choices) == 1:
+            return cs.nullable_schema(type_schema(choices[0], bounds))
+        inner = cs.union_schema([type_schema(a, bounds) for a in choices])
+        return cs.nullable_schema(inner) if len(choices) < len(get_args(annotation)) else inner
+    scalar: dict[Any, Callable[..., cs.CoreSchema]] = {
+        str: cs.str_schema,
+        bool: cs.bool_schema,
+        int: cs.int_schema,
+        float: cs.float_schema,
+    }
+    return scalar[annotation](**bounds)
+
+
+class SameOptions:
+    """Settings declared once and taken again under another prefix: `<prefix><option>` gets the type,
+    default and bounds of `<source><option>` for each of `options` (checks are named per field).
+
+    Assigned in a model's body as a ClassVar, the copies take its place in the field order."""
+
+    def __init__(self, prefix: str, source: str, options: Iterable[str], rabbitmq_key: str) -> None:
+        self.prefix = prefix
+        self.source = source
+        self.options = tuple(options)
+        self.rabbitmq_key = rabbitmq_key
+
+    def copies(self, fields: Mapping[str, FieldInfo]) -> dict[str, FieldInfo]:
+        out: dict[str, FieldInfo] = {}
+        for option in self.options:
+            original = fields[self.source + option]
+            copy = FieldInfo(original.default, original.default_factory, **original.bounds)
+            copy.annotation = original.annotation
+            copy.description = f"{self.rabbitmq_key}.{option} (as {self.source}{option})."
+            out[self.prefix + option] = copy
+        return out
+
+
+def checks(*names: str, mode: Literal["before", "after"] = "after") -> Callable[[Check], Check]:
+    """Marks a function as a check of the named settings, run before or after their type's
+    validation (pydantic's `field_validator`); a ValueError it raises is pydantic's value_error."""
+
+    def mark(check: Check) -> Check:
+        check.__dict__.setdefault("checks", []).append((names, mode))
+        return check
+
+    return mark
+
+
+class Model:
+    """A pydantic-like model: the class's annotated fields are validated together by one
+    `SchemaValidator` (unknown names refused), `model_check` then sees the validated values."""
+
+    model_fields: ClassVar[dict[str, FieldInfo]]
+    """Every field's FieldInfo, in the order declared."""
+    __validator__: ClassVar[SchemaValidator]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        hints = get_type_hints(cls)
+        fields: dict[str, FieldInfo] = {}
+        for name, annotation in hints.items():
+            declared = cls.__dict__.get(name)
+            if get_origin(annotation) is ClassVar:
+                if isinstance(declared, SameOptions):
+                    fields.update(declared.copies(fields))
+                continue
+            info = declared if isinstance(declared, FieldInfo) else FieldInfo(declared)
+            info.annotation = annotation
+            fields[name] = info
+            if name in cls.__dict__:
+                delattr(cls, name)  # as in pydantic, a field is an instance attribute only
+        for member in list(cls.__dict__.values()):
+            check = member.__func__ if isinstance(member, staticmethod) else member
+            for names, mode in getattr(check, "checks", ()):
+                for name in names:
+                    (fields[name].before if mode == "before" else fields[name].after).append(check)
+        cls.model_fields = fields
+        schema = cs.model_fields_schema(
+            {name: cs.model_field(info.core_schema()) for name, info in fields.items()},
+            model_name=cls.__name__,
+        )
+        cls.__validator__ = SchemaValidator(
+            cs.no_info_after_validator_function(cls._model_check, schema),
+            CoreConfig(title=cls.__name__, extra_fields_behavior="forbid"),
+        )
+
+    @classmethod
+    def _model_check(cls, validated: tuple[dict[str, Any], Any, set[str]]) -> Any:
+        cls.model_check(validated[0])
+        return validated
+
+    @classmethod
+    def model_check(cls, values: Mapping[str, Any]) -> None:
+        """A rule across fields (pydantic's `model_validator(mode="after")`): raise ValueError."""
+
+    def __init__(self, **data: Any) -> None:
+        values, _, _ = self.__validator__.validate_python(data)
+        self.__dict__.update(values)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Any:
+        """A shallow copy with `update` applied unvalidated, as pydantic's `model_copy`."""
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__, **(update or {}))
+        return copied
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.__dict__ == self.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.model_fields)
+        return f"{type(self).__name__}({shown})"
+
+
+TLS_OPTIONS: tuple[str, ...] = (
+    "cacertfile",
+    "certfile",
+    "keyfile",
+    "password",
+    "verify",
+    "fail_if_no_peer_cert",
+    "depth",
+    "versions",
+)
+"""A TLS listener's options, as RabbitMQ's ssl_options and management.ssl both name them."""
 
 
 class SettingsError(ValueError):
@@ -38,13 +220,11 @@ class SettingsError(ValueError):
         self.from_flag = from_flag
 
 
-class Settings(BaseModel):
+class Settings(Model):
     """Everything `hashbroker serve`, `Broker` and `BrokerThread` can be told.
 
     Limits mirror RabbitMQ's defaults so clients negotiate the same values against either broker.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     host: str = "127.0.0.1"
     """Address the AMQP listener binds (RabbitMQ: listeners.tcp)."""
@@ -147,63 +327,36 @@ class Settings(BaseModel):
     management_ssl_port: int | None = Field(default=None, ge=0, le=65535)
     """HTTPS management listener (management.ssl.port); None (default) = off, 0 = any free port.
     Needs management_ssl_certfile."""
-    management_ssl_cacertfile: str | None = None
-    """management.ssl.cacertfile."""
-    management_ssl_certfile: str | None = None
-    """management.ssl.certfile."""
-    management_ssl_keyfile: str | None = None
-    """management.ssl.keyfile."""
-    management_ssl_password: str | None = None
-    """management.ssl.password."""
-    management_ssl_verify: Verify = "verify_none"
-    """management.ssl.verify."""
-    management_ssl_fail_if_no_peer_cert: bool = False
-    """management.ssl.fail_if_no_peer_cert."""
-    management_ssl_depth: int | None = Field(default=None, ge=0)
-    """management.ssl.depth: accepted, but not enforced (as ssl_depth)."""
-    management_ssl_versions: list[TlsVersion] | None = None
-    """management.ssl.versions.N."""
+    management_ssl_options: ClassVar[SameOptions] = SameOptions(
+        "management_ssl_", "ssl_", TLS_OPTIONS, "management.ssl"
+    )
+    """management.ssl takes the options ssl_options takes: management_ssl_certfile and the rest."""
 
-    @field_validator("ssl_versions", "management_ssl_versions", "auth_mechanisms", mode="before")
-    @classmethod
-    def _split_list(cls, value: Any) -> Any:
+    @staticmethod
+    @checks("ssl_versions", "management_ssl_versions", "auth_mechanisms", mode="before")
+    def _split_list(value: Any) -> Any:
         """A JSON list or comma-separated words; TLS versions are case-insensitive."""
-        if isinstance(value, str):
-            text = value.strip()
-            value = (
-                json.loads(text)
-                if text.startswith("[")
-                else [w.strip() for w in text.split(",") if w.strip()]
-            )
+        value = split_words(value)
         if isinstance(value, list):
             return [v.lower() if isinstance(v, str) and v.lower().startswith("tlsv") else v for v in value]
         return value
 
-    @model_validator(mode="after")
-    def _tls_needs_a_certificate(self) -> Settings:
-        if self.tls_port is not None and not self.ssl_certfile:
+    @classmethod
+    def model_check(cls, values: Mapping[str, Any]) -> None:
+        if values["tls_port"] is not None and not values["ssl_certfile"]:
             raise ValueError("tls_port needs ssl_certfile (and ssl_keyfile unless the key is in it)")
-        if self.management_ssl_port is not None and not self.management_ssl_certfile:
+        if values["management_ssl_port"] is not None and not values["management_ssl_certfile"]:
             raise ValueError("management_ssl_port needs management_ssl_certfile")
-        return self
 
-    @field_validator("plugins", mode="before")
-    @classmethod
-    def _split_plugins(cls, value: Any) -> Any:
+    @staticmethod
+    @checks("plugins", mode="before")
+    def _split_plugins(value: Any) -> Any:
         """A JSON list, RabbitMQ's `[a,b].` term or comma-separated names."""
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("[") and not text.endswith("."):
-                try:
-                    return json.loads(text)
-                except ValueError:
-                    pass
-            return parse_plugins(text)
-        return value
+        return split_words(value, parse_plugins, term_ends_with_dot=True)
 
-    @field_validator("plugins")
-    @classmethod
-    def _known_plugins(cls, value: list[str] | None) -> list[str] | None:
+    @staticmethod
+    @checks("plugins")
+    def _known_plugins(value: list[str] | None) -> list[str] | None:
         if value is None:
             return None
         for name in value:
@@ -211,9 +364,9 @@ class Settings(BaseModel):
                 raise ValueError(f"unknown plugin {name!r} (known: {', '.join(sorted(KNOWN_PLUGINS))})")
         return sorted(set(value))
 
-    @field_validator("memory_high_watermark", "disk_free_limit", mode="before")
-    @classmethod
-    def _size_or_fraction(cls, value: Any) -> Any:
+    @staticmethod
+    @checks("memory_high_watermark", "disk_free_limit", mode="before")
+    def _size_or_fraction(value: Any) -> Any:
         """A number is a fraction of RAM unless it is an integer > 1 (bytes); text is a size."""
         if isinstance(value, bool):
             raise ValueError("expected a fraction of RAM or a size such as 200MB")
@@ -235,20 +388,15 @@ class Settings(BaseModel):
             raise ValueError("a fraction of RAM must not be negative")
         return fraction
 
-    @field_validator("nodes", mode="before")
-    @classmethod
-    def _split_nodes(cls, value: Any) -> Any:
+    @staticmethod
+    @checks("nodes", mode="before")
+    def _split_nodes(value: Any) -> Any:
         """A string is a JSON list when it starts with "[", else comma-separated names (blanks dropped)."""
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            return [n.strip() for n in text.split(",") if n.strip()]
-        return value
+        return split_words(value)
 
-    @field_validator("nodes")
-    @classmethod
-    def _some_nodes(cls, value: list[str]) -> list[str]:
+    @staticmethod
+    @checks("nodes")
+    def _some_nodes(value: list[str]) -> list[str]:
         if not value:
             raise ValueError("at least one node name is needed (the first is the local node)")
         for name in value:
@@ -339,6 +487,29 @@ def parse_plugins(text: str) -> list[str]:
         raise ValueError(f"{text!r} is not a plugin list ([name,name]. or name,name)")
     names = [n.strip().strip("'") for n in body.split(",")]
     return [n for n in names if n]
+
+
+def comma_words(text: str) -> list[str]:
+    """Comma-separated words, blanks dropped."""
+    return [w.strip() for w in text.split(",") if w.strip()]
+
+
+def split_words(
+    value: Any, words: Callable[[str], list[str]] = comma_words, *, term_ends_with_dot: bool = False
+) -> Any:
+    """A string setting that holds a list: a JSON list when it starts with "[", else `words` of it;
+    any other value unchanged. With `term_ends_with_dot`, a text ending in "." (an Erlang term such
+    as `[a,b].`) or that is not JSON goes to `words` instead."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("[") and not (term_ends_with_dot and text.endswith(".")):
+        try:
+            return json.loads(text)
+        except ValueError:
+            if not term_ends_with_dot:
+                raise
+    return words(text)
 
 
 def format_plugins(names: Iterable[str]) -> str:
@@ -516,11 +687,8 @@ RABBITMQ_KEYS: dict[str, str] = {
     "listeners.tcp.default": "port",
     "listeners.ssl.default": "tls_port",
     "management.tcp.port": "management_port",
-    **{f"ssl_options.{k}": f"ssl_{k}" for k in ("cacertfile", "certfile", "keyfile", "password", "verify")},
-    **{f"ssl_options.{k}": f"ssl_{k}" for k in ("fail_if_no_peer_cert", "depth", "versions")},
-    **{f"management.ssl.{k}": f"management_ssl_{k}" for k in ("port", "cacertfile", "certfile", "keyfile")},
-    **{f"management.ssl.{k}": f"management_ssl_{k}" for k in ("password", "verify", "depth", "versions")},
-    "management.ssl.fail_if_no_peer_cert": "management_ssl_fail_if_no_peer_cert",
+    **{f"ssl_options.{k}": f"ssl_{k}" for k in TLS_OPTIONS},
+    **{f"management.ssl.{k}": f"management_ssl_{k}" for k in ("port", *TLS_OPTIONS)},
 }
 """rabbitmq.conf keys a config file may use, written dotted (`"ssl_options.verify" = ...`) or as
 TOML tables (`[ssl_options]`); a numbered list (`auth_mechanisms.1`, `ssl_options.versions.1`)

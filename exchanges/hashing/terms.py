@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from amqpwire.fields import Field, FieldTable
-from exchanges.erlang.terms import FALSE, TRUE, UNDEFINED, Atom
+from exchanges.erlang.atom import FIELD_ATOM_TERMS
+from exchanges.erlang.terms import UNDEFINED, Atom
 
 
 def key_bytes(text: str) -> bytes:
@@ -16,16 +17,13 @@ def key_bytes(text: str) -> bytes:
 def field_value_term(field: Field) -> Any:
     """The Erlang value part of a decoded AMQP field, as rabbit_binary_parser builds it."""
     atom, value = field
-    if atom == "bool":
-        return TRUE if value else FALSE
-    if atom == "void":
-        return UNDEFINED
+    special = FIELD_ATOM_TERMS.get(atom)
+    if special is not None:
+        return special(value)
     if atom == "table":
         return table_term(value)
     if atom == "array":
         return [typed_field_term(item) for item in value]
-    if atom == "decimal":
-        return tuple(value)
     return value
 
 

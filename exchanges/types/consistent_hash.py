@@ -23,13 +23,14 @@ from typing import Any
 
 from amqpwire.errors import internal_error, precondition_failed
 from amqpwire.fields import FieldTable
-from exchanges.base import Binding, Destination, ExchangeType, Message
-from exchanges.compat import WEIGHT_CAP
+from exchanges.base import Binding, Destination, Message
+from exchanges.compat import DEFAULT_COMPAT, WEIGHT_CAP, Compat
 from exchanges.erlang.format import format_term
 from exchanges.erlang.terms import UNDEFINED, phash2, phash2_binary
 from exchanges.hashing.jump_table import KEY_CACHE_LIMIT, RingLookup
 from exchanges.hashing.terms import field_value_term, key_bytes, property_term, typed_field_term
 from exchanges.registry import register
+from exchanges.types.hash_exchange import HashExchange
 
 SUPPORTED_PROPERTIES = ("correlation_id", "message_id", "timestamp")
 
@@ -61,12 +62,14 @@ def _longstr_argument(arguments: FieldTable, name: str) -> str | None:
 
 
 @register
-class ConsistentHashExchange(ExchangeType):
+class ConsistentHashExchange(HashExchange):
+    """`targets` is the ring (bucket i is `targets[i]`); `key_cache` maps a routing key to its
+    bucket, so it is cleared whenever the ring changes."""
+
     type_name = "x-consistent-hash"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.ring: list[Destination] = []
+    def __init__(self, arguments: FieldTable | None = None, compat: Compat = DEFAULT_COMPAT) -> None:
+        super().__init__(arguments, compat)
         # destinations on the ring and their bucket counts, in ring order (each one's buckets
         # are contiguous: appended together, removed together)
         self._on_ring: dict[Destination, int] = {}
@@ -75,9 +78,14 @@ class ConsistentHashExchange(ExchangeType):
         self._on_routing_key = self._hash_header is None and self._hash_property is None
         self._ring_changed()
 
+    @property
+    def ring(self) -> list[Destination]:
+        """The bucket map: bucket i goes to `ring[i]`."""
+        return self.targets
+
     def _ring_changed(self) -> None:
-        self._ring = RingLookup(len(self.ring))
-        self._bucket_of_key: dict[str, int] = {}
+        self._ring = RingLookup(len(self.targets))
+        self.key_cache = {}
 
     @classmethod
     def validate(cls, arguments: FieldTable) -> None:
@@ -99,7 +107,7 @@ class ConsistentHashExchange(ExchangeType):
         if destination in self._on_ring:
             return
         weight = parse_weight(binding.key)
-        self.ring.extend([destination] * weight)
+        self.targets.extend([destination] * weight)
         self._on_ring[destination] = weight
         self._ring_changed()
 
@@ -109,7 +117,7 @@ class ConsistentHashExchange(ExchangeType):
         A leaving destination's run of buckets is found and cut out at C speed; its later
         bindings find it already off the ring and cost nothing."""
         super().remove_bindings(bindings)
-        ring = self.ring
+        ring = self.targets
         changed = False
         for destination in dict.fromkeys(b.destination for b in bindings):
             weight = self._on_ring.pop(destination, None)
@@ -135,14 +143,17 @@ class ConsistentHashExchange(ExchangeType):
             return phash2(property_term(self._hash_property, message.property(self._hash_property)))
         return phash2_binary(key_bytes(message.routing_keys[0]))
 
+    def bucket(self, message: Message) -> int:
+        return self._ring.bucket(self.hash_key(message))
+
     def route(self, message: Message) -> list[Destination]:
-        ring = self.ring
+        ring = self.targets
         if not ring:
             return []
         if not self._on_routing_key:
             return [ring[self._ring.bucket(self.hash_key(message))]]
         routing_key = message.routing_keys[0]
-        cache = self._bucket_of_key
+        cache = self.key_cache
         bucket = cache.get(routing_key)
         if bucket is None:
             # hash_key, RingLookup.bucket and remember_key written out: with the compiled hash this
@@ -154,13 +165,6 @@ class ConsistentHashExchange(ExchangeType):
                 cache.clear()
             cache[routing_key] = bucket
         return [ring[bucket]]
-
-    def bucket_of(self, message: Message) -> tuple[int, int, Destination] | None:
-        ring = self.ring
-        if not ring:
-            return None
-        bucket = self._ring.bucket(self.hash_key(message))
-        return bucket, len(ring), ring[bucket]
 
     @property
     def hash_on(self) -> str:
@@ -175,9 +179,9 @@ class ConsistentHashExchange(ExchangeType):
         """The ring as runs of buckets ([first, count, kind, name]): one entry per destination, so
         the dashboard's poll stays small however large the weights."""
         segments: list[list[Any]] = []
-        for bucket, destination in enumerate(self.ring):
+        for bucket, destination in enumerate(self.targets):
             if segments and segments[-1][2:] == [destination.kind, destination.name]:
                 segments[-1][1] += 1
             else:
                 segments.append([bucket, 1, destination.kind, destination.name])
-        return {"ring_size": len(self.ring), "segments": segments, "hash_on": self.hash_on}
+        return {"ring_size": len(self.targets), "segments": segments, "hash_on": self.hash_on}

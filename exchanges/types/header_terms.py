@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from amqpwire.fields import Field
-from exchanges.erlang.atom import FALSE, TRUE, UNDEFINED, Atom
+from exchanges.erlang.atom import FIELD_ATOM_TERMS, Atom
 
 _INTEGER_TYPES: Final = frozenset(
     {"byte", "unsignedbyte", "short", "unsignedshort", "signedint", "unsignedint", "long", "timestamp"}
@@ -60,13 +60,10 @@ def _scalar_term(kind: str, raw: Any) -> ErlangTerm:
         return float(raw)
     if kind in ("longstr", "binary"):
         return bytes(raw)
-    if kind == "bool":
-        return TRUE if raw else FALSE
-    if kind == "void":
-        return UNDEFINED
-    if kind == "decimal":
-        return tuple(raw)
-    raise ValueError(f"unknown field type {kind!r}")
+    special = FIELD_ATOM_TERMS.get(kind)
+    if special is None:
+        raise ValueError(f"unknown field type {kind!r}")
+    return special(raw)
 
 
 _LIST, _TUPLE = object(), object()

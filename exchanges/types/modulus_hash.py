@@ -13,13 +13,16 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
-from exchanges.base import Binding, Destination, ExchangeType, Message
+from amqpwire.fields import FieldTable
+from exchanges.base import Binding, Destination, Message
+from exchanges.compat import DEFAULT_COMPAT, Compat
 from exchanges.erlang.terms import PHASH2_MAX, make_hash2
 from exchanges.hashing.jump_table import KEY_CACHE_LIMIT
 from exchanges.hashing.native import phash2_single_key_list
 from exchanges.hashing.terms import key_bytes
 from exchanges.registry import register
 from exchanges.route_order import route_table_order
+from exchanges.types.hash_exchange import HashExchange
 
 
 def routing_keys_hash(keys: Sequence[str]) -> int:
@@ -28,17 +31,18 @@ def routing_keys_hash(keys: Sequence[str]) -> int:
 
 
 @register
-class ModulusHashExchange(ExchangeType):
+class ModulusHashExchange(HashExchange):
+    """`targets` is the route table's destinations, one per binding; `key_cache` maps a routing key
+    to its phash2 (not to a bucket: it stays right when bindings come and go)."""
+
     type_name = "x-modulus-hash"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # the route table: bindings in its order, with their sort keys and destinations alongside
-        # (bisect finds a binding's place in O(log n); the lists shift at C speed)
+    def __init__(self, arguments: FieldTable | None = None, compat: Compat = DEFAULT_COMPAT) -> None:
+        super().__init__(arguments, compat)
+        # the route table: bindings in its order (`targets` their destinations) and their sort
+        # keys (bisect finds a binding's place in O(log n); the lists shift at C speed)
         self._order: list[Any] = []
         self._ordered: list[Binding] = []
-        self._destinations: list[Destination] = []
-        self._hash_of_key: dict[str, int] = {}
 
     def _order_key(self, binding: Binding) -> Any:
         if self.compat.modulus_order == "sorted":
@@ -54,7 +58,7 @@ class ModulusHashExchange(ExchangeType):
         at = bisect_right(self._order, key)
         self._order.insert(at, key)
         self._ordered.insert(at, binding)
-        self._destinations.insert(at, binding.destination)
+        self.targets.insert(at, binding.destination)
 
     def remove_bindings(self, bindings: Sequence[Binding]) -> None:
         present = [b for b in bindings if self.has_binding(b)]
@@ -64,17 +68,17 @@ class ModulusHashExchange(ExchangeType):
             at = bisect_left(order, self._order_key(binding))
             while ordered[at] != binding:  # past the bindings that sort equal to it
                 at += 1
-            del order[at], ordered[at], self._destinations[at]
+            del order[at], ordered[at], self.targets[at]
 
     def route(self, message: Message) -> list[Destination]:
-        destinations = self._destinations
+        destinations = self.targets
         if not destinations:
             return []
         keys = message.routing_keys
         if len(keys) > 1:
             return [destinations[routing_keys_hash(keys) % len(destinations)]]
         key = keys[0]
-        cache = self._hash_of_key
+        cache = self.key_cache
         index = cache.get(key)
         if index is None:
             # key_bytes and remember_key written out: per-message call overhead (bench/routing.py)
@@ -84,12 +88,8 @@ class ModulusHashExchange(ExchangeType):
             cache[key] = index
         return [destinations[index % len(destinations)]]
 
-    def bucket_of(self, message: Message) -> tuple[int, int, Destination] | None:
-        destinations = self._destinations
-        if not destinations:
-            return None
+    def bucket(self, message: Message) -> int:
         keys = message.routing_keys
         one = len(keys) == 1
         index = phash2_single_key_list(key_bytes(keys[0])) if one else routing_keys_hash(keys)
-        bucket = index % len(destinations)
-        return bucket, len(destinations), destinations[bucket]
+        return index % len(self.targets)
