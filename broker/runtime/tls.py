@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from broker.protocol.handshake import PeerLogin
-from broker.runtime.settings import SettingsError
+from broker.runtime.settings import TLS_OPTIONS, SettingsError
 
 if TYPE_CHECKING:
     from broker.runtime.settings import Settings
@@ -97,23 +97,11 @@ def server_context(options: TlsOptions) -> ssl.SSLContext:
 def listener_options(settings: Settings, prefix: str, port: int | None) -> TlsOptions | None:
     """A TLS listener's options from the settings named `<prefix>_<option>` ("ssl" for RabbitMQ's
     ssl_options, "management_ssl" for management.ssl); None when its `port` is off."""
-    option = {name: getattr(settings, f"{prefix}_{name}") for name in _OPTION_NAMES}
+    option = {name: getattr(settings, f"{prefix}_{name}") for name in TLS_OPTIONS}
     if port is None or option["certfile"] is None:
         return None
     option["versions"] = tuple(option["versions"] or ())
     return TlsOptions(**option)
-
-
-_OPTION_NAMES = (
-    "certfile",
-    "keyfile",
-    "cacertfile",
-    "password",
-    "verify",
-    "fail_if_no_peer_cert",
-    "depth",
-    "versions",
-)
 
 
 def amqp_options(settings: Settings) -> TlsOptions | None:
