@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from amqpwire.fields import FieldTable
 from broker.entities import hash_watch
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from broker.management.ports import AlarmReads, ConnectionReads, ManagementBroker
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     """This process as /api/nodes shows it."""
@@ -48,6 +51,20 @@ class NodeInfo:
     amqp_port: int
     exchange_types: list[str]
     mem_used: int
+
+
+class _FromBroker(Generic[T]):
+    """A read-only attribute of `BrokerState` that is the broker's own object of that name (or
+    `attr`): one the broker already exposes through a read port, so no view is taken."""
+
+    def __init__(self, attr: str = "") -> None:
+        self.attr = attr
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attr = self.attr or name
+
+    def __get__(self, state: BrokerState, owner: type | None = None) -> T:
+        return cast(T, getattr(state._broker, self.attr))  # noqa: SLF001  (BrokerState's own part)
 
 
 class BrokerState:
@@ -83,10 +100,8 @@ class BrokerState:
     def default_user(self) -> str:
         return self._broker.settings.default_user
 
-    @property
-    def registry(self) -> Registry:
-        """Users and permissions, for the authorisation decisions (broker.management.authz)."""
-        return self._broker.auth
+    registry: _FromBroker[Registry] = _FromBroker("auth")
+    """Users and permissions, for the authorisation decisions (broker.management.authz)."""
 
     def users(self) -> list[str]:
         return list(self._broker.auth.users)
@@ -266,13 +281,8 @@ class BrokerState:
             mem_used=_rss_bytes(),
         )
 
-    @property
-    def alarms(self) -> AlarmReads:
-        return self._broker.alarms
-
-    @property
-    def cluster(self) -> Cluster:
-        return self._broker.cluster
+    alarms: _FromBroker[AlarmReads] = _FromBroker()
+    cluster: _FromBroker[Cluster] = _FromBroker()
 
     def store_fault(self) -> str | None:
         """Why the store is not confirming writes (files deleted or replaced under the broker, a
