@@ -87,7 +87,11 @@ ROUTES: list[Route] = [
     (("consumers", "*"), MANAGEMENT, {"GET": connections.get_consumers}),  # filtered, never refused
     (("stream", "connections"), MANAGEMENT, {"GET": streams.get_connections}),
     (("stream", "connections", "*"), Rule(Level.VHOST, 2), {"GET": streams.get_connections}),
-    (("stream", "connections", "*", "*"), MANAGEMENT, {"GET": streams.get_connection}),
+    (
+        ("stream", "connections", "*", "*"),
+        MANAGEMENT,
+        {"GET": streams.get_connection, "DELETE": streams.delete_connection},
+    ),
     (
         ("stream", "connections", "*", "*", "publishers"),
         MANAGEMENT,

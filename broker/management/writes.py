@@ -237,6 +237,13 @@ class Writes:
 
     # -- administration ---------------------------------------------------------------------------
 
+    def close_stream_connection(self, name: str, reason: str) -> None:
+        """Drop the stream-protocol connection `name`: RabbitMQ 3.10.8 sends it no close frame,
+        whatever the reason given (which only its log shows)."""
+        for conn in list(self._broker.stream_connections):
+            if conn.name == name and conn.is_open:
+                conn.force_close(reason)
+
     def put_vhost(
         self, creator: str, name: str, description: str, tags: tuple[str, ...], tracing: bool | None
     ) -> bool:
