@@ -23,8 +23,10 @@ import urllib.request
 import uuid
 from typing import Any
 
+import pika
 import pytest
 
+from broker.embedded import BrokerThread
 from tests.differential.test_stream_management_differential import (
     RABBIT_MGMT_PORT,
     RABBIT_STREAM_PORT,
@@ -36,6 +38,7 @@ from tests.management_support import q
 from tests.stream_raw import RawStream
 
 WAIT = 30.0
+RABBIT_AMQP_PORT = 5672
 VALUES = ("auth_mechanism", "channel_max", "channels", "frame_max", "protocol", "ssl", "user", "vhost")
 
 
@@ -171,4 +174,49 @@ def test_stream_connections_in_connection_resources_match_rabbitmq() -> None:
         pytest.skip(reason)
     theirs, ours = asyncio.run(_both(f"strclose-{uuid.uuid4().hex[:8]}"))
     assert theirs["listed"]["protocol"] == "stream", theirs
+    assert ours == theirs
+
+
+def _monitor_and_amqp_connection(amqp_port: int, mgmt_port: int, prefix: str) -> list[Any]:
+    """What a monitoring user gets for guest's AMQP connection: [GET status, DELETE answer, whether
+    the connection is still open]."""
+    user = f"{prefix}-amqp-mon"
+    assert _http(mgmt_port, "PUT", f"/users/{user}", body={"password": "pw", "tags": "monitoring"})[0] == 201
+    conn = pika.BlockingConnection(
+        pika.ConnectionParameters("127.0.0.1", amqp_port, client_properties={"connection_name": prefix})
+    )
+    try:
+        end = time.monotonic() + WAIT
+        while (
+            not (
+                names := [
+                    r["name"]
+                    for r in _http(mgmt_port, "GET", "/connections")[1]
+                    if r.get("user_provided_name") == prefix
+                ]
+            )
+            and time.monotonic() < end
+        ):
+            time.sleep(0.5)
+        path = f"/connections/{q(names[0])}"
+        seen = _http(mgmt_port, "GET", path, f"{user}:pw")[0]
+        return [seen, _http(mgmt_port, "DELETE", path, f"{user}:pw"), conn.is_open]
+    finally:
+        conn.close()
+        _http(mgmt_port, "DELETE", f"/users/{user}")
+
+
+@pytest.mark.live
+def test_a_monitor_may_not_close_someone_elses_amqp_connection() -> None:
+    if (reason := _live_reason()) is not None:
+        pytest.skip(reason)
+    prefix = f"strclose-{uuid.uuid4().hex[:8]}"
+    theirs = _monitor_and_amqp_connection(RABBIT_AMQP_PORT, RABBIT_MGMT_PORT, prefix)
+    with BrokerThread(host="127.0.0.1", port=0, management_port=0) as b:
+        assert b.broker.management is not None
+        ours = _monitor_and_amqp_connection(b.port, b.broker.management.port, prefix)
+    assert theirs[:2] == [
+        200,
+        [401, {"error": "not_authorised", "reason": "User not authorised to access object"}],
+    ]
     assert ours == theirs
