@@ -5,7 +5,8 @@ With the plugin on, hashbroker's answer is compared with the live RabbitMQ 3.10.
 The shared RabbitMQ cannot have it switched off, so the answers without it were observed once on a
 separate 3.10.8 node started with rabbitmq_management and rabbitmq_stream only: /api/extensions
 was `WITHOUT_STREAM_MANAGEMENT`, /api/stream/... was 404, and /api/connections still listed a stream
-connection (protocol "stream"), which DELETE closed (204; the client's socket closed, no frame).
+connection (protocol "stream"), which DELETE closed (204; the client's socket closed, no frame),
+while `rabbitmqctl list_connections` left it out.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from broker.cli import ctl
 from broker.embedded import BrokerThread
 from tests.differential.test_stream_management_differential import RABBIT_MGMT_PORT, _live_reason
 from tests.management.test_stream_connection_close_differential import _http, _open, _until_closed
@@ -94,3 +96,27 @@ def test_stream_connections_listed_without_stream_management(without_stream_mana
         "client sees": ["socket closed"],
         "after": 404,
     }
+
+
+def test_ctl_list_connections_leaves_stream_connections_out(
+    capsys: pytest.CaptureFixture[str], without_stream_management: BrokerThread
+) -> None:
+    """rabbitmqctl list_connections shows AMQP connections only (observed on that 3.10.8 node: a
+    stream connection is listed by rabbitmq-streams list_stream_connections, not there)."""
+    server = without_stream_management.broker.stream_server
+    assert server is not None
+    url = f"http://127.0.0.1:{_mgmt_port(without_stream_management)}"
+
+    async def run() -> tuple[int, list[Any], int]:
+        client, client_port = await _open(server.port)
+        listed = (
+            await asyncio.to_thread(_http, _mgmt_port(without_stream_management), "GET", "/connections")
+        )[1]
+        capsys.readouterr()
+        rc = await asyncio.to_thread(ctl.run, ["--url", url, "list_connections", "peer_port", "-q"])
+        await client.close()
+        return rc, [r["peer_port"] for r in listed], client_port
+
+    rc, listed, client_port = asyncio.run(run())
+    assert rc == 0 and client_port in listed
+    assert capsys.readouterr().out.split() == []
