@@ -177,6 +177,15 @@ PLUGIN_PATHS: dict[str, str] = {"stream": "rabbitmq_stream_management"}
 """The first path segment (after /api/) of the resources a plugin other than the management
 plugin registers, and that plugin."""
 
+METHOD_ORDER = ("HEAD", "GET", "PUT", "POST", "DELETE", "OPTIONS")
+"""The order RabbitMQ 3.10.8's resources list their methods in an allow header (observed)."""
+
+
+def allow_header(methods: Container[str]) -> str:
+    """The allow header of a path whose methods are `methods`."""
+    return ", ".join(m for m in METHOD_ORDER if m in methods)
+
+
 UNKNOWN_ALLOW = "HEAD, GET, OPTIONS"
 """The methods RabbitMQ's catch-all resource for an unknown /api/ path allows (observed on 3.10.8:
 GET and HEAD are 404, OPTIONS 200, anything else 405 with this allow header)."""
@@ -204,9 +213,9 @@ def match(
             continue
         if not all(p == "*" or p == s for p, s in zip(pattern, segs, strict=True)):
             continue
-        names = set(methods)
+        names = set(methods) | {"OPTIONS"}
         if "GET" in names:
-            names |= {"HEAD", "OPTIONS"}
+            names.add("HEAD")
         allowed |= names
         handler = methods.get("GET" if method == "HEAD" else method)
         if handler is not None:
