@@ -121,7 +121,9 @@ def list_connections(c: Client, o: argparse.Namespace, out: Out) -> int:
     cols = check_columns(
         "list_connections", o.columns, CONNECTION_COLUMNS, ("user", "peer_host", "peer_port", "state")
     )
-    emit(out, o, ["Listing connections ..."], cols, c.get("/connections"))
+    # the API lists the stream-protocol connections too: rabbitmqctl shows the AMQP ones only
+    rows = [r for r in c.get("/connections") if r.get("protocol") != "stream"]
+    emit(out, o, ["Listing connections ..."], cols, rows)
     return Exit.OK
 
 

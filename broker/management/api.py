@@ -21,7 +21,7 @@ from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.ports import PolicyAdmin
 from broker.management.render import CHALLENGE, columns, login_failed, not_authorised, not_found
-from broker.management.routes import match, unknown_path
+from broker.management.routes import allow_header, match, unknown_path
 
 
 class Api:
@@ -73,7 +73,9 @@ class Api:
         handler, rule, allowed = match(req.method, segments[1:], self.ctx.state.enabled_plugins())
         if handler is None or rule is None:
             if allowed:
-                return Response(405, b"", {"allow": ", ".join(sorted(allowed))})
+                # cowboy answers OPTIONS itself, before any authentication: 200 and the methods
+                status = 200 if req.method == "OPTIONS" else 405
+                return Response(status, b"", {"allow": allow_header(allowed)})
             return unknown_path(req.method)
         if rule.level is authz.Level.PUBLIC:
             return None

@@ -283,21 +283,23 @@ class HttpServer:
                 await writer.wait_closed()
 
 
+@dataclass
 class _Exchange:
     """One client connection: h11 state plus the socket, request after request."""
 
-    def __init__(
-        self, server: HttpServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
-    ) -> None:
+    server: HttpServer
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    peer: str
+    h11: Any = field(init=False)
+    conn: h11.Connection = field(init=False)
+    loop: asyncio.AbstractEventLoop = field(init=False, default_factory=asyncio.get_running_loop)
+
+    def __post_init__(self) -> None:
         import h11
 
         self.h11 = h11
-        self.server = server
-        self.reader = reader
-        self.writer = writer
-        self.peer = peer
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
-        self.loop = asyncio.get_running_loop()
 
     async def serve(self) -> None:
         h11 = self.h11

@@ -190,6 +190,7 @@ class StreamConnectionReads(Protocol):
     def publishers(self) -> Mapping[int, StreamPublisherReads]: ...
     @property
     def subscriptions(self) -> Mapping[int, StreamSubscriptionReads]: ...
+    def force_close(self, reason: str) -> None: ...  # the socket closes, no close frame is sent
 
 
 # -- node ----------------------------------------------------------------------------------------

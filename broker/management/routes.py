@@ -38,7 +38,20 @@ VHOST = Rule(Level.VHOST, 1)
 POLICIES = Rule(Level.POLICIES)
 VHOST_POLICIES = Rule(Level.POLICIES, 1)
 
-ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
+Route = tuple[tuple[str, ...], Rule, dict[str, Handler]]
+
+
+def _by_vhost(name: str, get: Handler, put: Handler, delete: Handler, one: Rule = VHOST) -> list[Route]:
+    """A resource listed across the vhosts the caller sees, per vhost, and one object by vhost and
+    name that is also written there (`one`: who may read and write the object)."""
+    return [
+        ((name,), MANAGEMENT, {"GET": get}),
+        ((name, "*"), VHOST, {"GET": get}),
+        ((name, "*", "*"), one, {"GET": get, "PUT": put, "DELETE": delete}),
+    ]
+
+
+ROUTES: list[Route] = [
     (("overview",), MANAGEMENT, {"GET": overview.get_overview}),
     (("whoami",), MANAGEMENT, {"GET": overview.get_whoami}),
     (("nodes",), MONITOR, {"GET": overview.get_nodes}),
@@ -74,7 +87,11 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
     (("consumers", "*"), MANAGEMENT, {"GET": connections.get_consumers}),  # filtered, never refused
     (("stream", "connections"), MANAGEMENT, {"GET": streams.get_connections}),
     (("stream", "connections", "*"), Rule(Level.VHOST, 2), {"GET": streams.get_connections}),
-    (("stream", "connections", "*", "*"), MANAGEMENT, {"GET": streams.get_connection}),
+    (
+        ("stream", "connections", "*", "*"),
+        MANAGEMENT,
+        {"GET": streams.get_connection, "DELETE": streams.delete_connection},
+    ),
     (
         ("stream", "connections", "*", "*", "publishers"),
         MANAGEMENT,
@@ -86,23 +103,11 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
     (("stream", "publishers", "*", "*"), MANAGEMENT, {"GET": streams.get_publishers}),
     (("stream", "consumers"), MANAGEMENT, {"GET": streams.get_consumers}),
     (("stream", "consumers", "*"), MANAGEMENT, {"GET": streams.get_consumers}),
-    (("exchanges",), MANAGEMENT, {"GET": exchanges.get_exchanges}),
-    (("exchanges", "*"), VHOST, {"GET": exchanges.get_exchanges}),
-    (
-        ("exchanges", "*", "*"),
-        VHOST,
-        {"GET": exchanges.get_exchanges, "PUT": exchanges.put_exchange, "DELETE": exchanges.delete_exchange},
-    ),
+    *_by_vhost("exchanges", exchanges.get_exchanges, exchanges.put_exchange, exchanges.delete_exchange),
     (("exchanges", "*", "*", "publish"), VHOST, {"POST": exchanges.publish}),
     (("exchanges", "*", "*", "bindings", "source"), VHOST, {"GET": bindings.get_exchange_bindings}),
     (("exchanges", "*", "*", "bindings", "destination"), VHOST, {"GET": bindings.get_exchange_bindings}),
-    (("queues",), MANAGEMENT, {"GET": queues.get_queues}),
-    (("queues", "*"), VHOST, {"GET": queues.get_queues}),
-    (
-        ("queues", "*", "*"),
-        VHOST,
-        {"GET": queues.get_queues, "PUT": queues.put_queue, "DELETE": queues.delete_queue},
-    ),
+    *_by_vhost("queues", queues.get_queues, queues.put_queue, queues.delete_queue),
     (("queues", "*", "*", "contents"), VHOST, {"DELETE": queues.purge_queue}),
     (("queues", "*", "*", "get"), VHOST, {"POST": queues.get_messages}),
     (("queues", "*", "*", "bindings"), VHOST, {"GET": bindings.get_queue_bindings}),
@@ -120,12 +125,8 @@ ROUTES: list[tuple[tuple[str, ...], Rule, dict[str, Handler]]] = [
     ),
     (("definitions",), ADMIN, {"GET": definitions.get_definitions, "POST": definitions.post_definitions}),
     (("definitions", "*"), ADMIN, {"GET": definitions.get_definitions, "POST": definitions.post_definitions}),
-    (("policies",), MANAGEMENT, {"GET": policies.get_policies}),
-    (("policies", "*"), VHOST, {"GET": policies.get_policies}),
-    (
-        ("policies", "*", "*"),
-        VHOST_POLICIES,
-        {"GET": policies.get_policies, "PUT": policies.put_policy, "DELETE": policies.delete_policy},
+    *_by_vhost(
+        "policies", policies.get_policies, policies.put_policy, policies.delete_policy, one=VHOST_POLICIES
     ),
     (("parameters",), POLICIES, {"GET": policies.get_parameters}),
     (("parameters", "*"), POLICIES, {"GET": policies.get_parameters}),
@@ -176,6 +177,15 @@ PLUGIN_PATHS: dict[str, str] = {"stream": "rabbitmq_stream_management"}
 """The first path segment (after /api/) of the resources a plugin other than the management
 plugin registers, and that plugin."""
 
+METHOD_ORDER = ("HEAD", "GET", "PUT", "POST", "DELETE", "OPTIONS")
+"""The order RabbitMQ 3.10.8's resources list their methods in an allow header (observed)."""
+
+
+def allow_header(methods: Container[str]) -> str:
+    """The allow header of a path whose methods are `methods`."""
+    return ", ".join(m for m in METHOD_ORDER if m in methods)
+
+
 UNKNOWN_ALLOW = "HEAD, GET, OPTIONS"
 """The methods RabbitMQ's catch-all resource for an unknown /api/ path allows (observed on 3.10.8:
 GET and HEAD are 404, OPTIONS 200, anything else 405 with this allow header)."""
@@ -203,9 +213,9 @@ def match(
             continue
         if not all(p == "*" or p == s for p, s in zip(pattern, segs, strict=True)):
             continue
-        names = set(methods)
+        names = set(methods) | {"OPTIONS"}
         if "GET" in names:
-            names |= {"HEAD", "OPTIONS"}
+            names.add("HEAD")
         allowed |= names
         handler = methods.get("GET" if method == "HEAD" else method)
         if handler is not None:

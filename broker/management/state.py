@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from amqpwire.fields import FieldTable
 from broker.entities import hash_watch
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from broker.management.ports import AlarmReads, ConnectionReads, ManagementBroker
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     """This process as /api/nodes shows it."""
@@ -50,6 +53,20 @@ class NodeInfo:
     mem_used: int
 
 
+class _FromBroker(Generic[T]):
+    """A read-only attribute of `BrokerState` that is the broker's own object of that name (or
+    `attr`): one the broker already exposes through a read port, so no view is taken."""
+
+    def __init__(self, attr: str = "") -> None:
+        self.attr = attr
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attr = self.attr or name
+
+    def __get__(self, state: BrokerState, owner: type | None = None) -> T:
+        return cast(T, getattr(state._broker, self.attr))  # noqa: SLF001  (BrokerState's own part)
+
+
 class BrokerState:
     """The read model of one running broker (the management port), plus the message rates."""
 
@@ -58,6 +75,10 @@ class BrokerState:
         self.rates = RateSamples()
         self.started = time.monotonic()
         self.node_name = broker.cluster.local
+        #: each open connection at the last sample: (the connection, its vhost, recv_oct, send_oct)
+        self._octets_seen: dict[int, tuple[object, str, int, int]] = {}
+        #: per vhost, the bytes of its connections closed since: what they had at their last sample
+        self._octets_gone: dict[str, tuple[int, int]] = {}
 
     # -- identity & auth ------------------------------------------------------------------------
 
@@ -83,10 +104,8 @@ class BrokerState:
     def default_user(self) -> str:
         return self._broker.settings.default_user
 
-    @property
-    def registry(self) -> Registry:
-        """Users and permissions, for the authorisation decisions (broker.management.authz)."""
-        return self._broker.auth
+    registry: _FromBroker[Registry] = _FromBroker("auth")
+    """Users and permissions, for the authorisation decisions (broker.management.authz)."""
 
     def users(self) -> list[str]:
         return list(self._broker.auth.users)
@@ -137,6 +156,39 @@ class BrokerState:
     def vhost_stats(self, vhost: str) -> dict[str, int] | None:
         """The vhost's message_stats counters, None before any activity."""
         return _vhost_stats(self._broker.vhosts[vhost])
+
+    def vhost_octets(self) -> dict[str, dict[str, int]]:
+        """recv_oct and send_oct per vhost that has had a connection, summed over all it had, AMQP
+        and stream, as RabbitMQ's per-vhost connection figures keep what its connections reported:
+        a closed one counts with what it had when last seen (at a sample, or a read of this)."""
+        self._note_octets()
+        sums = {vhost: list(gone) for vhost, gone in self._octets_gone.items()}
+        for _c, vhost, recv, send in self._octets_seen.values():
+            acc = sums.setdefault(vhost, [0, 0])
+            acc[0] += recv
+            acc[1] += send
+        return {vhost: {"recv_oct": recv, "send_oct": send} for vhost, (recv, send) in sums.items()}
+
+    def _connection_octets(self) -> Iterator[tuple[object, str, int, int]]:
+        """(connection, vhost, recv_oct, send_oct) of each open AMQP and stream connection."""
+        for c in list(self._broker.connections):
+            if is_listed(c):
+                yield c, c.vhost_name, c.recv_oct, c.send_oct
+        for s in list(self._broker.stream_connections):
+            if s.is_open:
+                yield s, s.vhost, s.recv_oct, s.send_oct
+
+    def _note_octets(self) -> None:
+        """Move the bytes of the connections closed since they were last seen to their vhost's total;
+        a deleted vhost's total goes with it."""
+        live = {id(c): (c, v, r, s) for c, v, r, s in self._connection_octets()}
+        for key, (_c, vhost, recv, send) in self._octets_seen.items():
+            if key not in live:
+                r0, s0 = self._octets_gone.get(vhost, (0, 0))
+                self._octets_gone[vhost] = (r0 + recv, s0 + send)
+        self._octets_seen = live
+        for vhost in [v for v in self._octets_gone if v not in self._broker.vhosts]:
+            del self._octets_gone[vhost]
 
     # -- exchanges ------------------------------------------------------------------------------
 
@@ -266,13 +318,8 @@ class BrokerState:
             mem_used=_rss_bytes(),
         )
 
-    @property
-    def alarms(self) -> AlarmReads:
-        return self._broker.alarms
-
-    @property
-    def cluster(self) -> Cluster:
-        return self._broker.cluster
+    alarms: _FromBroker[AlarmReads] = _FromBroker()
+    cluster: _FromBroker[Cluster] = _FromBroker()
 
     def store_fault(self) -> str | None:
         """Why the store is not confirming writes (files deleted or replaced under the broker, a
@@ -321,6 +368,7 @@ class BrokerState:
         counters the entities keep as messages move instead of building a view of each queue and
         exchange (a tenth of the cost).
         """
+        octets = self.vhost_octets()
         values: dict[SampleKey, dict[str, int]] = {}
         totals = dict.fromkeys(DEPTHS, 0)
         for vname, vh in self._broker.vhosts.items():
@@ -333,7 +381,7 @@ class BrokerState:
                 values[(vname, q.name)] = {**q.stats, **depth}
                 for k, v in depth.items():
                     totals[k] += v
-            values[vhost_key(vname)] = _vhost_stats(vh) or {}
+            values[vhost_key(vname)] = {**(_vhost_stats(vh) or {}), **octets.get(vname, {})}
             for x in vh.exchanges.values():
                 values[exchange_key(vname, x.name)] = exchange_stats(x.publish_in, x.publish_out)
         values[TOTALS] = totals

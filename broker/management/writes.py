@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amqpwire.errors import AmqpError
@@ -39,9 +40,23 @@ if TYPE_CHECKING:
     from broker.management.http import Request
     from broker.management.ports import ManagementBroker, PolicyAdmin
 
-__all__ = ["ACK_MODES", "AmqpOpError", "DefinitionError", "PropertyTypeError", "Writes"]
+__all__ = ["ACK_MODES", "AmqpOpError", "DefinitionError", "ExchangeSpec", "PropertyTypeError", "Writes"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ExchangeSpec:
+    """An exchange as the API declares it (a PUT's body or a definitions file's entry): the
+    exchange.declare an AMQP client would send, without the passive and nowait flags."""
+
+    name: str
+    type: str
+    durable: bool
+    auto_delete: bool
+    internal: bool
+    arguments: dict[str, Any]
+
 
 _ALL = ".*"
 
@@ -110,20 +125,8 @@ class Writes:
             req, vhost, lambda s: direct.get_messages(s, queue, count, ackmode, encoding, truncate)
         )
 
-    async def declare_exchange(
-        self,
-        req: Request,
-        vhost: str,
-        name: str,
-        type_: str,
-        durable: bool,
-        auto_delete: bool,
-        internal: bool,
-        arguments: dict[str, Any],
-    ) -> None:
-        self._as_user(
-            req, vhost, lambda s: _declare_exchange(s, name, type_, durable, auto_delete, internal, arguments)
-        )
+    async def declare_exchange(self, req: Request, vhost: str, spec: ExchangeSpec) -> None:
+        self._as_user(req, vhost, lambda s: _declare_exchange(s, spec))
 
     async def delete_exchange(self, req: Request, vhost: str, name: str, if_unused: bool) -> None:
         self._as_user(
@@ -215,8 +218,7 @@ class Writes:
                 )
             for x in exchanges:
                 current = f"exchange '{x['name']}'"
-                _declare_exchange(
-                    s,
+                spec = ExchangeSpec(
                     x["name"],
                     x.get("type") or "direct",
                     bool(x.get("durable", False)),
@@ -224,6 +226,7 @@ class Writes:
                     bool(x.get("internal", False)),
                     x.get("arguments") or {},
                 )
+                _declare_exchange(s, spec)
             for b in bindings:
                 kind = str(b.get("destination_type", "queue"))
                 current = f"binding '{b['source']}' -> {kind} '{b['destination']}'"
@@ -233,6 +236,13 @@ class Writes:
             raise DefinitionError(exc.reply_code, exc.reply_text, current) from None
 
     # -- administration ---------------------------------------------------------------------------
+
+    def close_stream_connection(self, name: str, reason: str) -> None:
+        """Drop the stream-protocol connection `name`: RabbitMQ 3.10.8 sends it no close frame,
+        whatever the reason given (which only its log shows)."""
+        for conn in list(self._broker.stream_connections):
+            if conn.name == name and conn.is_open:
+                conn.force_close(reason)
 
     def put_vhost(
         self, creator: str, name: str, description: str, tags: tuple[str, ...], tracing: bool | None
@@ -358,19 +368,10 @@ def _queue(s: DirectSession, method: str, name: str) -> str:
     return D.sharded_queue(s.vhost_obj, method, D.strip_cr_lf(name))
 
 
-def _declare_exchange(
-    s: DirectSession,
-    name: str,
-    type_: str,
-    durable: bool,
-    auto_delete: bool,
-    internal: bool,
-    arguments: dict[str, Any],
-) -> None:
-    args = FieldTable.from_python(arguments)
-    D.exchange_declare(
-        s.vhost_obj, s, C.ExchangeDeclare(0, name, type_, False, durable, auto_delete, internal, False, args)
-    )
+def _declare_exchange(s: DirectSession, x: ExchangeSpec) -> None:
+    args = FieldTable.from_python(x.arguments)
+    method = C.ExchangeDeclare(0, x.name, x.type, False, x.durable, x.auto_delete, x.internal, False, args)
+    D.exchange_declare(s.vhost_obj, s, method)
 
 
 def _bind(

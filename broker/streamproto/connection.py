@@ -305,6 +305,12 @@ class StreamConnection:
         if now - hb.last_sent >= hb.interval / 2 and not self._out:
             self._send(F.Heartbeat())
 
+    def force_close(self, reason: str) -> None:
+        """Drop the connection without a close frame, as RabbitMQ 3.10.8 does when the management
+        API deletes it: the socket closes at the I/O side's next flush."""
+        self._close_now(reason)
+        self._wake()
+
     def _close_now(self, reason: str) -> None:
         self.close_reason = self.close_reason or reason
         if self.state is not State.CLOSED:

@@ -83,7 +83,7 @@ def test_stream_paths_served_with_the_plugin() -> None:
         for path in STREAM_PATHS[:2] + STREAM_PATHS[3:]:
             got = request(port, "GET", path)
             assert (got["status"], json.loads(got["body"])) == (200, []), path
-        assert request(port, "POST", "/api/stream/connections")["headers"]["allow"] == "GET, HEAD, OPTIONS"
+        assert request(port, "POST", "/api/stream/connections")["headers"]["allow"] == "HEAD, GET, OPTIONS"
         assert request(port, "GET", "/api/stream/connections", authed=False)["status"] == 401
 
 

@@ -3,8 +3,10 @@
 // for every management user and changed by policymakers, as in RabbitMQ's UI.
 
 import * as api from "./api.js";
-import { append, clear, el, kvTable, link, listTable, num, panel, rate, show, unavailable } from "./dom.js";
-import { actionButton, describe, form, report } from "./widgets.js";
+import {
+  append, boxes, clear, el, kvTable, link, listTable, num, objectHeading, panel, rate, show, unavailable,
+} from "./dom.js";
+import { actionButton, deleteButton, describe, form, report } from "./widgets.js";
 
 const TAG_CHOICES = ["administrator", "monitoring", "policymaker", "management", "impersonator"];
 
@@ -120,9 +122,23 @@ function permissionsTable(ctx, rows, { showUser }) {
   });
 }
 
+/** What a user's page and a virtual host's page open with: the heading, the overview box, the
+ *  permissions box with the form granting one (`scope`: { user } or { vhost }), and the panel of
+ *  what this broker does not offer there (`missing`: title, what, endpoint). */
+function permissionsHead(ctx, kind, name, scope, [title, what, endpoint]) {
+  const [facts, perms] = boxes(2);
+  const permForm = permissionForm(ctx, scope);
+  const id = `${Object.keys(scope)[0]}-name`;
+  return {
+    facts, perms, permForm,
+    head: [objectHeading(kind, name, { id }), panel("Overview", {}, facts), panel("Permissions", {}, perms, permForm),
+      panel(title, {}, unavailable(what, endpoint))],
+  };
+}
+
 export function userPage(ctx, name) {
-  const facts = el("div");
-  const perms = el("div");
+  const { facts, perms, head } = permissionsHead(ctx, "User", name, { user: name },
+    ["Topic permissions", "Topic permissions", "/api/topic-permissions"]);
   let current = null;
   const update = tagButtons(form(ctx, {
     id: "update-user", submit: "Update user", keep: true,
@@ -142,21 +158,11 @@ export function userPage(ctx, name) {
       return `User ${name} updated.`;
     },
   }));
-  const permForm = permissionForm(ctx, { user: name });
-  append(ctx.main,
-    el("h1", {}, "User ", el("span", { class: "name", id: "user-name" }, name)),
-    panel("Overview", {}, facts),
-    panel("Permissions", {}, perms, permForm),
-    panel("Topic permissions", {}, unavailable("Topic permissions", "/api/topic-permissions")),
+  append(ctx.main, head,
     panel("Update this user", {}, update),
-    panel("Delete this user", {}, actionButton(ctx, {
-      label: "Delete", id: "delete-user", danger: true, confirmText: `Delete user ${name}?`,
-      action: async () => {
-        await api.del(api.path("users", name));
-        if (name === ctx.user.name) ctx.loggedOut("Your user was deleted.");
-        else ctx.navigate("#/users");
-        return `User ${name} deleted.`;
-      },
+    panel("Delete this user", {}, deleteButton(ctx, {
+      noun: "User", name, path: ["users", name], id: "delete-user",
+      then: () => (name === ctx.user.name ? ctx.loggedOut("Your user was deleted.") : ctx.navigate("#/users")),
     })),
   );
   let first = true;
@@ -217,22 +223,15 @@ export function vhostsPage(ctx) {
 }
 
 export function vhostPage(ctx, name) {
-  const facts = el("div");
-  const perms = el("div");
-  const permForm = permissionForm(ctx, { vhost: name });
-  append(ctx.main,
-    el("h1", {}, "Virtual Host ", el("span", { class: "name", id: "vhost-name" }, name)),
-    panel("Overview", {}, facts),
-    panel("Permissions", {}, perms, permForm),
-    panel("Limits", {}, unavailable("Virtual host limits", "/api/vhost-limits")),
-    panel("Delete this virtual host", {}, actionButton(ctx, {
-      label: "Delete", id: "delete-vhost", danger: true,
+  const { facts, perms, permForm, head } = permissionsHead(ctx, "Virtual Host", name, { vhost: name },
+    ["Limits", "Virtual host limits", "/api/vhost-limits"]);
+  append(ctx.main, head,
+    panel("Delete this virtual host", {}, deleteButton(ctx, {
+      noun: "Virtual host", name, path: ["vhosts", name], id: "delete-vhost",
       confirmText: `Delete virtual host ${name}? All its exchanges, queues and messages go with it.`,
-      action: async () => {
-        await api.del(api.path("vhosts", name));
+      then: async () => {
         await ctx.reloadVhosts();
         ctx.navigate("#/vhosts");
-        return `Virtual host ${name} deleted.`;
       },
     })),
   );
@@ -316,20 +315,13 @@ export function policiesPage(ctx) {
 }
 
 function deletePolicyButton(ctx, vhost, name, after) {
-  return actionButton(ctx, {
-    label: "Delete", id: "delete-policy", danger: true, confirmText: `Delete policy ${name}?`,
-    action: async () => {
-      await api.del(api.path("policies", vhost, name));
-      if (after) after();
-      return `Policy ${name} deleted.`;
-    },
-  });
+  return deleteButton(ctx, { noun: "Policy", name, path: ["policies", vhost, name], id: "delete-policy", then: after });
 }
 
 export function policyPage(ctx, vhost, name) {
   const facts = el("div");
   append(ctx.main,
-    el("h1", {}, "Policy ", el("span", { class: "name" }, name), " ", el("span", { class: "muted" }, `in virtual host ${vhost}`)),
+    objectHeading("Policy", name, { vhost }),
     panel("Overview", {}, facts),
     ctx.user.policymaker ? panel("Delete this policy", {}, deletePolicyButton(ctx, vhost, name, () => ctx.navigate("#/policies"))) : null,
   );

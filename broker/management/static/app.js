@@ -40,45 +40,43 @@ function allowed(user, need) {
 }
 
 // path pattern (":x" = one segment), the page, the tag it needs, the tab it belongs to, its name
+function routeRow(pattern, page, need, tab = pattern[0], name = tab) {
+  return [pattern, page, need, tab, name];
+}
+
+// a tab's list page and its one-object page (the object found by `keys`), named `one`
+function listAndOne(tab, listPage, onePage, one, keys, need = "management") {
+  return [routeRow([tab], listPage, need), routeRow([tab, ...keys], onePage, need, tab, one)];
+}
+
 const ROUTES = [
-  [[], overviewPage, "management", "overview", "overview"],
-  [["connections"], connectionsPage, "management", "connections", "connections"],
-  [["connections", ":name"], connectionPage, "management", "connections", "connection"],
-  [["channels"], channelsPage, "management", "channels", "channels"],
-  [["channels", ":name"], channelPage, "management", "channels", "channel"],
-  [["exchanges"], exchangesPage, "management", "exchanges", "exchanges"],
-  [["exchanges", ":vhost", ":name"], exchangePage, "management", "exchanges", "exchange"],
-  [["queues"], queuesPage, "management", "queues", "queues"],
-  [["queues", ":vhost", ":name"], queuePage, "management", "queues", "queue"],
-  [["hash"], hashListPage, "management", "hash", "hash"],
-  [["hash", ":vhost", ":name"], hashExchangePage, "management", "hash", "hash-exchange"],
-  [["users"], usersPage, "administrator", "users", "users"],
-  [["users", ":name"], userPage, "administrator", "users", "user"],
-  [["vhosts"], vhostsPage, "administrator", "vhosts", "vhosts"],
-  [["vhosts", ":name"], vhostPage, "administrator", "vhosts", "vhost"],
-  [["policies"], policiesPage, "management", "policies", "policies"],
-  [["policies", ":vhost", ":name"], policyPage, "management", "policies", "policy"],
-  [["limits"], limitsPage, "management", "limits", "limits"],
-  [["definitions"], definitionsPage, "administrator", "definitions", "definitions"],
+  routeRow([], overviewPage, "management", "overview"),
+  ...listAndOne("connections", connectionsPage, connectionPage, "connection", [":name"]),
+  ...listAndOne("channels", channelsPage, channelPage, "channel", [":name"]),
+  ...listAndOne("exchanges", exchangesPage, exchangePage, "exchange", [":vhost", ":name"]),
+  ...listAndOne("queues", queuesPage, queuePage, "queue", [":vhost", ":name"]),
+  ...listAndOne("hash", hashListPage, hashExchangePage, "hash-exchange", [":vhost", ":name"]),
+  ...listAndOne("users", usersPage, userPage, "user", [":name"], "administrator"),
+  ...listAndOne("vhosts", vhostsPage, vhostPage, "vhost", [":name"], "administrator"),
+  ...listAndOne("policies", policiesPage, policyPage, "policy", [":vhost", ":name"]),
+  routeRow(["limits"], limitsPage, "management"),
+  routeRow(["definitions"], definitionsPage, "administrator"),
 ];
 
+// the tabs in order: id (the tab of the routes it leads to), label, the tab it sits under
 const TABS = [
-  ["overview", "Overview", "#/", "management"],
-  ["connections", "Connections", "#/connections", "management"],
-  ["channels", "Channels", "#/channels", "management"],
-  ["exchanges", "Exchanges", "#/exchanges", "management"],
-  ["queues", "Queues", "#/queues", "management"],
-  ["hash", "Hash exchanges", "#/hash", "management"],
-  ["admin", "Admin", null, "management"],
+  ["overview", "Overview"], ["connections", "Connections"], ["channels", "Channels"], ["exchanges", "Exchanges"],
+  ["queues", "Queues"], ["hash", "Hash exchanges"], ["admin", "Admin"],
+  ["users", "Users", "admin"], ["vhosts", "Virtual Hosts", "admin"], ["policies", "Policies", "admin"],
+  ["limits", "Limits", "admin"], ["definitions", "Definitions", "admin"],
 ];
 
-const ADMIN_TABS = [
-  ["users", "Users", "#/users", "administrator"],
-  ["vhosts", "Virtual Hosts", "#/vhosts", "administrator"],
-  ["policies", "Policies", "#/policies", "management"],
-  ["limits", "Limits", "#/limits", "management"],
-  ["definitions", "Definitions", "#/definitions", "administrator"],
-];
+/** Where a tab links and the tag it needs: its list page's route (the Admin tab has none: it opens
+ *  its first sub-tab the user may open). */
+function tabTarget(id) {
+  const r = ROUTES.find(([pattern, , , tab]) => tab === id && pattern.length <= 1);
+  return r ? { href: "#/" + r[0].join("/"), need: r[2] } : { href: null, need: "management" };
+}
 
 function parseHash(hash) {
   const raw = hash.replace(/^#\/?/, "");
@@ -191,17 +189,16 @@ function makeContext(main) {
 
 function renderTabs(route) {
   const user = state.user;
-  const adminTab = ADMIN_TABS.some(([id]) => id === route?.tab);
-  const firstAdmin = ADMIN_TABS.find(([, , , need]) => allowed(user, need));
-  clear($("tabs"), TABS.filter(([, , , need]) => allowed(user, need)).map(([id, label, href]) => el("li", {},
-    el("a", {
-      href: href || firstAdmin[2], dataset: { tab: id },
-      class: (id === "admin" ? adminTab : route?.tab === id) ? "selected" : undefined,
-    }, label))));
+  const shown = (parent) => TABS.filter(([id, , under]) => under === parent && allowed(user, tabTarget(id).need));
+  const adminTab = TABS.some(([id, , under]) => under === "admin" && id === route?.tab);
+  const firstAdmin = tabTarget(shown("admin")[0][0]).href;
+  const item = ([id, label], selected) => el("li", {},
+    el("a", { href: tabTarget(id).href || firstAdmin, dataset: { tab: id }, class: selected ? "selected" : undefined },
+      label));
+  clear($("tabs"), shown(undefined).map((t) => item(t, t[0] === "admin" ? adminTab : route?.tab === t[0])));
   const sub = $("subtabs");
   sub.hidden = !adminTab;
-  clear(sub, adminTab ? ADMIN_TABS.filter(([, , , need]) => allowed(user, need)).map(([id, label, href]) => el("li", {},
-    el("a", { href, dataset: { tab: id }, class: route.tab === id ? "selected" : undefined }, label))) : []);
+  clear(sub, adminTab ? shown("admin").map((t) => item(t, route.tab === t[0])) : []);
 }
 
 function stopPage() {

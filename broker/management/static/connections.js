@@ -2,7 +2,9 @@
 // monitoring user or administrator all of them; the pages show what the API returns.
 
 import * as api from "./api.js";
-import { append, clear, el, gone, kvTable, link, listTable, num, panel, rate, unavailable, when } from "./dom.js";
+import {
+  append, boxes, clear, el, gone, kvTable, link, listTable, num, objectHeading, panel, rate, unavailable, when,
+} from "./dom.js";
 import { form, listPage } from "./widgets.js";
 
 function connectionLabel(c) {
@@ -56,11 +58,9 @@ function channelsTable(ctx, rows, { id, sortState, showVhost }) {
 }
 
 export function connectionPage(ctx, name) {
-  const facts = el("div");
-  const client = el("div");
-  const channels = el("div");
+  const [facts, client, channels] = boxes(3);
   append(ctx.main,
-    el("h1", {}, "Connection ", el("span", { class: "name", id: "connection-name" }, name)),
+    objectHeading("Connection", name, { id: "connection-name" }),
     panel("Details", {}, facts),
     panel("Client properties", {}, client),
     panel("Channels", {}, channels),
@@ -113,10 +113,9 @@ export function channelsPage(ctx) {
 
 /** A channel's page, built from /api/channels and /api/consumers (there is no per-channel endpoint). */
 export function channelPage(ctx, name) {
-  const facts = el("div");
-  const consumers = el("div");
+  const [facts, consumers] = boxes(2);
   append(ctx.main,
-    el("h1", {}, "Channel ", el("span", { class: "name", id: "channel-name" }, name)),
+    objectHeading("Channel", name, { id: "channel-name" }),
     panel("Details", {}, facts),
     panel("Consumers", {}, consumers),
   );

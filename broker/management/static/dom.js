@@ -144,6 +144,18 @@ export function listTable({ columns, rows, rowAttrs, empty, attrs, sortState }) 
   return tbl;
 }
 
+/** `n` empty boxes, which a page places once and fills on each refresh. */
+export function boxes(n) {
+  return Array.from({ length: n }, () => el("div"));
+}
+
+/** An object page's heading, "Queue <name> in virtual host <vhost>": the name in a span with `id`
+ *  (where tests and links find it); the vhost part only for an object that lives in one. */
+export function objectHeading(kind, name, { id, vhost } = {}) {
+  return el("h1", {}, `${kind} `, el("span", { class: "name", id }, name),
+    vhost === undefined ? null : [" ", el("span", { class: "muted" }, `in virtual host ${vhost}`)]);
+}
+
 /** A titled panel: section("Queues", ...content). `attrs` may carry an id or data-*. */
 export function panel(title, attrs, ...children) {
   return el("section", { class: "panel", ...attrs }, title ? el("h2", {}, title) : null, ...children);

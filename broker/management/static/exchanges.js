@@ -3,9 +3,11 @@
 
 import * as api from "./api.js";
 import { History, lineChart } from "./charts.js";
-import { append, clear, el, kvTable, link, listTable, panel, rate, rateOf, routeHref } from "./dom.js";
+import {
+  append, boxes, clear, el, kvTable, link, listTable, objectHeading, panel, rate, rateOf, routeHref,
+} from "./dom.js";
 import { HASH_TYPES, hashCard, loadHashView } from "./hash.js";
-import { actionButton, bindForm, features, form, listPage, publishForm, unbindButton } from "./widgets.js";
+import { bindForm, deleteButton, features, form, listPage, publishForm, unbindButton } from "./widgets.js";
 
 function displayName(name) {
   return name === "" ? "(AMQP default)" : name;
@@ -13,8 +15,7 @@ function displayName(name) {
 
 export function exchangesPage(ctx) {
   return listPage(ctx, {
-    title: "Exchanges", noun: "exchange", after: addExchangeForm(ctx),
-    load: (vh) => api.get(vh ? api.path("exchanges", vh) : "/exchanges"),
+    title: "Exchanges", resource: "exchanges", noun: "exchange", after: addExchangeForm(ctx),
     table: (rows, sortState) => listTable({
       attrs: { id: "exchange-list" }, sortState, rows,
       rowAttrs: (x) => ({ dataset: { exchange: x.name, vhost: x.vhost, type: x.type } }),
@@ -88,15 +89,10 @@ export function exchangePage(ctx, vhost, segment) {
   const name = segment === "amq.default" ? "" : segment;
   const isDefault = name === "";
   const builtIn = isDefault || name.startsWith("amq.");
-  const facts = el("div");
-  const ratesBox = el("div");
-  const out = el("div");
-  const into = el("div");
-  const hashBox = el("div");
+  const [facts, ratesBox, out, into, hashBox] = boxes(5);
   const history = new History();
   append(ctx.main,
-    el("h1", {}, "Exchange ", el("span", { class: "name", id: "exchange-name" }, displayName(name)), " ",
-      el("span", { class: "muted" }, `in virtual host ${vhost}`)),
+    objectHeading("Exchange", displayName(name), { id: "exchange-name", vhost }),
     panel("Details", {}, facts),
     panel("Message rates", {}, ratesBox),
     hashBox,
@@ -106,13 +102,9 @@ export function exchangePage(ctx, vhost, segment) {
       : panel("Bindings", {}, el("h3", {}, "From this exchange"), out,
         el("h3", {}, "To this exchange"), into, bindForm(ctx, { vhost, source: name })),
     panel("Publish message", {}, publishForm(ctx, { vhost, exchange: name })),
-    builtIn ? null : panel("Delete this exchange", {}, actionButton(ctx, {
-      label: "Delete", id: "delete-exchange", danger: true, confirmText: `Delete exchange ${name}?`,
-      action: async () => {
-        await api.del(api.path("exchanges", vhost, name));
-        ctx.navigate("#/exchanges");
-        return `Exchange ${name} deleted.`;
-      },
+    builtIn ? null : panel("Delete this exchange", {}, deleteButton(ctx, {
+      noun: "Exchange", name, path: ["exchanges", vhost, name], id: "delete-exchange",
+      then: () => ctx.navigate("#/exchanges"),
     })),
   );
   return {

@@ -6,7 +6,7 @@
 
 import * as api from "./api.js";
 import { COLOURS } from "./charts.js";
-import { append, clear, el, link, num, panel, routeHref, show, svg } from "./dom.js";
+import { append, clear, el, link, num, objectHeading, panel, routeHref, show, svg } from "./dom.js";
 import { HASH_TYPES, LiveTrace } from "./hash_live.js";
 
 export { HASH_TYPES };
@@ -202,8 +202,7 @@ export function hashExchangePage(ctx, vhost, name) {
     },
   });
   append(ctx.main,
-    el("h1", {}, "Hash exchange: ", el("span", { class: "name" }, name), " ",
-      el("span", { class: "muted" }, `in virtual host ${vhost}`)),
+    objectHeading("Hash exchange:", name, { vhost }),
     el("p", {}, link("Exchange page (bindings, publish, delete)", "exchanges", vhost, name)),
     panel("Details", {}, facts),
     panel("Distribution", {}, EXPLAIN("Bars: messages in each destination; marker: what the bucket shares predict. " +

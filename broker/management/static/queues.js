@@ -3,9 +3,12 @@
 
 import * as api from "./api.js";
 import { History, lineChart } from "./charts.js";
-import { append, bytes, clear, el, kvTable, link, listTable, num, panel, rate, rateOf, unavailable } from "./dom.js";
 import {
-  actionButton, bindForm, features, form, getMessagesForm, listPage, publishForm, QUEUE_ARGS, unbindButton,
+  append, boxes, bytes, clear, el, kvTable, link, listTable, num, objectHeading, panel, rate, rateOf, unavailable,
+} from "./dom.js";
+import {
+  actionButton, bindForm, deleteButton, features, form, getMessagesForm, listPage, publishForm, QUEUE_ARGS,
+  unbindButton,
 } from "./widgets.js";
 
 function stats(q, key) {
@@ -14,8 +17,7 @@ function stats(q, key) {
 
 export function queuesPage(ctx) {
   return listPage(ctx, {
-    title: "Queues", noun: "queue", after: addQueueForm(ctx),
-    load: (vh) => api.get(vh ? api.path("queues", vh) : "/queues"),
+    title: "Queues", resource: "queues", noun: "queue", after: addQueueForm(ctx),
     table: (rows, sortState) => listTable({
       attrs: { id: "queue-list" }, sortState, rows,
       empty: "no queues",
@@ -68,15 +70,10 @@ const RATE_SERIES = [
 ];
 
 export function queuePage(ctx, vhost, name) {
-  const facts = el("div");
-  const messages = el("div");
-  const ratesBox = el("div");
-  const consumers = el("div");
-  const bindings = el("div");
+  const [facts, messages, ratesBox, consumers, bindings] = boxes(5);
   const history = new History();
   append(ctx.main,
-    el("h1", {}, "Queue ", el("span", { class: "name", id: "queue-name" }, name), " ",
-      el("span", { class: "muted" }, `in virtual host ${vhost}`)),
+    objectHeading("Queue", name, { id: "queue-name", vhost }),
     panel("Details", {}, facts),
     panel("Messages", {}, messages),
     panel("Message rates", {}, ratesBox),
@@ -86,14 +83,9 @@ export function queuePage(ctx, vhost, name) {
     panel("Get messages", {}, getMessagesForm(ctx, { vhost, queue: name })),
     panel("Move messages", {}, unavailable("Moving messages to another queue",
       "the shovel plugin's PUT /api/parameters/shovel/{vhost}/{name}")),
-    panel("Delete", {}, actionButton(ctx, {
-      label: "Delete Queue", id: "delete-queue", danger: true,
-      confirmText: `Delete queue ${name}?`,
-      action: async () => {
-        await api.del(api.path("queues", vhost, name));
-        ctx.navigate("#/queues");
-        return `Queue ${name} deleted.`;
-      },
+    panel("Delete", {}, deleteButton(ctx, {
+      noun: "Queue", name, path: ["queues", vhost, name], id: "delete-queue", label: "Delete Queue",
+      then: () => ctx.navigate("#/queues"),
     })),
     panel("Purge", {}, actionButton(ctx, {
       label: "Purge Messages", id: "purge-queue", danger: true,

@@ -224,13 +224,28 @@ export function actionButton(ctx, { label, action, confirmText, id, danger }) {
   return el("span", { class: "action-button" }, button, " ", result);
 }
 
+/** A button that deletes `noun` `name` (DELETE of the api.path of `path`) after a confirmation,
+ *  then runs `then` (where the page goes next) and reports "<Noun> <name> deleted." */
+export function deleteButton(ctx, { noun, name, path, id, then, label = "Delete", confirmText = null }) {
+  return actionButton(ctx, {
+    label, id, danger: true, confirmText: confirmText || `Delete ${noun.toLowerCase()} ${name}?`,
+    action: async () => {
+      await api.del(api.path(...path));
+      if (then) await then();
+      return `${noun} ${name} deleted.`;
+    },
+  });
+}
+
 /** The most rows a capped list page draws (a broker may hold far more exchanges or queues). */
 const MAX_ROWS = 500;
 
 /** A list page: its heading, a name filter over the rows `load(vhost)` fetches at each refresh, and
- * the table `table(rows, sortState)` makes of those that pass it. With `noun`, a line counts them
- * and the table holds at most MAX_ROWS; `after`: what follows the list (a form to add one). */
-export function listPage(ctx, { title, load, table, key = (row) => row.name, noun, after = null }) {
+ * the table `table(rows, sortState)` makes of those that pass it (by default `load` asks for the API's
+ * `resource`, of the vhost chosen or all). With `noun`, a line counts them and the table holds at
+ * most MAX_ROWS; `after`: what follows the list (a form to add one). */
+export function listPage(ctx, { title, resource, load = (vh) => api.get(vh ? api.path(resource, vh) : `/${resource}`),
+  table, key = (row) => row.name, noun, after = null }) {
   const listBox = el("div");
   const filter = filterBox(() => draw());
   const sortState = { column: -1, descending: false };

@@ -1,4 +1,10 @@
-"""/api/connections, /api/channels and /api/consumers: who is connected and consuming."""
+"""/api/connections, /api/channels and /api/consumers: who is connected and consuming.
+
+The connections are the AMQP 0-9-1 ones and, as RabbitMQ 3.10.8 lists them there too (whether or
+not rabbitmq_stream_management is on), the stream-protocol ones, each in its own protocol's form:
+a stream connection appears as /api/stream/connections shows it (protocol "stream", no "type"),
+has no channels, and DELETE drops it as /api/stream/connections/{vhost}/{name} does.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,10 @@ from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.render import formatted, not_authorised, not_found
 from broker.management.sessions import Sessions
+from broker.management.stream_sessions import StreamConnectionView
 from broker.management.values import table_to_json
+from broker.management.views.guards import may_act_on
+from broker.management.views.streams import close_stream, fmt_stream_connection
 from broker.runtime.tls import TLS_FIELDS
 
 T = TypeVar("T")
@@ -105,19 +114,27 @@ def fmt_channel(ctx: Context, ch: ChannelView) -> dict[str, Any]:
     }
 
 
-def _own(ctx: Context, req: Request, user: str) -> bool:
-    """rabbit_mgmt_util:filter_user: only monitors see other users' connections and channels."""
-    return user == req.user or ctx.who(req).is_monitor
-
-
 async def get_connections(ctx: Context, req: Request, segs: list[str]) -> Response:
-    """/api/connections, or /api/vhosts/{vhost}/connections for one vhost's."""
-    return await _session_listing(ctx, req, segs, Sessions.connections, _itself, fmt_connection)
+    """/api/connections, or /api/vhosts/{vhost}/connections for one vhost's: AMQP and stream
+    connections together, by name."""
+    amqp = await _session_listing(ctx, req, segs, Sessions.connections, _itself, fmt_connection)
+    if isinstance(amqp, Response):
+        return amqp
+    vhost = segs[1] if segs[0] == "vhosts" else None
+    streams = [
+        fmt_stream_connection(ctx, c)
+        for c in ctx.state.stream_connections()
+        if may_act_on(ctx, req, c.user) and (vhost is None or c.vhost == vhost)
+    ]
+    if streams:
+        amqp = sorted([*amqp, *streams], key=lambda c: str(c["name"]))
+    return Response.json(amqp)
 
 
 async def get_channels(ctx: Context, req: Request, segs: list[str]) -> Response:
     """/api/channels, or /api/vhosts/{vhost}/channels for one vhost's."""
-    return await _session_listing(ctx, req, segs, Sessions.channels, _connection_of, fmt_channel)
+    rows = await _session_listing(ctx, req, segs, Sessions.channels, _connection_of, fmt_channel)
+    return rows if isinstance(rows, Response) else Response.json(rows)
 
 
 async def _session_listing(
@@ -127,17 +144,18 @@ async def _session_listing(
     rows: Callable[[Sessions], Iterable[T]],
     connection: Callable[[T], ConnectionView],
     fmt: Callable[[Context, T], dict[str, Any]],
-) -> Response:
-    """Connections or channels the caller may see (`_own`), of one vhost when the path names one."""
+) -> list[dict[str, Any]] | Response:
+    """Connections or channels the caller may see (`may_act_on`), of one vhost when the path
+    names one (404 for a vhost that does not exist)."""
     vhost = segs[1] if segs[0] == "vhosts" else None
     if vhost is not None and not ctx.state.has_vhost(vhost):
         return not_found()
     shown = [
         row
         for row in rows(ctx.state.sessions())
-        if _own(ctx, req, (c := connection(row)).user) and (vhost is None or c.vhost == vhost)
+        if may_act_on(ctx, req, (c := connection(row)).user) and (vhost is None or c.vhost == vhost)
     ]
-    return Response.json(await formatted(shown, lambda row: fmt(ctx, row)))
+    return await formatted(shown, lambda row: fmt(ctx, row))
 
 
 def _itself(c: ConnectionView) -> ConnectionView:
@@ -164,26 +182,37 @@ async def get_consumers(ctx: Context, req: Request, segs: list[str]) -> Response
     )
 
 
-def _visible_connection(ctx: Context, req: Request, name: str) -> ConnectionView | Response:
-    """The connection `name` as the caller may see it: 404 when it is absent or someone else's
-    (unless the caller is a monitor)."""
-    for c in ctx.state.sessions().connections():
-        if c.name == name:
-            return c if _own(ctx, req, c.user) else not_authorised("User not authorised to access object")
-    return not_found()
+def _visible_connection(
+    ctx: Context, req: Request, name: str
+) -> ConnectionView | StreamConnectionView | Response:
+    """The connection `name` (AMQP or stream) as the caller may use it (`may_act_on`): 404 when
+    it is absent, 401 when it is someone else's."""
+    found: list[ConnectionView | StreamConnectionView] = [
+        c for c in ctx.state.sessions().connections() if c.name == name
+    ]
+    found += [c for c in ctx.state.stream_connections() if c.name == name]
+    if not found:
+        return not_found()
+    c = found[0]
+    return c if may_act_on(ctx, req, c.user) else not_authorised("User not authorised to access object")
 
 
 async def get_connection(ctx: Context, req: Request, segs: list[str]) -> Response:
     c = _visible_connection(ctx, req, segs[1])
+    if isinstance(c, StreamConnectionView):
+        return Response.json(fmt_stream_connection(ctx, c, tls_absent=""))
     return c if isinstance(c, Response) else Response.json(fmt_connection(ctx, c))
 
 
 async def delete_connection(ctx: Context, req: Request, segs: list[str]) -> Response:
-    """Close it with 320 CONNECTION_FORCED and the X-Reason header's text (RabbitMQ's default
-    otherwise)."""
+    """Close an AMQP connection with 320 CONNECTION_FORCED and the X-Reason header's text
+    (RabbitMQ's default otherwise); drop a stream connection."""
     c = _visible_connection(ctx, req, segs[1])
     if isinstance(c, Response):
         return c
+    if isinstance(c, StreamConnectionView):
+        close_stream(ctx, req, c)
+        return Response(204)
     conn = ctx.state.connection(segs[1])
     if conn is not None:
         force_close(conn, req.headers.get("x-reason"))
@@ -202,7 +231,7 @@ async def get_connection_channels(ctx: Context, req: Request, segs: list[str]) -
 async def get_channel(ctx: Context, req: Request, segs: list[str]) -> Response:
     for ch in ctx.state.sessions().channels():
         if f"{ch.connection.name} ({ch.number})" == segs[1]:
-            if not _own(ctx, req, ch.connection.user):
+            if not may_act_on(ctx, req, ch.connection.user):
                 return not_authorised("User not authorised to access object")
             return Response.json(fmt_channel(ctx, ch))
     return not_found()

@@ -25,7 +25,7 @@ from broker.management.render import (
 )
 from broker.management.values import json_value, table_to_json
 from broker.management.views.guards import vhost_body, vhost_refusal, write_response
-from broker.management.writes import AmqpOpError, PropertyTypeError
+from broker.management.writes import AmqpOpError, ExchangeSpec, PropertyTypeError
 
 
 def fmt_exchange(ctx: Context, e: ExchangeView, detail: bool = False) -> dict[str, Any]:
@@ -83,9 +83,7 @@ async def put_exchange(ctx: Context, req: Request, segs: list[str]) -> Response:
     if isinstance(body, Response):
         return body
     existed = ctx.state.exchange(vhost, name) is not None
-    declare = ctx.writes.declare_exchange(
-        req,
-        vhost,
+    spec = ExchangeSpec(
         name,
         body.get("type") or "direct",
         body_bool(body, "durable"),
@@ -93,6 +91,7 @@ async def put_exchange(ctx: Context, req: Request, segs: list[str]) -> Response:
         body_bool(body, "internal"),
         body.get("arguments") or {},
     )
+    declare = ctx.writes.declare_exchange(req, vhost, spec)
     return await write_response(declare, 204 if existed else 201)
 
 

@@ -25,6 +25,13 @@ def vhost_refusal(ctx: Context, req: Request, vhost: str) -> Response | None:
     return None
 
 
+def may_act_on(ctx: Context, req: Request, owner: str) -> bool:
+    """rabbit_mgmt_util:is_authorized_user for a connection or channel of `owner`: the caller's own,
+    anyone's to look at for a monitor, anyone's to close (DELETE) for an administrator only."""
+    who = ctx.who(req)
+    return owner == req.user or (who.is_admin if req.method == "DELETE" else who.is_monitor)
+
+
 def vhost_body(ctx: Context, req: Request, vhost: str) -> dict[str, Any] | Response:
     """The JSON body of a write into `vhost`, or what refuses it: `vhost_refusal`, then a body
     that is not a JSON object."""

@@ -2,9 +2,10 @@
 /api/feature-flags, /api/global-parameters, /api/topic-permissions, /api/vhost-limits and
 /api/user-limits, with its shapes.
 
-hashbroker has no UI extensions, no OAuth 2 (UAA) login, no topic permissions and no vhost or user
-limits, so those answer as a RabbitMQ with none configured does; the feature flags are those of the
-RabbitMQ version emulated, in the states a fresh 3.10.8 node has them.
+hashbroker has no OAuth 2 (UAA) login, no topic permissions and no vhost or user limits, so those
+answer as a RabbitMQ with none configured does; the feature flags are those of the RabbitMQ version
+emulated, in the states a fresh 3.10.8 node has them. /api/extensions lists what RabbitMQ's UI
+would load for the plugins on (`EXTENSIONS`).
 """
 
 from __future__ import annotations
@@ -70,8 +71,22 @@ CLUSTER_ID = "rabbitmq-cluster-id-" + base64.urlsafe_b64encode(os.urandom(16)).d
 """rabbit_nodes' internal_cluster_id: made once per node start (RabbitMQ keeps its own in the schema)."""
 
 
+EXTENSIONS: tuple[tuple[str, tuple[dict[str, str] | list[object], ...]], ...] = (
+    ("rabbitmq_management", ({"javascript": "dispatcher.js"},)),
+    ("rabbitmq_stream_management", ([], [], [], {"javascript": "stream.js"}, [], [], [])),
+)
+"""Per plugin, in the order 3.10.8 answers them, the `web_ui()` of each of its modules that is a
+rabbit_mgmt_extension (one item per module, in its .app file's order: [] for a module that adds
+no script). The management plugin's is rabbit_mgmt_dispatcher; rabbitmq_stream_management has
+seven, of which rabbit_stream_connections_mgmt brings stream.js."""
+
+
 async def get_extensions(ctx: Context, req: Request, segs: list[str]) -> Response:
-    return Response.json([])
+    """One item per extension module of the plugins on (observed on RabbitMQ 3.10.8)."""
+    plugins = ctx.state.enabled_plugins()
+    return Response.json(
+        [item for plugin, items in EXTENSIONS if plugins is None or plugin in plugins for item in items]
+    )
 
 
 async def get_auth(ctx: Context, req: Request, segs: list[str]) -> Response:

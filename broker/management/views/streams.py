@@ -6,7 +6,9 @@ own connections (and their publishers and consumers) unless the caller is a moni
 /api/connections does (rabbit_mgmt_util:filter_conn_ch_list, the publishers' filter_user); the
 per-vhost connection list needs access to the vhost, the per-vhost publisher and consumer lists
 do not (they only filter). One connection is 404 when absent, in another vhost or not a stream
-connection, and someone else's is refused unless the caller is a monitor (is_authorized_user).
+connection, and someone else's is refused unless the caller is a monitor, or to close it
+(DELETE), an administrator (is_authorized_user). Closing drops the socket without a close frame,
+as RabbitMQ 3.10.8 does; the X-Reason header changes nothing the client sees.
 
 The single connection's TLS fields are "" where the lists give null (observed: the single view
 goes through another formatter in 3.10.8). A connection is shown as RabbitMQ shows it once its
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.management.connection_close import DEFAULT_REASON
 from broker.management.context import Context
 from broker.management.http import Request, Response
 from broker.management.render import not_authorised, not_found
 from broker.management.stream_sessions import StreamConnectionView, StreamConsumerView, StreamPublisherView
+from broker.management.views.guards import may_act_on
 
 _GC = {
     "fullsweep_after": 65535,
@@ -64,9 +68,10 @@ def fmt_stream_connection(ctx: Context, c: StreamConnectionView, *, tls_absent: 
         state="running",
         # an Erlang process's figures in RabbitMQ; the defaults of a fresh reader process here
         garbage_collection=dict(_GC),
-        user_provided_name=c.client_properties.get("connection_name", ""),
         user_who_performed_action=c.user,
     )
+    if "connection_name" in c.client_properties:  # absent, as in RabbitMQ, when the client gave none
+        d["user_provided_name"] = c.client_properties["connection_name"]
     d.update(dict.fromkeys(_TLS_FIELDS, tls_absent))
     return dict(sorted(d.items()))
 
@@ -108,11 +113,10 @@ def fmt_consumer(ctx: Context, c: StreamConnectionView, s: StreamConsumerView) -
 
 def _visible(ctx: Context, req: Request, vhost: str | None = None) -> list[StreamConnectionView]:
     """The caller's connections, or everyone's for a monitor; of one vhost when given."""
-    everyone = ctx.who(req).is_monitor
     return [
         c
         for c in ctx.state.stream_connections()
-        if (everyone or c.user == req.user) and (vhost is None or c.vhost == vhost)
+        if (vhost is None or c.vhost == vhost) and may_act_on(ctx, req, c.user)
     ]
 
 
@@ -128,7 +132,7 @@ def _connection(ctx: Context, req: Request, segs: list[str]) -> StreamConnection
     vhost, name = segs[2], segs[3]
     for c in ctx.state.stream_connections():
         if c.name == name and c.vhost == vhost:
-            if c.user != req.user and not ctx.who(req).is_monitor:
+            if not may_act_on(ctx, req, c.user):
                 return not_authorised("User not authorised to access object")
             return c
     return not_found()
@@ -138,6 +142,21 @@ async def get_connection(ctx: Context, req: Request, segs: list[str]) -> Respons
     """/api/stream/connections/{vhost}/{name}."""
     c = _connection(ctx, req, segs)
     return c if isinstance(c, Response) else Response.json(fmt_stream_connection(ctx, c, tls_absent=""))
+
+
+async def delete_connection(ctx: Context, req: Request, segs: list[str]) -> Response:
+    """DELETE /api/stream/connections/{vhost}/{name}: 204, and the client's socket closes."""
+    c = _connection(ctx, req, segs)
+    if isinstance(c, Response):
+        return c
+    close_stream(ctx, req, c)
+    return Response(204)
+
+
+def close_stream(ctx: Context, req: Request, c: StreamConnectionView) -> None:
+    """Close `c` for `req` (its X-Reason, else RabbitMQ's default, stays the connection's own
+    close reason: nothing is sent)."""
+    ctx.writes.close_stream_connection(c.name, req.headers.get("x-reason") or DEFAULT_REASON)
 
 
 async def get_connection_publishers(ctx: Context, req: Request, segs: list[str]) -> Response:

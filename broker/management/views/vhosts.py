@@ -17,7 +17,8 @@ from broker.management.render import (
 _BOOLEANS = {"true": True, "false": False}
 
 
-def fmt_vhost(ctx: Context, name: str) -> dict[str, Any]:
+def fmt_vhost(ctx: Context, name: str, octets: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """The vhost; `octets`: `BrokerState.vhost_octets()`, read once per request."""
     qs = ctx.state.queues(name)
     ready = sum(q.messages_ready for q in qs)
     unacked = sum(q.messages_unacknowledged for q in qs)
@@ -37,14 +38,19 @@ def fmt_vhost(ctx: Context, name: str) -> dict[str, Any]:
     stats = ctx.state.vhost_stats(name)
     if stats is not None:  # as RabbitMQ: none before any activity
         d["message_stats"] = with_rates(dict(stats), *stats, rates=ctx.state.vhost_rates(name))
+    if name in octets:  # as RabbitMQ: none before the vhost's first connection
+        d.update(with_rates(dict(octets[name]), *octets[name], rates=ctx.state.vhost_rates(name)))
     return with_rates(d, "messages", "messages_ready", "messages_unacknowledged")
 
 
 async def get_vhosts(ctx: Context, req: Request, segs: list[str]) -> Response:
     if len(segs) == 2:
-        return Response.json(fmt_vhost(ctx, segs[1])) if ctx.state.has_vhost(segs[1]) else not_found()
+        if not ctx.state.has_vhost(segs[1]):
+            return not_found()
+        return Response.json(fmt_vhost(ctx, segs[1], ctx.state.vhost_octets()))
     seen = ctx.visible_vhosts(req, monitors=True)
-    return Response.json([fmt_vhost(ctx, v) for v in ctx.state.vhost_names() if v in seen])
+    octets = ctx.state.vhost_octets()
+    return Response.json([fmt_vhost(ctx, v, octets) for v in ctx.state.vhost_names() if v in seen])
 
 
 async def put_vhost(ctx: Context, req: Request, segs: list[str]) -> Response:
