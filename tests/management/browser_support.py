@@ -208,8 +208,13 @@ class UI:
         self.page.wait_for_function(
             "() => { const f = document.getElementById('flash'); return f && !f.hidden && f.dataset.kind; }"
         )
-        if result.count() and result.get_attribute("data-result"):
-            return result.get_attribute("data-result") or "", result.inner_text()
+        # read in one step: a refresh after the action (an unbind re-lists the bindings) may remove
+        # the button's result between two separate reads, and a second read would then wait for it
+        outcome = result.evaluate_all(
+            "ns => ns.length && ns[0].dataset.result ? [ns[0].dataset.result, ns[0].innerText] : null"
+        )
+        if outcome:
+            return outcome[0], outcome[1]
         flash = self.page.locator("#flash")
         return flash.get_attribute("data-kind") or "", flash.inner_text()
 
