@@ -30,6 +30,7 @@ from broker.entities.persistence import Commit, failed
 from broker.entities.queues.base import Queue
 from broker.entities.queues.stream.arguments import MAX_SEGMENT_BYTES
 from broker.entities.queues.stream.arguments import OffsetSpec as LogSpec
+from broker.entities.queues.stream.log import WireChunk
 from broker.entities.queues.stream.queue import StreamQueue, amqp10_record, record_message
 from broker.store.base import Store
 from broker.streamproto import chunk as C
@@ -40,7 +41,7 @@ from broker.streamproto.constants import (
     Code,
     OffsetType,
 )
-from broker.streamproto.frames import OffsetSpec, SubBatch
+from broker.streamproto.frames import OffsetSpec, Published, SubBatch
 from broker.streamproto.ports import AuthRefused, Crashed, LoopbackOnly, Permission, StreamListener
 from broker.streamproto.tracking import TRACKING_CHUNK, Refused, TrackedLog, Tracking, create_arguments
 
@@ -97,7 +98,7 @@ def _is_loopback(host: str) -> bool:
 def _records(entry: C.Entry) -> list[bytes]:
     """The records of one published entry (a sub-batch: uncompressed or gzip)."""
     if not isinstance(entry, SubBatch):
-        return [entry]
+        return [bytes(entry)]
     if entry.compression == _GZIP:
         inflater = zlib.decompressobj(31)
         try:
@@ -137,9 +138,34 @@ class QueueReader:
             return None
         offsets = log.offsets
         j = log.chunk_end(i)
-        records = [amqp10_record(q.message_at(k)) for k in range(i, j)]
+        first = offsets[i]
         self._offset = offsets[j - 1] + 1
-        return C.Chunk.of(records, first_offset=offsets[i], timestamp=log.stamps[i])
+        wire = self._wire(i, j, first)
+        if wire is not None:  # the chunk as it was stored, sent as it is
+            n = j - i
+            return C.Chunk(C.USER, first, log.stamps[i], 1, n, n, wire[1], crc=wire[0])
+        records = [amqp10_record(q.message_at(k)) for k in range(i, j)]
+        return C.Chunk.of(records, first_offset=first, timestamp=log.stamps[i])
+
+    def _wire(self, i: int, j: int, first: int) -> tuple[int, bytes] | None:
+        """(CRC, entry section) of the chunk of records `i` to `j` when it was kept whole as a
+        stream-protocol publish frame: in memory, or read from the store once paged out."""
+        q = self._stream.queue
+        log = q.log
+        m = log.msgs[i]
+        if isinstance(m, WireChunk):
+            if m.count == j - i and log.chunk_start(i) == i:
+                return m.crc, m.section
+            return None
+        store = q.store
+        if m is not None or not isinstance(store, Store) or not store.keeps_stream_chunks:
+            return None
+        if log.chunk_start(i) != i:
+            return None
+        stored = store.read_stream_chunk(self._stream.vhost.name, q.name, first + 1)
+        if stored is None or len(stored[1]) < 4 * (j - i):
+            return None
+        return stored
 
 
 class QueueStream(TrackedLog):
@@ -158,16 +184,34 @@ class QueueStream(TrackedLog):
     def write(
         self, kept: Sequence[tuple[int, C.Entry]], writer: str | None, committed: Callable[[], None]
     ) -> None:
-        msgs = [record_message(rec) for _, e in kept for rec in _records(e)]
         q, vhost = self.queue, self.vhost
-        persistence = vhost.persistence if q.store is not None else None
+        store = q.store if isinstance(q.store, Store) else None
+        frame = kept if isinstance(kept, Published) and kept else None
+        section = frame.section if frame is not None else None
         commits: list[Commit] = []
-        if persistence is not None and msgs:  # one store write for the chunk, before any enqueue
-            commit, _seqs = persistence.publish_records(vhost, msgs, q)
-            if commit is not None:
-                commits.append(commit)
-        if msgs:  # a sub-batch may carry no record: it is confirmed, with nothing to keep
-            q.enqueue_chunk(msgs)
+        if (
+            frame is not None
+            and section is not None
+            and (q.store is None or (store is not None and store.keeps_stream_chunks))
+        ):
+            chunk = WireChunk(section, frame.sizes)
+
+            def persist(first: int, now_ms: int) -> None:
+                assert store is not None
+                commits.append(
+                    store.put_stream_chunk(vhost.name, q.name, first, now_ms, chunk.crc, chunk.sizes, section)
+                )
+
+            q.enqueue_wire(chunk, persist if store is not None else None)
+        else:
+            msgs = [record_message(rec) for _, e in kept for rec in _records(e)]
+            persistence = vhost.persistence if q.store is not None else None
+            if persistence is not None and msgs:  # one store write for the chunk, before any enqueue
+                commit, _seqs = persistence.publish_records(vhost, msgs, q)
+                if commit is not None:
+                    commits.append(commit)
+            if msgs:  # a sub-batch may carry no record: it is confirmed, with nothing to keep
+                q.enqueue_chunk(msgs)
         if writer is not None:  # the chunk's trailer: kept with the records
             tracked = self._keep([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
             if tracked is not None and commits:

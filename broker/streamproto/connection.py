@@ -625,9 +625,14 @@ class StreamConnection:
                 return
             if ch.chunk_type != C.USER and not sub.all_chunks:
                 continue
-            wire = ch.wire(with_trailer=sub.all_chunks)
-            self._out.append(F.deliver_header(sub.subscription_id, len(wire)))
-            self._out.append(wire)
+            head, data = ch.header(), ch.data
+            trailer = ch.trailer if sub.all_chunks else b""
+            out = self._out
+            out.append(F.deliver_header(sub.subscription_id, len(head) + len(data) + len(trailer)))
+            out.append(head)
+            out.append(data)
+            if trailer:
+                out.append(trailer)
             self._wake()
             sub.credit -= 1
             sub.consumed += ch.num_records

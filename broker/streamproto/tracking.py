@@ -78,8 +78,8 @@ class Tracking:
         """osiris deduplication: of a named writer's entries, those whose publishing id is above
         the writer's last one (`wrote` records the new last one once they are written)."""
         last = self.writers.get(writer) if writer is not None else None
-        if last is None:
-            return entries
+        if last is None or all(i > last for i, _ in entries):
+            return entries  # as they came (a publish frame kept whole)
         return [(i, e) for i, e in entries if i > last]
 
     def wrote(self, writer: str | None, publishing_id: int) -> None:

@@ -88,6 +88,11 @@ INSERT_CHUNK = (
     "INSERT OR REPLACE INTO stream_chunks (vhost, queue, first, last, body_bytes, sizes, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+#: A chunk row with its time (a stream-protocol publish frame: one chunk, written once).
+INSERT_TIMED_CHUNK = (
+    "INSERT OR REPLACE INTO stream_chunks (vhost, queue, first, last, timestamp, body_bytes, sizes, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 SET_CHUNK_TIMESTAMP = "UPDATE stream_chunks SET timestamp = ? WHERE vhost = ? AND queue = ? AND first = ?"
 TRUNCATE_CHUNKS = "DELETE FROM stream_chunks WHERE vhost = ? AND queue = ? AND last <= ?"
 UNREF_STREAM_HEAD = (
