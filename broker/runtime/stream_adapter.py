@@ -43,7 +43,14 @@ from broker.streamproto.constants import (
 )
 from broker.streamproto.frames import OffsetSpec, Published, SubBatch
 from broker.streamproto.ports import AuthRefused, Crashed, LoopbackOnly, Permission, StreamListener
-from broker.streamproto.tracking import TRACKING_CHUNK, Refused, TrackedLog, Tracking, create_arguments
+from broker.streamproto.tracking import (
+    TRACKING_CHUNK,
+    Refused,
+    TrackedLog,
+    Tracking,
+    create_arguments,
+    publishing_ids,
+)
 
 if TYPE_CHECKING:
     from broker.entities.events import Events
@@ -213,7 +220,7 @@ class QueueStream(TrackedLog):
             if msgs:  # a sub-batch may carry no record: it is confirmed, with nothing to keep
                 q.enqueue_chunk(msgs)
         if writer is not None:  # the chunk's trailer: kept with the records
-            tracked = self._keep([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
+            tracked = self._keep([(C.TRACK_SEQUENCE, writer, publishing_ids(kept)[-1])])
             if tracked is not None and commits:
                 commits.append(tracked)
         _when_all(commits, committed)

@@ -537,13 +537,13 @@ class StreamConnection:
     def _publish(self, cmd: F.Publish) -> None:
         pub = self.publishers.get(cmd.publisher_id)
         if pub is None:
-            ids = tuple(i for i, _ in self._entries(cmd))
+            ids = tuple(self._entries(cmd).ids)
             self._send(F.PublishError(cmd.publisher_id, Code.PUBLISHER_DOES_NOT_EXIST, ids))
             return
         pub.published += cmd.count
         entries = self._entries(cmd)
         if not self._permitted(pub.stream, "write"):
-            self._send(F.PublishError(cmd.publisher_id, Code.ACCESS_REFUSED, tuple(i for i, _ in entries)))
+            self._send(F.PublishError(cmd.publisher_id, Code.ACCESS_REFUSED, tuple(entries.ids)))
             pub.errored += cmd.count
             return
         self.credits -= cmd.count
@@ -551,7 +551,7 @@ class StreamConnection:
         pub.log.append(entries, pub.reference, lambda ids: self._confirmed(pid, ids))
 
     @staticmethod
-    def _entries(cmd: F.Publish) -> list[tuple[int, C.Entry]]:
+    def _entries(cmd: F.Publish) -> F.Published:
         try:
             return cmd.entries()
         except F.CrashError as e:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, cast
+from typing import ClassVar, cast, overload
 
 from broker.streamproto.constants import RESPONSE_BIT, VERSION, Key, OffsetType
 
@@ -281,18 +281,51 @@ def pack_published(publishing_id: int, entry: Entry) -> bytes:
     return _PUB_ENTRY.pack(publishing_id, len(entry)) + entry
 
 
-class Published(list[tuple[int, "Entry"]]):
-    """A publish frame's (publishing id, entry) pairs. When every entry is a simple one (no
-    sub-batch), `section` is the frame's messages as osiris lays out a chunk's entries (each
-    `size:u32` then the record: the frame's bytes without the publishing ids) and `sizes` each
-    record's size, so a log can keep the frame as one chunk without touching each record again."""
+class Published(Sequence[tuple[int, "Entry"]]):
+    """A publish frame's (publishing id, entry) pairs, and its publishing `ids`. When every entry
+    is a simple one (no sub-batch), `section` is the frame's messages as osiris lays out a chunk's
+    entries (each `size:u32` then the record: the frame's bytes without the publishing ids) and
+    `sizes` each record's size, so a log can keep the frame as one chunk without touching each
+    record again; the pairs are then made only when asked for."""
 
-    __slots__ = ("section", "sizes")
+    __slots__ = ("_entries", "ids", "section", "sizes")
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.section: bytes | None = None
-        self.sizes: array[int] = array("I")
+    def __init__(
+        self,
+        ids: list[int],
+        entries: list[tuple[int, Entry]] | None,
+        section: bytes | None = None,
+        sizes: array[int] | None = None,
+    ) -> None:
+        self.ids = ids
+        self._entries = entries
+        self.section = section
+        self.sizes = sizes if sizes is not None else array("I")
+
+    @property
+    def entries(self) -> list[tuple[int, Entry]]:
+        if self._entries is None:
+            view = memoryview(self.section or b"")
+            out: list[tuple[int, Entry]] = []
+            at = 4
+            for pid, size in zip(self.ids, self.sizes, strict=True):
+                out.append((pid, cast(bytes, view[at : at + size])))
+                at += size + 4
+            self._entries = out
+        return self._entries
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, Entry]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, Entry]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, Entry] | list[tuple[int, Entry]]:
+        return self.entries[i]
+
+    def __iter__(self) -> Iterator[tuple[int, Entry]]:
+        return iter(self.entries)
 
 
 def iter_published(data: bytes) -> Iterator[tuple[int, Entry]]:
@@ -301,20 +334,59 @@ def iter_published(data: bytes) -> Iterator[tuple[int, Entry]]:
 
 
 def published(data: bytes) -> Published:
-    """The entries of a publish frame, read in one pass: the simple entry (the common one) costs
-    one unpack and two slices. A malformed list is `CrashError` (RabbitMQ's badmatch)."""
+    """The entries of a publish frame, read in one pass. A malformed list is `CrashError`
+    (RabbitMQ's badmatch)."""
+    n = len(data)
+    if n >= 12:
+        _pid, size = _PUB_ENTRY.unpack_from(data, 0)
+        if not size & 0x80000000 and n % (12 + size) == 0:
+            uniform = _uniform(data, size)
+            if uniform is not None:
+                return uniform
+    return _published(data)
+
+
+#: By (record size, records): a frame's `pid:u64 size:u32` fields, and its entries without the
+#: publishing ids, each read with one unpack.
+_UNIFORM: dict[tuple[int, int], tuple[struct.Struct, struct.Struct]] = {}
+
+
+def _uniform(data: bytes, size: int) -> Published | None:
+    """A frame whose records all have one size (a producer sending one kind of message, the
+    common case) read with two unpacks over the frame (None: the sizes differ)."""
+    count = len(data) // (12 + size)
+    key = (size, count)
+    structs = _UNIFORM.get(key)
+    if structs is None:
+        if len(_UNIFORM) > 32:
+            _UNIFORM.clear()
+        structs = _UNIFORM[key] = (
+            struct.Struct(">" + f"QI{size}x" * count),
+            struct.Struct(">" + f"8x{size + 4}s" * count),
+        )
+    fields = structs[0].unpack(data)
+    sizes = fields[1::2]
+    if sizes.count(size) != count:
+        return None
+    section = b"".join(structs[1].unpack(data))
+    return Published(list(fields[0::2]), None, section, array("I", sizes))
+
+
+def _published(data: bytes) -> Published:
     n = len(data)
     pos = 0
     unpack_entry = _PUB_ENTRY.unpack_from
-    out = Published()
-    sizes = out.sizes
-    entries: list[memoryview | bytes] = []
+    ids: list[int] = []
+    out: list[tuple[int, Entry]] = []
+    sizes = array("I")
+    entries: list[memoryview] = []
     view = memoryview(data)
     simple = True
     while pos < n:
         if pos + 12 > n:
             raise CrashError("short frame")
         pid, size = unpack_entry(data, pos)
+        ids.append(pid)
         if size & 0x80000000:
             if pos + 19 > n:
                 raise CrashError("short frame")
@@ -334,9 +406,7 @@ def published(data: bytes) -> Published:
             entries.append(view[pos + 8 : end])
             sizes.append(size)
             pos = end
-    if simple:
-        out.section = b"".join(entries)
-    return out
+    return Published(ids, out, b"".join(entries) if simple else None, sizes)
 
 
 @dataclass(frozen=True, slots=True)

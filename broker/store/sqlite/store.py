@@ -138,6 +138,7 @@ class SqliteStore(Store):
             if not existing:
                 create_schema(conn, path)
             S.add_later_tables(conn, path)
+            S.add_chunk_table(conn, path)
             S.add_later_columns(conn, path)
             S.add_position_sizes(conn, path)
             return cls(directory, conn, lock_file)

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from broker.store.sqlite.chunks import Row, decode_chunk, index_sizes, wire_crc
 from broker.store.sqlite.load import QueueReader
-from broker.store.sqlite.schema import from_blob, to_blob
+from broker.store.sqlite.schema import CHUNK_FILE, from_blob, to_blob
 
 READ_RANGE = (
     "SELECT qm.seq, m.properties, m.body, m.exchange, m.routing_key FROM queue_messages qm "
@@ -82,6 +82,17 @@ class StreamReader(QueueReader):
     def __init__(self, location: str) -> None:
         super().__init__(Path(location))
         self.location = location
+        self._attached = False
+
+    def _connection(self) -> sqlite3.Connection:
+        """The read-only connection, with the chunk file attached when there is one."""
+        conn = super()._connection()
+        if not self._attached:
+            self._attached = True
+            chunks = Path(self.location).with_name(CHUNK_FILE)
+            if chunks.exists():
+                conn.execute("ATTACH DATABASE ? AS chunks", (f"{chunks.resolve().as_uri()}?mode=ro",))
+        return conn
 
     def read_from(self, vhost: str, queue: str, seq: int, limit: int) -> list[Row]:
         """Up to `limit` stored messages of the queue at position `seq` or later, in order."""

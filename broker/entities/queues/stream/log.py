@@ -89,7 +89,7 @@ class WireChunk:
     def log_size(self) -> int:
         """The chunk's size in its segment: its records' `record_size`, one chunk header."""
         sizes = self.sizes
-        big = sum(1 for s in sizes if s > 255)
+        big = sum(map((255).__lt__, sizes))
         return _CHUNK_BASE * len(sizes) + self.body_bytes + 3 * big - CHUNK_HEADER * (len(sizes) - 1)
 
     def record(self, j: int) -> bytes:

@@ -475,6 +475,12 @@ class StreamQueue(Queue):
         stop = log.index_of(self._committed_below)  # the first record not known to be committed
         while i < stop and self.resident > RESIDENT_BYTES:
             m = msgs[i]
+            if isinstance(m, WireChunk):  # the rest of its chunk at once
+                j = min(stop, log.chunk_end(i))
+                msgs[i:j] = [None] * (j - i)
+                self.resident -= m.unit * (j - i)
+                i = j
+                continue
             if m is not None:  # with a store every record is stored (see `enqueue`)
                 self.resident -= resident_cost(m)
                 msgs[i] = None
