@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar
 
@@ -110,13 +110,16 @@ class Publisher:
 
 @dataclass(slots=True)
 class Subscription:
+    """A subscription: where it reads, its credit (in chunks), the properties it was made with
+    (`all_chunks`: chunk_selector=all, every chunk with its trailer)."""
+
     subscription_id: int
     stream: str
     log: StreamLog
     reader: ChunkReader
-    credit: int
-    properties: dict[str, str]
-    all_chunks: bool
+    credit: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    all_chunks: bool = False
     consumed: int = 0  # records sent
     offset: int = 0  # the first offset of the last chunk sent
 
@@ -609,9 +612,9 @@ class StreamConnection:
             cmd.stream,
             log,
             reader,
-            cmd.credit,
-            dict(cmd.properties),
-            selector == "all",
+            credit=cmd.credit,
+            properties=dict(cmd.properties),
+            all_chunks=selector == "all",
         )
         self.subscriptions[cmd.subscription_id] = sub
         self._send_chunks(sub)

@@ -341,27 +341,26 @@ class StreamLog:
             index = self.index
             self._write(self.next_offset, index.times[-1], index.firsts[-1], msg, size, body_bytes)
             return None
-        rolled = False
-        if not self.segments:
-            self._open_segment(Segment())
-        elif self._full():
-            self._open_segment(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms, 1))
-            self.next_offset += 1
-            rolled = True
+        rolled = self._new_chunk(now_ms)
         offset = self.next_offset
         self._write(offset, now_ms, offset, msg, size, body_bytes)
         return self._retain(now_ms) if rolled else None
 
+    def _new_chunk(self, now_ms: int) -> bool:
+        """A chunk starts: open the first segment, or roll a full one (True: retention is due)."""
+        if not self.segments:
+            self._open_segment(Segment())
+            return False
+        if not self._full():
+            return False
+        self._open_segment(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms, 1))
+        self.next_offset += 1
+        return True
+
     def append_chunk(self, chunk: WireChunk, now_ms: int) -> Dropped | None:
         """Write `chunk` as a new chunk at `write_offset` (the last one must not be open): what
         `append` of its records, the first starting the chunk, would do, once per chunk."""
-        rolled = False
-        if not self.segments:
-            self._open_segment(Segment())
-        elif self._full():
-            self._open_segment(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms, 1))
-            self.next_offset += 1
-            rolled = True
+        rolled = self._new_chunk(now_ms)
         offset, n = self.next_offset, chunk.count
         self.index.add(len(self.msgs), offset, now_ms)
         self.msgs += [chunk] * n
