@@ -365,15 +365,21 @@ class StreamLog:
         self.index.add(len(self.msgs), offset, now_ms)
         self.msgs += [chunk] * n
         self.next_offset = offset + n
-        grown = chunk.log_size()
         seg = self.segments[-1]
-        seg.size += grown
-        self.size += grown
         seg.chunks += 1
         seg.records += n
         seg.body_bytes += chunk.body_bytes
         seg.last_timestamp = now_ms
-        return self._retain(now_ms) if rolled else None
+        # retention sees the segments once the chunk's first record is written, as when the
+        # records are appended one by one; the others join the chunk after it
+        first = record_size(0, 0, len(NO_PROPS), chunk.sizes[0])
+        seg.size += first
+        self.size += first
+        dropped = self._retain(now_ms) if rolled else None
+        rest = chunk.log_size() - first
+        seg.size += rest
+        self.size += rest
+        return dropped
 
     def restore(self, offset: int, msg: StoredMessage, timestamp: int | None) -> None:
         """Put back a record read from the store at its offset, starting a chunk at `timestamp`
