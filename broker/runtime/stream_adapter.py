@@ -170,9 +170,9 @@ class QueueReader:
         if log.chunk_start(i) != i:
             return None
         stored = store.read_stream_chunk(self._stream.vhost.name, q.name, first + 1)
-        if stored is None or len(stored[1]) < 4 * (j - i):
+        if stored is None or stored[1] != j - i:
             return None
-        return stored
+        return stored[0], stored[2]
 
 
 class QueueStream(TrackedLog):

@@ -170,8 +170,9 @@ class Store:
         stream's other reads. Only when `keeps_stream_chunks`."""
         raise NotImplementedError
 
-    def read_stream_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, bytes] | None:
-        """The CRC and entry section of the chunk `put_stream_chunk` stored at `first` (None: none)."""
+    def read_stream_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, int, bytes] | None:
+        """The CRC, record count and entry section of the chunk `put_stream_chunk` stored at
+        `first` (None: none)."""
         return None
 
     def remove_stream_head(self, vhost: str, queue: str, upto: int) -> None:

@@ -417,7 +417,7 @@ class SqliteStore(Store):
         self._writer.submit([(S.INSERT_TIMED_CHUNK, row)], fut, weight=len(section) + len(raw) + 512)
         return fut
 
-    def read_stream_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, bytes] | None:
+    def read_stream_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, int, bytes] | None:
         from broker.store.sqlite.stream_pages import reader_for
 
         return reader_for(self.location).read_chunk(vhost, queue, first)

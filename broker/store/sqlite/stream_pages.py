@@ -144,16 +144,16 @@ class StreamReader(QueueReader):
             return chunked[:limit]
         return list(heapq.merge(legacy, chunked))[:limit]
 
-    def read_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, bytes] | None:
-        """The CRC and entry section of the stream's wire chunk row starting at position `first`
-        (None: no such row, or one of the record layout)."""
+    def read_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, int, bytes] | None:
+        """The CRC, record count and entry section of the stream's wire chunk row starting at
+        position `first` (None: no such row, or one of the record layout)."""
         if self.location == ":memory:":
             return None
         row = self._connection().execute(READ_CHUNK, (to_blob(vhost), to_blob(queue), first)).fetchone()
         if row is None:
             return None
         crc = wire_crc(row[0])
-        return None if crc is None else (crc, row[1])
+        return None if crc is None else (crc, (len(row[0]) - 8) // 4, row[1])
 
     def read_tracking(self, vhost: str, queue: str) -> list[tuple[int, str, int]]:
         """The stream's committed tracking rows: (kind, reference, value)."""
