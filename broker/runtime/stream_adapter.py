@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from array import array
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -64,6 +65,8 @@ _GZIP = 1
 _MAX_INFLATED = HARD_FRAME_LIMIT
 #: How often the disk alarm is looked at for stream connections (they are told of changes).
 ALARM_POLL_SECONDS = 0.5
+#: The most records publish frames waiting for the store make one chunk of (osiris's writer batch).
+MAX_CHUNK_RECORDS = 8192
 _LOG_SPECS = {
     OffsetType.FIRST: "first",
     OffsetType.LAST: "last",
@@ -183,6 +186,10 @@ class QueueStream(TrackedLog):
         self.queue = queue
         self.listeners: list[StreamListener] = []
         self.tracking = tracking or Tracking()
+        #: publish frames waiting for the store to commit the last chunk (see `_write_waiting`)
+        self._waiting: list[tuple[Published, str | None, Callable[[], None]]] = []
+        self._waiting_records = 0
+        self._writing = False
 
     @property
     def name(self) -> str:
@@ -191,39 +198,77 @@ class QueueStream(TrackedLog):
     def write(
         self, kept: Sequence[tuple[int, C.Entry]], writer: str | None, committed: Callable[[], None]
     ) -> None:
-        q, vhost = self.queue, self.vhost
+        q = self.queue
         store = q.store if isinstance(q.store, Store) else None
-        frame = kept if isinstance(kept, Published) and kept else None
-        section = frame.section if frame is not None else None
+        frame = kept if isinstance(kept, Published) and kept and kept.section is not None else None
+        if frame is not None and (q.store is None or (store is not None and store.keeps_stream_chunks)):
+            if self._waiting_records + len(frame) > MAX_CHUNK_RECORDS:
+                self._write_waiting()
+            self._waiting.append((frame, writer, committed))
+            self._waiting_records += len(frame)
+            if not self._writing:
+                self._write_waiting()
+            return
+        self._write_waiting()
+        msgs = [record_message(rec) for _, e in kept for rec in _records(e)]
         commits: list[Commit] = []
-        if (
-            frame is not None
-            and section is not None
-            and (q.store is None or (store is not None and store.keeps_stream_chunks))
-        ):
-            chunk = WireChunk(section, frame.sizes)
-
-            def persist(first: int, now_ms: int) -> None:
-                assert store is not None
-                commits.append(
-                    store.put_stream_chunk(vhost.name, q.name, first, now_ms, chunk.crc, chunk.sizes, section)
-                )
-
-            q.enqueue_wire(chunk, persist if store is not None else None)
-        else:
-            msgs = [record_message(rec) for _, e in kept for rec in _records(e)]
-            persistence = vhost.persistence if q.store is not None else None
-            if persistence is not None and msgs:  # one store write for the chunk, before any enqueue
-                commit, _seqs = persistence.publish_records(vhost, msgs, q)
-                if commit is not None:
-                    commits.append(commit)
-            if msgs:  # a sub-batch may carry no record: it is confirmed, with nothing to keep
-                q.enqueue_chunk(msgs)
+        persistence = self.vhost.persistence if q.store is not None else None
+        if persistence is not None and msgs:  # one store write for the chunk, before any enqueue
+            commit, _seqs = persistence.publish_records(self.vhost, msgs, q)
+            if commit is not None:
+                commits.append(commit)
+        if msgs:  # a sub-batch may carry no record: it is confirmed, with nothing to keep
+            q.enqueue_chunk(msgs)
         if writer is not None:  # the chunk's trailer: kept with the records
             tracked = self._keep([(C.TRACK_SEQUENCE, writer, publishing_ids(kept)[-1])])
             if tracked is not None and commits:
                 commits.append(tracked)
         _when_all(commits, committed)
+
+    def _write_waiting(self) -> None:
+        """Write the publish frames waiting as one chunk, kept as it came (`WireChunk`). As
+        osiris's writer makes one chunk of what waits in its mailbox while it writes, frames
+        wait while the store commits the last one (up to MAX_CHUNK_RECORDS records)."""
+        waiting = self._waiting
+        if not waiting:
+            return
+        self._waiting, self._waiting_records = [], 0
+        q, vhost = self.queue, self.vhost
+        if q.deleted:
+            return
+        store = q.store if isinstance(q.store, Store) else None
+        if len(waiting) == 1:
+            section, sizes = waiting[0][0].section or b"", waiting[0][0].sizes
+        else:
+            section = b"".join(f.section or b"" for f, _w, _c in waiting)
+            sizes = array("I")
+            for f, _w, _c in waiting:
+                sizes.extend(f.sizes)
+        chunk = WireChunk(section, sizes)
+        commits: list[Commit] = []
+
+        def persist(first: int, now_ms: int) -> None:
+            assert store is not None
+            commits.append(
+                store.put_stream_chunk(vhost.name, q.name, first, now_ms, chunk.crc, sizes, section)
+            )
+
+        q.enqueue_wire(chunk, persist if store is not None else None)
+        if commits:
+            self._writing = True
+            commits[0].add_done_callback(self._written)
+        last = {w: f.ids[-1] for f, w, _c in waiting if w is not None}  # the chunk's trailer
+        if last:
+            tracked = self._keep([(C.TRACK_SEQUENCE, w, i) for w, i in last.items()])
+            if tracked is not None and commits:
+                commits.append(tracked)
+        for _f, _w, committed in waiting:
+            _when_all(commits, committed)
+
+    def _written(self, _commit: Commit) -> None:
+        """The last chunk committed: the frames that waited meanwhile are the next chunk."""
+        self._writing = False
+        self._write_waiting()
 
     def _keep(self, rows: list[tuple[int, str, int]]) -> Commit | None:
         """Write tracking rows beside a kept stream's records (None: the stream is not kept)."""
@@ -263,7 +308,9 @@ class QueueStream(TrackedLog):
         self.listeners.clear()
 
     def write_tracking(self, reference: str, offset: int) -> None:
-        """osiris writes a tracking chunk: it takes one offset of the log."""
+        """osiris writes a tracking chunk: it takes one offset of the log (after the frames
+        waiting, as it would be after them in osiris's mailbox)."""
+        self._write_waiting()
         q = self.queue
         q.close_chunk()
         at = q.log.write_offset
