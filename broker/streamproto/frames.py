@@ -50,6 +50,15 @@ T = TypeVar("T")
 # -- field readers ----------------------------------------------------------------------------
 
 
+def _number(fmt: struct.Struct) -> Callable[[Reader], int]:
+    """A `Reader` method reading one number of `fmt`."""
+
+    def read(self: Reader) -> int:
+        return self._take(fmt)
+
+    return read
+
+
 class Reader:
     """Reads big-endian fields from one frame's bytes."""
 
@@ -67,26 +76,13 @@ class Reader:
         self.pos = end
         return int(v)
 
-    def u8(self) -> int:
-        return self._take(_U8)
-
-    def u16(self) -> int:
-        return self._take(_U16)
-
-    def i16(self) -> int:
-        return self._take(_I16)
-
-    def u32(self) -> int:
-        return self._take(_U32)
-
-    def i32(self) -> int:
-        return self._take(_I32)
-
-    def u64(self) -> int:
-        return self._take(_U64)
-
-    def i64(self) -> int:
-        return self._take(_I64)
+    u8 = _number(_U8)
+    u16 = _number(_U16)
+    i16 = _number(_I16)
+    u32 = _number(_U32)
+    i32 = _number(_I32)
+    u64 = _number(_U64)
+    i64 = _number(_I64)
 
     def raw(self, n: int) -> bytes:
         end = self.pos + n
@@ -149,6 +145,26 @@ def str_list(items: list[str]) -> bytes:
 
 def frame(body: bytes) -> bytes:
     return _SIZE.pack(len(body)) + body
+
+
+@dataclass(frozen=True, slots=True)
+class SubBatch:
+    """A sub-entry batch: `count` records, compressed with `compression` (0: none), `data` as sent."""
+
+    compression: int
+    count: int
+    uncompressed_size: int
+    data: bytes
+
+    def records(self) -> list[bytes]:
+        """The records of an uncompressed batch (each `size:u32` then the message)."""
+        if self.compression != 0:
+            raise ValueError(f"compression type {self.compression}")
+        r = Reader(self.data)
+        return [r.raw(r.u32()) for _ in range(self.count)]
+
+
+Entry = bytes | SubBatch
 
 
 # -- field codecs -----------------------------------------------------------------------------
@@ -279,26 +295,6 @@ class DeclarePublisher(Request, key=Key.DECLARE_PUBLISHER, layout=(U32, U8, STR,
     publisher_id: int = 0
     reference: str = ""
     stream: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SubBatch:
-    """A sub-entry batch: `count` records, compressed with `compression` (0: none), `data` as sent."""
-
-    compression: int
-    count: int
-    uncompressed_size: int
-    data: bytes
-
-    def records(self) -> list[bytes]:
-        """The records of an uncompressed batch (each `size:u32` then the message)."""
-        if self.compression != 0:
-            raise ValueError(f"compression type {self.compression}")
-        r = Reader(self.data)
-        return [r.raw(r.u32()) for _ in range(self.count)]
-
-
-Entry = bytes | SubBatch
 
 
 def pack_published(publishing_id: int, entry: Entry) -> bytes:
