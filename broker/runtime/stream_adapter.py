@@ -65,8 +65,10 @@ _GZIP = 1
 _MAX_INFLATED = HARD_FRAME_LIMIT
 #: How often the disk alarm is looked at for stream connections (they are told of changes).
 ALARM_POLL_SECONDS = 0.5
-#: The most records publish frames waiting for the store make one chunk of (osiris's writer batch).
+#: The most records publish frames waiting for the store make one chunk of (osiris's writer
+#: batch), and the most bytes (what waits is not yet the store writer's backlog, which flow bounds).
 MAX_CHUNK_RECORDS = 8192
+MAX_CHUNK_BYTES = 4 << 20
 _LOG_SPECS = {
     OffsetType.FIRST: "first",
     OffsetType.LAST: "last",
@@ -188,7 +190,7 @@ class QueueStream(TrackedLog):
         self.tracking = tracking or Tracking()
         #: publish frames waiting for the store to commit the last chunk (see `_write_waiting`)
         self._waiting: list[tuple[Published, str | None, Callable[[], None]]] = []
-        self._waiting_records = 0
+        self._waiting_records = self._waiting_bytes = 0
         self._writing = False
 
     @property
@@ -202,10 +204,15 @@ class QueueStream(TrackedLog):
         store = q.store if isinstance(q.store, Store) else None
         frame = kept if isinstance(kept, Published) and kept and kept.section is not None else None
         if frame is not None and (q.store is None or (store is not None and store.keeps_stream_chunks)):
-            if self._waiting_records + len(frame) > MAX_CHUNK_RECORDS:
+            size = len(frame.section or b"")
+            if (
+                self._waiting_records + len(frame) > MAX_CHUNK_RECORDS
+                or self._waiting_bytes + size > MAX_CHUNK_BYTES
+            ):
                 self._write_waiting()
             self._waiting.append((frame, writer, committed))
             self._waiting_records += len(frame)
+            self._waiting_bytes += size
             if not self._writing:
                 self._write_waiting()
             return
@@ -228,11 +235,12 @@ class QueueStream(TrackedLog):
     def _write_waiting(self) -> None:
         """Write the publish frames waiting as one chunk, kept as it came (`WireChunk`). As
         osiris's writer makes one chunk of what waits in its mailbox while it writes, frames
-        wait while the store commits the last one (up to MAX_CHUNK_RECORDS records)."""
+        wait while the store commits the last one (up to MAX_CHUNK_RECORDS records and
+        MAX_CHUNK_BYTES)."""
         waiting = self._waiting
         if not waiting:
             return
-        self._waiting, self._waiting_records = [], 0
+        self._waiting, self._waiting_records, self._waiting_bytes = [], 0, 0
         q, vhost = self.queue, self.vhost
         if q.deleted:
             return
