@@ -6,7 +6,9 @@
 Throughput (the default): each round publishes `--messages` records of `--size` bytes (an AMQP 1.0
 message rstream encodes once; the same bytes each time) with rstream's `send_batch` and waits for
 every confirm, then consumes them all from the first offset with an rstream `Consumer`. The
-brokers alternate (the one that goes first alternates too) over `--rounds` rounds; the table gives
+brokers alternate (the one that goes first alternates too) over `--rounds` rounds, after an
+uncounted round of `--warmup` messages on each (the first round of a process otherwise pays for
+this client's and the broker's first use of their code paths); the table gives
 each one's median rate, hashbroker's ratio to RabbitMQ, and the broker CPU per message: hashbroker's
 process (started here, `--data-dir` persistent or a temporary one) and RabbitMQ's, the process that
 owns the listening socket of its stream port (found through /proc/net/tcp's inode, so another
@@ -220,6 +222,10 @@ def throughput(args: argparse.Namespace) -> int:
             results: dict[str, list[dict[str, tuple[float, float | None]]]] = {b: [] for b in brokers}
             order = list(brokers)
             print(f"{args.messages:,} messages of {len(data)} bytes, {args.rounds} rounds")
+            if args.warmup:  # both brokers and this client's code paths once, not counted
+                for name in order:
+                    p, _pid = brokers[name]
+                    one_round(f"({name})", p, None, args.warmup, data)
             for r in range(args.rounds):
                 print(f"round {r + 1}", flush=True)
                 for name in order if r % 2 == 0 else order[::-1]:
@@ -284,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=1024, help="bytes per message (AMQP 1.0 encoded)")
     ap.add_argument("--reference-port", type=int, default=5552, help="RabbitMQ's stream port on 127.0.0.1")
     ap.add_argument("--data-dir", help="hashbroker's data dir (default: a temporary one)")
+    ap.add_argument(
+        "--warmup", type=int, default=10_000, help="messages of an uncounted round on each broker (0: none)"
+    )
     ap.add_argument("--rss", action="store_true", help="the memory check instead of the throughput table")
     ap.add_argument("--rss-messages", type=int, default=10_000_000)
     ap.add_argument("--rss-limit", type=float, default=200.0, help="MiB")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from array import array
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -30,6 +31,7 @@ from broker.entities.persistence import Commit, failed
 from broker.entities.queues.base import Queue
 from broker.entities.queues.stream.arguments import MAX_SEGMENT_BYTES
 from broker.entities.queues.stream.arguments import OffsetSpec as LogSpec
+from broker.entities.queues.stream.log import WireChunk
 from broker.entities.queues.stream.queue import StreamQueue, amqp10_record, record_message
 from broker.store.base import Store
 from broker.streamproto import chunk as C
@@ -40,9 +42,16 @@ from broker.streamproto.constants import (
     Code,
     OffsetType,
 )
-from broker.streamproto.frames import OffsetSpec, SubBatch
+from broker.streamproto.frames import OffsetSpec, Published, SubBatch
 from broker.streamproto.ports import AuthRefused, Crashed, LoopbackOnly, Permission, StreamListener
-from broker.streamproto.tracking import TRACKING_CHUNK, Refused, TrackedLog, Tracking, create_arguments
+from broker.streamproto.tracking import (
+    TRACKING_CHUNK,
+    Refused,
+    TrackedLog,
+    Tracking,
+    create_arguments,
+    publishing_ids,
+)
 
 if TYPE_CHECKING:
     from broker.entities.events import Events
@@ -56,6 +65,10 @@ _GZIP = 1
 _MAX_INFLATED = HARD_FRAME_LIMIT
 #: How often the disk alarm is looked at for stream connections (they are told of changes).
 ALARM_POLL_SECONDS = 0.5
+#: The most records publish frames waiting for the store make one chunk of (osiris's writer
+#: batch), and the most bytes (what waits is not yet the store writer's backlog, which flow bounds).
+MAX_CHUNK_RECORDS = 8192
+MAX_CHUNK_BYTES = 4 << 20
 _LOG_SPECS = {
     OffsetType.FIRST: "first",
     OffsetType.LAST: "last",
@@ -97,7 +110,7 @@ def _is_loopback(host: str) -> bool:
 def _records(entry: C.Entry) -> list[bytes]:
     """The records of one published entry (a sub-batch: uncompressed or gzip)."""
     if not isinstance(entry, SubBatch):
-        return [entry]
+        return [bytes(entry)]
     if entry.compression == _GZIP:
         inflater = zlib.decompressobj(31)
         try:
@@ -137,9 +150,34 @@ class QueueReader:
             return None
         offsets = log.offsets
         j = log.chunk_end(i)
-        records = [amqp10_record(q.message_at(k)) for k in range(i, j)]
+        first = offsets[i]
         self._offset = offsets[j - 1] + 1
-        return C.Chunk.of(records, first_offset=offsets[i], timestamp=log.stamps[i])
+        wire = self._wire(i, j, first)
+        if wire is not None:  # the chunk as it was stored, sent as it is
+            n = j - i
+            return C.Chunk(C.USER, first, log.stamps[i], 1, n, n, wire[1], crc=wire[0])
+        records = [amqp10_record(q.message_at(k)) for k in range(i, j)]
+        return C.Chunk.of(records, first_offset=first, timestamp=log.stamps[i])
+
+    def _wire(self, i: int, j: int, first: int) -> tuple[int, bytes] | None:
+        """(CRC, entry section) of the chunk of records `i` to `j` when it was kept whole as a
+        stream-protocol publish frame: in memory, or read from the store once paged out."""
+        q = self._stream.queue
+        log = q.log
+        m = log.msgs[i]
+        if isinstance(m, WireChunk):
+            if m.count == j - i and log.chunk_start(i) == i:
+                return m.crc, m.section
+            return None
+        store = q.store
+        if m is not None or not isinstance(store, Store) or not store.keeps_stream_chunks:
+            return None
+        if log.chunk_start(i) != i:
+            return None
+        stored = store.read_stream_chunk(self._stream.vhost.name, q.name, first + 1)
+        if stored is None or stored[1] != j - i:
+            return None
+        return stored[0], stored[2]
 
 
 class QueueStream(TrackedLog):
@@ -150,6 +188,10 @@ class QueueStream(TrackedLog):
         self.queue = queue
         self.listeners: list[StreamListener] = []
         self.tracking = tracking or Tracking()
+        #: publish frames waiting for the store to commit the last chunk (see `_write_waiting`)
+        self._waiting: list[tuple[Published, str | None, Callable[[], None]]] = []
+        self._waiting_records = self._waiting_bytes = 0
+        self._writing = False
 
     @property
     def name(self) -> str:
@@ -158,21 +200,83 @@ class QueueStream(TrackedLog):
     def write(
         self, kept: Sequence[tuple[int, C.Entry]], writer: str | None, committed: Callable[[], None]
     ) -> None:
+        q = self.queue
+        store = q.store if isinstance(q.store, Store) else None
+        frame = kept if isinstance(kept, Published) and kept and kept.section is not None else None
+        if frame is not None and (q.store is None or (store is not None and store.keeps_stream_chunks)):
+            size = len(frame.section or b"")
+            if (
+                self._waiting_records + len(frame) > MAX_CHUNK_RECORDS
+                or self._waiting_bytes + size > MAX_CHUNK_BYTES
+            ):
+                self._write_waiting()
+            self._waiting.append((frame, writer, committed))
+            self._waiting_records += len(frame)
+            self._waiting_bytes += size
+            if not self._writing:
+                self._write_waiting()
+            return
+        self._write_waiting()
         msgs = [record_message(rec) for _, e in kept for rec in _records(e)]
-        q, vhost = self.queue, self.vhost
-        persistence = vhost.persistence if q.store is not None else None
         commits: list[Commit] = []
+        persistence = self.vhost.persistence if q.store is not None else None
         if persistence is not None and msgs:  # one store write for the chunk, before any enqueue
-            commit, _seqs = persistence.publish_records(vhost, msgs, q)
+            commit, _seqs = persistence.publish_records(self.vhost, msgs, q)
             if commit is not None:
                 commits.append(commit)
         if msgs:  # a sub-batch may carry no record: it is confirmed, with nothing to keep
             q.enqueue_chunk(msgs)
         if writer is not None:  # the chunk's trailer: kept with the records
-            tracked = self._keep([(C.TRACK_SEQUENCE, writer, kept[-1][0])])
+            tracked = self._keep([(C.TRACK_SEQUENCE, writer, publishing_ids(kept)[-1])])
             if tracked is not None and commits:
                 commits.append(tracked)
         _when_all(commits, committed)
+
+    def _write_waiting(self) -> None:
+        """Write the publish frames waiting as one chunk, kept as it came (`WireChunk`). As
+        osiris's writer makes one chunk of what waits in its mailbox while it writes, frames
+        wait while the store commits the last one (up to MAX_CHUNK_RECORDS records and
+        MAX_CHUNK_BYTES)."""
+        waiting = self._waiting
+        if not waiting:
+            return
+        self._waiting, self._waiting_records, self._waiting_bytes = [], 0, 0
+        q, vhost = self.queue, self.vhost
+        if q.deleted:
+            return
+        store = q.store if isinstance(q.store, Store) else None
+        if len(waiting) == 1:
+            section, sizes = waiting[0][0].section or b"", waiting[0][0].sizes
+        else:
+            section = b"".join(f.section or b"" for f, _w, _c in waiting)
+            sizes = array("I")
+            for f, _w, _c in waiting:
+                sizes.extend(f.sizes)
+        chunk = WireChunk(section, sizes)
+        commits: list[Commit] = []
+
+        def persist(first: int, now_ms: int) -> None:
+            assert store is not None
+            commits.append(
+                store.put_stream_chunk(vhost.name, q.name, first, now_ms, chunk.crc, sizes, section)
+            )
+
+        q.enqueue_wire(chunk, persist if store is not None else None)
+        if commits:
+            self._writing = True
+            commits[0].add_done_callback(self._written)
+        last = {w: f.ids[-1] for f, w, _c in waiting if w is not None}  # the chunk's trailer
+        if last:
+            tracked = self._keep([(C.TRACK_SEQUENCE, w, i) for w, i in last.items()])
+            if tracked is not None and commits:
+                commits.append(tracked)
+        for _f, _w, committed in waiting:
+            _when_all(commits, committed)
+
+    def _written(self, _commit: Commit) -> None:
+        """The last chunk committed: the frames that waited meanwhile are the next chunk."""
+        self._writing = False
+        self._write_waiting()
 
     def _keep(self, rows: list[tuple[int, str, int]]) -> Commit | None:
         """Write tracking rows beside a kept stream's records (None: the stream is not kept)."""
@@ -212,7 +316,9 @@ class QueueStream(TrackedLog):
         self.listeners.clear()
 
     def write_tracking(self, reference: str, offset: int) -> None:
-        """osiris writes a tracking chunk: it takes one offset of the log."""
+        """osiris writes a tracking chunk: it takes one offset of the log (after the frames
+        waiting, as it would be after them in osiris's mailbox)."""
+        self._write_waiting()
         q = self.queue
         q.close_chunk()
         at = q.log.write_offset

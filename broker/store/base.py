@@ -9,6 +9,7 @@ applied in call order, grouped into as few transactions as the disk allows. Only
 from __future__ import annotations
 
 import asyncio
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -155,6 +156,24 @@ class Store:
             fut = self.persist(vhost, [(queue, seq)], props, body, exchange, routing_key)
         assert fut is not None, "no records"
         return fut
+
+    #: Whether `put_stream_chunk` keeps a chunk as osiris writes it (else a stream writes its
+    #: records with `persist_records`).
+    keeps_stream_chunks = False
+
+    def put_stream_chunk(
+        self, vhost: str, queue: str, first: int, timestamp: int, crc: int, sizes: array[int], section: bytes
+    ) -> asyncio.Future[None]:
+        """Store one stream chunk at positions `first` on, as osiris's entry section (`section`:
+        each record as `size:u32` then its bytes; `sizes` the record sizes, `crc` the section's
+        CRC32) with its time, ms; read back with `read_stream_chunk` or, record by record, with the
+        stream's other reads. Only when `keeps_stream_chunks`."""
+        raise NotImplementedError
+
+    def read_stream_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, int, bytes] | None:
+        """The CRC, record count and entry section of the chunk `put_stream_chunk` stored at
+        `first` (None: none)."""
+        return None
 
     def remove_stream_head(self, vhost: str, queue: str, upto: int) -> None:
         """A stream's retention dropped its positions up to `upto` (always its oldest ones)."""

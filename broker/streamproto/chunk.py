@@ -104,6 +104,7 @@ class Chunk:
     num_records: int
     data: bytes
     trailer: bytes = b""
+    crc: int | None = None  # the CRC32 of `data` when known (computed from it otherwise)
 
     @classmethod
     def of(
@@ -120,15 +121,19 @@ class Chunk:
         return cls(chunk_type, first_offset, timestamp, epoch, n_entries, n_records, data, trailer)
 
     def header(self) -> bytes:
-        return encode_header(
-            chunk_type=self.chunk_type,
-            num_entries=self.num_entries,
-            num_records=self.num_records,
-            timestamp=self.timestamp,
-            epoch=self.epoch,
-            first_offset=self.first_offset,
-            data=self.data,
-            trailer_length=len(self.trailer),
+        data = self.data
+        return HEADER.pack(
+            MAGIC_VERSION,
+            self.chunk_type,
+            self.num_entries,
+            self.num_records,
+            self.timestamp,
+            self.epoch,
+            self.first_offset,
+            zlib.crc32(data) if self.crc is None else self.crc,
+            len(data),
+            len(self.trailer),
+            0,
         )
 
     def wire(self, *, with_trailer: bool) -> bytes:

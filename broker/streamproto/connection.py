@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar
 
@@ -110,13 +110,16 @@ class Publisher:
 
 @dataclass(slots=True)
 class Subscription:
+    """A subscription: where it reads, its credit (in chunks), the properties it was made with
+    (`all_chunks`: chunk_selector=all, every chunk with its trailer)."""
+
     subscription_id: int
     stream: str
     log: StreamLog
     reader: ChunkReader
-    credit: int
-    properties: dict[str, str]
-    all_chunks: bool
+    credit: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    all_chunks: bool = False
     consumed: int = 0  # records sent
     offset: int = 0  # the first offset of the last chunk sent
 
@@ -543,13 +546,13 @@ class StreamConnection:
     def _publish(self, cmd: F.Publish) -> None:
         pub = self.publishers.get(cmd.publisher_id)
         if pub is None:
-            ids = tuple(i for i, _ in self._entries(cmd))
+            ids = tuple(self._entries(cmd).ids)
             self._send(F.PublishError(cmd.publisher_id, Code.PUBLISHER_DOES_NOT_EXIST, ids))
             return
         pub.published += cmd.count
         entries = self._entries(cmd)
         if not self._permitted(pub.stream, "write"):
-            self._send(F.PublishError(cmd.publisher_id, Code.ACCESS_REFUSED, tuple(i for i, _ in entries)))
+            self._send(F.PublishError(cmd.publisher_id, Code.ACCESS_REFUSED, tuple(entries.ids)))
             pub.errored += cmd.count
             return
         self.credits -= cmd.count
@@ -557,7 +560,7 @@ class StreamConnection:
         pub.log.append(entries, pub.reference, lambda ids: self._confirmed(pid, ids))
 
     @staticmethod
-    def _entries(cmd: F.Publish) -> list[tuple[int, C.Entry]]:
+    def _entries(cmd: F.Publish) -> F.Published:
         try:
             return cmd.entries()
         except F.CrashError as e:
@@ -615,9 +618,9 @@ class StreamConnection:
             cmd.stream,
             log,
             reader,
-            cmd.credit,
-            dict(cmd.properties),
-            selector == "all",
+            credit=cmd.credit,
+            properties=dict(cmd.properties),
+            all_chunks=selector == "all",
         )
         self.subscriptions[cmd.subscription_id] = sub
         self._send_chunks(sub)
@@ -631,9 +634,14 @@ class StreamConnection:
                 return
             if ch.chunk_type != C.USER and not sub.all_chunks:
                 continue
-            wire = ch.wire(with_trailer=sub.all_chunks)
-            self._out.append(F.deliver_header(sub.subscription_id, len(wire)))
-            self._out.append(wire)
+            head, data = ch.header(), ch.data
+            trailer = ch.trailer if sub.all_chunks else b""
+            out = self._out
+            out.append(F.deliver_header(sub.subscription_id, len(head) + len(data) + len(trailer)))
+            out.append(head)
+            out.append(data)
+            if trailer:
+                out.append(trailer)
             self._wake()
             sub.credit -= 1
             sub.consumed += ch.num_records

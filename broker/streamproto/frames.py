@@ -16,9 +16,10 @@ them; `parse(..., from_server=True)` reads them so.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import ClassVar
+from array import array
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, TypeVar, cast, dataclass_transform, overload
 
 from broker.streamproto.constants import RESPONSE_BIT, VERSION, Key, OffsetType
 
@@ -44,7 +45,18 @@ class CrashError(ParseError):
     """A layout RabbitMQ's parser crashes on (its connection process dies)."""
 
 
+T = TypeVar("T")
+
 # -- field readers ----------------------------------------------------------------------------
+
+
+def _number(fmt: struct.Struct) -> Callable[[Reader], int]:
+    """A `Reader` method reading one number of `fmt`."""
+
+    def read(self: Reader) -> int:
+        return self._take(fmt)
+
+    return read
 
 
 class Reader:
@@ -64,26 +76,13 @@ class Reader:
         self.pos = end
         return int(v)
 
-    def u8(self) -> int:
-        return self._take(_U8)
-
-    def u16(self) -> int:
-        return self._take(_U16)
-
-    def i16(self) -> int:
-        return self._take(_I16)
-
-    def u32(self) -> int:
-        return self._take(_U32)
-
-    def i32(self) -> int:
-        return self._take(_I32)
-
-    def u64(self) -> int:
-        return self._take(_U64)
-
-    def i64(self) -> int:
-        return self._take(_I64)
+    u8 = _number(_U8)
+    u16 = _number(_U16)
+    i16 = _number(_I16)
+    u32 = _number(_U32)
+    i32 = _number(_I32)
+    u64 = _number(_U64)
+    i64 = _number(_I64)
 
     def raw(self, n: int) -> bytes:
         end = self.pos + n
@@ -148,82 +147,6 @@ def frame(body: bytes) -> bytes:
     return _SIZE.pack(len(body)) + body
 
 
-# -- commands ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """A parsed frame. `key` is the 15-bit command key, `response` the direction bit."""
-
-    key: ClassVar[int] = 0
-    response: ClassVar[bool] = False
-
-    def pack_body(self) -> bytes:
-        raise NotImplementedError
-
-    def to_bytes(self) -> bytes:
-        return frame(self.pack_body())
-
-
-def _head(cmd: Command, corr: int | None = None) -> bytes:
-    k = cmd.key | (RESPONSE_BIT if cmd.response else 0)
-    if corr is None:
-        return _HEAD.pack(k, VERSION)
-    return _HEAD_CORR.pack(k, VERSION, corr)
-
-
-@dataclass(frozen=True, slots=True)
-class Unknown(Command):
-    """A frame RabbitMQ does not parse (answered with close UNKNOWN_FRAME after open)."""
-
-    data: bytes = b""
-
-    def pack_body(self) -> bytes:
-        return self.data
-
-
-@dataclass(frozen=True, slots=True)
-class Crash(Command):
-    """A frame RabbitMQ's parser crashes on: the connection is dropped without a frame."""
-
-    data: bytes = b""
-    reason: str = ""
-
-    def pack_body(self) -> bytes:
-        return self.data
-
-
-@dataclass(frozen=True, slots=True)
-class Request(Command):
-    """A command that carries a correlation id and expects a response."""
-
-    corr: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class CodeResponse(Command):
-    """The plain response: correlation id and code (the key says which request)."""
-
-    response: ClassVar[bool] = True
-    corr: int = 0
-    code: int = 1
-    request_key: int = 0
-
-    def pack_body(self) -> bytes:
-        return _HEAD_CORR.pack(self.request_key | RESPONSE_BIT, VERSION, self.corr) + _U16.pack(self.code)
-
-
-@dataclass(frozen=True, slots=True)
-class DeclarePublisher(Request):
-    key: ClassVar[int] = Key.DECLARE_PUBLISHER
-    publisher_id: int = 0
-    reference: str = ""
-    stream: str = ""
-
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + _U8.pack(self.publisher_id) + s(self.reference) + s(self.stream)
-
-
 @dataclass(frozen=True, slots=True)
 class SubBatch:
     """A sub-entry batch: `count` records, compressed with `compression` (0: none), `data` as sent."""
@@ -244,25 +167,134 @@ class SubBatch:
 Entry = bytes | SubBatch
 
 
-@dataclass(frozen=True, slots=True)
-class Publish(Command):
-    """Publish: `messages` as sent (`publishing_id:u64` then a simple or sub-batch entry, each)."""
+# -- field codecs -----------------------------------------------------------------------------
 
-    key: ClassVar[int] = Key.PUBLISH
-    publisher_id: int = 0
-    count: int = 0
-    messages: bytes = b""
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """How one field goes on the wire: `pack` a value, `read` it back."""
+
+    pack: Callable[[Any], bytes]
+    read: Callable[[Reader], Any]
+
+
+def _read_map(r: Reader) -> dict[str, str]:
+    r.u32()
+    return r.map_to_end()
+
+
+def _read_list(r: Reader) -> tuple[str, ...]:
+    r.u32()
+    return tuple(r.strings_to_end())
+
+
+U8 = Codec(_U8.pack, Reader.u8)
+U16 = Codec(_U16.pack, Reader.u16)
+I16 = Codec(_I16.pack, Reader.i16)
+U32 = Codec(_U32.pack, Reader.u32)
+U64 = Codec(_U64.pack, Reader.u64)
+STR = Codec(s, Reader.string)
+#: the rest of the frame, as it is
+REST = Codec(bytes, Reader.rest)
+#: a count, then key/value strings to the end of the frame (the count is not read)
+MAP = Codec(str_map, _read_map)
+#: MAP, left out when empty
+SOME_MAP = Codec(lambda d: str_map(d) if d else b"", _read_map)
+#: a count, then strings to the end of the frame
+LIST = Codec(lambda items: str_list(list(items)), _read_list)
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+@dataclass_transform(frozen_default=True)
+class Command:
+    """A parsed frame, a frozen dataclass. `key` is the 15-bit command key, `response` the
+    direction bit. A command with a `layout` (one codec per field, in order) packs and parses by
+    it; the others pack and read themselves."""
+
+    key: ClassVar[int] = 0
+    response: ClassVar[bool] = False
+    layout: ClassVar[tuple[Codec, ...] | None] = None
+    _names: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(
+        cls, key: int = 0, response: bool = False, layout: tuple[Codec, ...] | None = None, **kw: Any
+    ) -> None:
+        super().__init_subclass__(**kw)
+        if key:
+            cls.key = key
+        if response:
+            cls.response = True
+        cls.layout = layout
+        dataclass(frozen=True)(cls)
+        cls._names = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
 
     def pack_body(self) -> bytes:
-        return _head(self) + _U8.pack(self.publisher_id) + _U32.pack(self.count) + self.messages
-
-    def entries(self) -> list[tuple[int, Entry]]:
-        """(publishing id, entry) pairs; a malformed list is `CrashError` (RabbitMQ's badmatch)."""
-        return list(iter_published(self.messages))
+        layout = self.layout
+        if layout is None:
+            raise NotImplementedError
+        values = (c.pack(getattr(self, name)) for c, name in zip(layout, self._names, strict=True))
+        return _head(self) + b"".join(values)
 
     @classmethod
-    def build(cls, publisher_id: int, items: list[tuple[int, Entry]]) -> Publish:
-        return cls(publisher_id, len(items), b"".join(pack_published(i, e) for i, e in items))
+    def read(cls, r: Reader) -> Command:
+        """The command from its fields (after the key and version)."""
+        if cls.layout is None:
+            raise ParseError(f"key {cls.key}")
+        return cls(*[c.read(r) for c in cls.layout])
+
+    def to_bytes(self) -> bytes:
+        return frame(self.pack_body())
+
+
+def _head(cmd: Command, corr: int | None = None) -> bytes:
+    k = cmd.key | (RESPONSE_BIT if cmd.response else 0)
+    if corr is None:
+        return _HEAD.pack(k, VERSION)
+    return _HEAD_CORR.pack(k, VERSION, corr)
+
+
+class Unknown(Command):
+    """A frame RabbitMQ does not parse (answered with close UNKNOWN_FRAME after open)."""
+
+    data: bytes = b""
+
+    def pack_body(self) -> bytes:
+        return self.data
+
+
+class Crash(Command):
+    """A frame RabbitMQ's parser crashes on: the connection is dropped without a frame."""
+
+    data: bytes = b""
+    reason: str = ""
+
+    def pack_body(self) -> bytes:
+        return self.data
+
+
+class Request(Command):
+    """A command that carries a correlation id and expects a response."""
+
+    corr: int = 0
+
+
+class CodeResponse(Command, response=True):
+    """The plain response: correlation id and code (the key says which request)."""
+
+    corr: int = 0
+    code: int = 1
+    request_key: int = 0
+
+    def pack_body(self) -> bytes:
+        return _HEAD_CORR.pack(self.request_key | RESPONSE_BIT, VERSION, self.corr) + _U16.pack(self.code)
+
+
+class DeclarePublisher(Request, key=Key.DECLARE_PUBLISHER, layout=(U32, U8, STR, STR)):
+    publisher_id: int = 0
+    reference: str = ""
+    stream: str = ""
 
 
 def pack_published(publishing_id: int, entry: Entry) -> bytes:
@@ -280,16 +312,112 @@ def pack_published(publishing_id: int, entry: Entry) -> bytes:
     return _PUB_ENTRY.pack(publishing_id, len(entry)) + entry
 
 
+class Published(Sequence[tuple[int, "Entry"]]):
+    """A publish frame's (publishing id, entry) pairs, and its publishing `ids`. When every entry
+    is a simple one (no sub-batch), `section` is the frame's messages as osiris lays out a chunk's
+    entries (each `size:u32` then the record: the frame's bytes without the publishing ids) and
+    `sizes` each record's size, so a log can keep the frame as one chunk without touching each
+    record again; the pairs are then made only when asked for."""
+
+    __slots__ = ("_entries", "ids", "section", "sizes")
+
+    def __init__(
+        self,
+        ids: list[int],
+        entries: list[tuple[int, Entry]] | None,
+        section: bytes | None = None,
+        sizes: array[int] | None = None,
+    ) -> None:
+        self.ids = ids
+        self._entries = entries
+        self.section = section
+        self.sizes = sizes if sizes is not None else array("I")
+
+    @property
+    def entries(self) -> list[tuple[int, Entry]]:
+        if self._entries is None:
+            view = memoryview(self.section or b"")
+            out: list[tuple[int, Entry]] = []
+            at = 4
+            for pid, size in zip(self.ids, self.sizes, strict=True):
+                out.append((pid, cast(bytes, view[at : at + size])))
+                at += size + 4
+            self._entries = out
+        return self._entries
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, Entry]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, Entry]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, Entry] | list[tuple[int, Entry]]:
+        return self.entries[i]
+
+    def __iter__(self) -> Iterator[tuple[int, Entry]]:
+        return iter(self.entries)
+
+
 def iter_published(data: bytes) -> Iterator[tuple[int, Entry]]:
-    """The entries of a publish frame. The simple entry (the common one) is read with one unpack
-    and one slice each: this loop runs once per published message."""
+    """The entries of a publish frame (see `published`)."""
+    return iter(published(data))
+
+
+def published(data: bytes) -> Published:
+    """The entries of a publish frame, read in one pass. A malformed list is `CrashError`
+    (RabbitMQ's badmatch)."""
+    n = len(data)
+    if n >= 12:
+        _pid, size = _PUB_ENTRY.unpack_from(data, 0)
+        if not size & 0x80000000 and n % (12 + size) == 0:
+            uniform = _uniform(data, size)
+            if uniform is not None:
+                return uniform
+    return _published(data)
+
+
+#: By (record size, records): a frame's `pid:u64 size:u32` fields, and its entries without the
+#: publishing ids, each read with one unpack.
+_UNIFORM: dict[tuple[int, int], tuple[struct.Struct, struct.Struct]] = {}
+
+
+def _uniform(data: bytes, size: int) -> Published | None:
+    """A frame whose records all have one size (a producer sending one kind of message, the
+    common case) read with two unpacks over the frame (None: the sizes differ)."""
+    count = len(data) // (12 + size)
+    key = (size, count)
+    structs = _UNIFORM.get(key)
+    if structs is None:
+        if len(_UNIFORM) > 32:
+            _UNIFORM.clear()
+        structs = _UNIFORM[key] = (
+            struct.Struct(">" + f"QI{size}x" * count),
+            struct.Struct(">" + f"8x{size + 4}s" * count),
+        )
+    fields = structs[0].unpack(data)
+    sizes = fields[1::2]
+    if sizes.count(size) != count:
+        return None
+    section = b"".join(structs[1].unpack(data))
+    return Published(list(fields[0::2]), None, section, array("I", sizes))
+
+
+def _published(data: bytes) -> Published:
     n = len(data)
     pos = 0
     unpack_entry = _PUB_ENTRY.unpack_from
+    ids: list[int] = []
+    out: list[tuple[int, Entry]] = []
+    sizes = array("I")
+    entries: list[memoryview] = []
+    view = memoryview(data)
+    simple = True
     while pos < n:
         if pos + 12 > n:
             raise CrashError("short frame")
         pid, size = unpack_entry(data, pos)
+        ids.append(pid)
         if size & 0x80000000:
             if pos + 19 > n:
                 raise CrashError("short frame")
@@ -298,18 +426,37 @@ def iter_published(data: bytes) -> Iterator[tuple[int, Entry]]:
             if start + size > n:
                 raise CrashError("short frame")
             pos = start + size
-            yield pid, SubBatch((first >> 4) & 0x7, count, uncompressed, bytes(data[start:pos]))
+            out.append((pid, SubBatch((first >> 4) & 0x7, count, uncompressed, bytes(data[start:pos]))))
+            simple = False
         else:
             start = pos + 12
-            pos = start + size
-            if pos > n:
+            end = start + size
+            if end > n:
                 raise CrashError("short frame")
-            yield pid, data[start:pos]
+            out.append((pid, cast(bytes, view[start:end])))  # a view: copied only if kept apart
+            entries.append(view[pos + 8 : end])
+            sizes.append(size)
+            pos = end
+    return Published(ids, out, b"".join(entries) if simple else None, sizes)
 
 
-@dataclass(frozen=True, slots=True)
-class PublishConfirm(Command):
-    key: ClassVar[int] = Key.PUBLISH_CONFIRM
+class Publish(Command, key=Key.PUBLISH, layout=(U8, U32, REST)):
+    """Publish: `messages` as sent (`publishing_id:u64` then a simple or sub-batch entry, each)."""
+
+    publisher_id: int = 0
+    count: int = 0
+    messages: bytes = b""
+
+    def entries(self) -> Published:
+        """(publishing id, entry) pairs; a malformed list is `CrashError` (RabbitMQ's badmatch)."""
+        return published(self.messages)
+
+    @classmethod
+    def build(cls, publisher_id: int, items: list[tuple[int, Entry]]) -> Publish:
+        return cls(publisher_id, len(items), b"".join(pack_published(i, e) for i, e in items))
+
+
+class PublishConfirm(Command, key=Key.PUBLISH_CONFIRM):
     publisher_id: int = 0
     publishing_ids: tuple[int, ...] = ()
 
@@ -322,12 +469,25 @@ class PublishConfirm(Command):
             + struct.pack(f">{len(ids)}Q", *ids)
         )
 
+    @classmethod
+    def read(cls, r: Reader) -> Command:
+        pid, ids = _publisher_items(r, Reader.u64)
+        return cls(pid, tuple(ids))
 
-@dataclass(frozen=True, slots=True)
-class PublishError(Command):
+
+def _publisher_items(r: Reader, item: Callable[[Reader], T]) -> tuple[int, list[T]]:
+    """A publisher id, then a count (not read) and items to the end of the frame."""
+    pid = r.u8()
+    r.u32()
+    items = []
+    while r.left:
+        items.append(item(r))
+    return pid, items
+
+
+class PublishError(Command, key=Key.PUBLISH_ERROR):
     """One code for all the ids, as RabbitMQ sends it (the wire has a code per id)."""
 
-    key: ClassVar[int] = Key.PUBLISH_ERROR
     publisher_id: int = 0
     code: int = 0
     publishing_ids: tuple[int, ...] = ()
@@ -336,36 +496,27 @@ class PublishError(Command):
         body = b"".join(_U64.pack(i) + _U16.pack(self.code) for i in self.publishing_ids)
         return _head(self) + _U8.pack(self.publisher_id) + _U32.pack(len(self.publishing_ids)) + body
 
+    @classmethod
+    def read(cls, r: Reader) -> Command:
+        pid, errs = _publisher_items(r, lambda r: (r.u64(), r.u16()))
+        return cls(pid, errs[0][1] if errs else 0, tuple(i for i, _ in errs))
 
-@dataclass(frozen=True, slots=True)
-class QueryPublisherSequence(Request):
-    key: ClassVar[int] = Key.QUERY_PUBLISHER_SEQUENCE
+
+class QueryPublisherSequence(Request, key=Key.QUERY_PUBLISHER_SEQUENCE, layout=(U32, STR, STR)):
     reference: str = ""
     stream: str = ""
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + s(self.reference) + s(self.stream)
 
-
-@dataclass(frozen=True, slots=True)
-class QueryPublisherSequenceResponse(Command):
-    key: ClassVar[int] = Key.QUERY_PUBLISHER_SEQUENCE
-    response: ClassVar[bool] = True
+class QueryPublisherSequenceResponse(
+    Command, key=Key.QUERY_PUBLISHER_SEQUENCE, response=True, layout=(U32, U16, U64)
+):
     corr: int = 0
     code: int = 1
     sequence: int = 0
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + _U16.pack(self.code) + _U64.pack(self.sequence)
 
-
-@dataclass(frozen=True, slots=True)
-class DeletePublisher(Request):
-    key: ClassVar[int] = Key.DELETE_PUBLISHER
+class DeletePublisher(Request, key=Key.DELETE_PUBLISHER, layout=(U32, U8)):
     publisher_id: int = 0
-
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + _U8.pack(self.publisher_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,10 +534,20 @@ class OffsetSpec:
             return _U16.pack(self.kind) + _I64.pack(self.value)
         return _U16.pack(self.kind)
 
+    @classmethod
+    def read(cls, r: Reader) -> OffsetSpec:
+        """An unknown offset type crashes RabbitMQ's parser."""
+        kind = r.i16()
+        if kind == OffsetType.OFFSET:
+            return cls(OffsetType.OFFSET, r.u64())
+        if kind == OffsetType.TIMESTAMP:
+            return cls(OffsetType.TIMESTAMP, r.i64())
+        if kind in (OffsetType.FIRST, OffsetType.LAST, OffsetType.NEXT):
+            return cls(OffsetType(kind))
+        raise CrashError(f"offset type {kind}")
 
-@dataclass(frozen=True, slots=True)
-class Subscribe(Request):
-    key: ClassVar[int] = Key.SUBSCRIBE
+
+class Subscribe(Request, key=Key.SUBSCRIBE):
     subscription_id: int = 0
     stream: str = ""
     offset: OffsetSpec = OffsetSpec(OffsetType.NEXT)
@@ -395,24 +556,28 @@ class Subscribe(Request):
 
     def pack_body(self) -> bytes:
         props = str_map(self.properties) if self.properties else b""
-        return (
-            _head(self, self.corr)
-            + _U8.pack(self.subscription_id)
-            + s(self.stream)
-            + self.offset.pack()
-            + _U16.pack(self.credit)
-            + props
-        )
+        head = _head(self, self.corr) + _U8.pack(self.subscription_id) + s(self.stream)
+        return head + self.offset.pack() + _U16.pack(self.credit) + props
+
+    @classmethod
+    def read(cls, r: Reader) -> Command:
+        corr, sub, stream = r.u32(), r.u8(), r.string()
+        spec = OffsetSpec.read(r)
+        try:
+            credit = r.u16()
+        except ParseError as e:
+            raise CrashError(str(e)) from None
+        props: dict[str, str] = {}
+        if r.left >= 4:  # a malformed tail is logged and ignored by RabbitMQ
+            props = _read_map(r)
+        else:
+            r.pos = len(r.data)
+        return cls(corr, sub, stream, spec, credit, props)
 
 
-@dataclass(frozen=True, slots=True)
-class Deliver(Command):
-    key: ClassVar[int] = Key.DELIVER
+class Deliver(Command, key=Key.DELIVER, layout=(U8, REST)):
     subscription_id: int = 0
     chunk: bytes = b""
-
-    def pack_body(self) -> bytes:
-        return _head(self) + _U8.pack(self.subscription_id) + self.chunk
 
 
 def deliver_header(subscription_id: int, chunk_size: int) -> bytes:
@@ -420,99 +585,52 @@ def deliver_header(subscription_id: int, chunk_size: int) -> bytes:
     return _SIZE.pack(5 + chunk_size) + _HEAD.pack(Key.DELIVER, VERSION) + _U8.pack(subscription_id)
 
 
-@dataclass(frozen=True, slots=True)
-class Credit(Command):
+class Credit(Command, key=Key.CREDIT, layout=(U8, I16)):
     """Credit in chunks; RabbitMQ reads it signed."""
 
-    key: ClassVar[int] = Key.CREDIT
     subscription_id: int = 0
     credit: int = 0
 
-    def pack_body(self) -> bytes:
-        return _head(self) + _U8.pack(self.subscription_id) + _I16.pack(self.credit)
 
-
-@dataclass(frozen=True, slots=True)
-class CreditResponse(Command):
+class CreditResponse(Command, key=Key.CREDIT, response=True, layout=(U16, U8)):
     """Sent only for a credit to an unknown subscription; it has no correlation id."""
 
-    key: ClassVar[int] = Key.CREDIT
-    response: ClassVar[bool] = True
     code: int = 0
     subscription_id: int = 0
 
-    def pack_body(self) -> bytes:
-        return _head(self) + _U16.pack(self.code) + _U8.pack(self.subscription_id)
 
-
-@dataclass(frozen=True, slots=True)
-class StoreOffset(Command):
-    key: ClassVar[int] = Key.STORE_OFFSET
+class StoreOffset(Command, key=Key.STORE_OFFSET, layout=(STR, STR, U64)):
     reference: str = ""
     stream: str = ""
     offset: int = 0
 
-    def pack_body(self) -> bytes:
-        return _head(self) + s(self.reference) + s(self.stream) + _U64.pack(self.offset)
 
-
-@dataclass(frozen=True, slots=True)
-class QueryOffset(Request):
-    key: ClassVar[int] = Key.QUERY_OFFSET
+class QueryOffset(Request, key=Key.QUERY_OFFSET, layout=(U32, STR, STR)):
     reference: str = ""
     stream: str = ""
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + s(self.reference) + s(self.stream)
 
-
-@dataclass(frozen=True, slots=True)
-class QueryOffsetResponse(Command):
-    key: ClassVar[int] = Key.QUERY_OFFSET
-    response: ClassVar[bool] = True
+class QueryOffsetResponse(Command, key=Key.QUERY_OFFSET, response=True, layout=(U32, U16, U64)):
     corr: int = 0
     code: int = 1
     offset: int = 0
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + _U16.pack(self.code) + _U64.pack(self.offset)
 
-
-@dataclass(frozen=True, slots=True)
-class Unsubscribe(Request):
-    key: ClassVar[int] = Key.UNSUBSCRIBE
+class Unsubscribe(Request, key=Key.UNSUBSCRIBE, layout=(U32, U8)):
     subscription_id: int = 0
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + _U8.pack(self.subscription_id)
 
-
-@dataclass(frozen=True, slots=True)
-class CreateStream(Request):
-    key: ClassVar[int] = Key.CREATE_STREAM
+class CreateStream(Request, key=Key.CREATE_STREAM, layout=(U32, STR, MAP)):
     stream: str = ""
     arguments: dict[str, str] = field(default_factory=dict)
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + s(self.stream) + str_map(self.arguments)
 
-
-@dataclass(frozen=True, slots=True)
-class DeleteStream(Request):
-    key: ClassVar[int] = Key.DELETE_STREAM
+class DeleteStream(Request, key=Key.DELETE_STREAM, layout=(U32, STR)):
     stream: str = ""
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + s(self.stream)
 
-
-@dataclass(frozen=True, slots=True)
-class Metadata(Request):
-    key: ClassVar[int] = Key.METADATA
+class Metadata(Request, key=Key.METADATA, layout=(U32, LIST)):
     streams: tuple[str, ...] = ()
-
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + str_list(list(self.streams))
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,10 +651,7 @@ class StreamMetadata:
     replicas: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class MetadataResponse(Command):
-    key: ClassVar[int] = Key.METADATA
-    response: ClassVar[bool] = True
+class MetadataResponse(Command, key=Key.METADATA, response=True):
     corr: int = 0
     brokers: tuple[Broker, ...] = ()
     streams: tuple[StreamMetadata, ...] = ()
@@ -551,63 +666,45 @@ class MetadataResponse(Command):
             out.extend(_U16.pack(r) for r in m.replicas)
         return b"".join(out)
 
+    @classmethod
+    def read(cls, r: Reader) -> Command:
+        corr = r.u32()
+        brokers = [Broker(r.u16(), r.string(), r.u32()) for _ in range(r.u32())]
+        metas = []
+        for _ in range(r.u32()):
+            name, code, leader = r.string(), r.u16(), r.u16()
+            metas.append(StreamMetadata(name, code, leader, tuple(r.u16() for _ in range(r.u32()))))
+        return cls(corr, tuple(brokers), tuple(metas))
 
-@dataclass(frozen=True, slots=True)
-class MetadataUpdate(Command):
-    key: ClassVar[int] = Key.METADATA_UPDATE
+
+class MetadataUpdate(Command, key=Key.METADATA_UPDATE, layout=(U16, STR)):
     code: int = 0
     stream: str = ""
 
-    def pack_body(self) -> bytes:
-        return _head(self) + _U16.pack(self.code) + s(self.stream)
 
-
-@dataclass(frozen=True, slots=True)
-class PeerProperties(Request):
-    key: ClassVar[int] = Key.PEER_PROPERTIES
+class PeerProperties(Request, key=Key.PEER_PROPERTIES, layout=(U32, MAP)):
     properties: dict[str, str] = field(default_factory=dict)
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + str_map(self.properties)
 
-
-@dataclass(frozen=True, slots=True)
-class PeerPropertiesResponse(Command):
-    key: ClassVar[int] = Key.PEER_PROPERTIES
-    response: ClassVar[bool] = True
+class PeerPropertiesResponse(Command, key=Key.PEER_PROPERTIES, response=True, layout=(U32, U16, MAP)):
     corr: int = 0
     code: int = 1
     properties: dict[str, str] = field(default_factory=dict)
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + _U16.pack(self.code) + str_map(self.properties)
+
+class SaslHandshake(Request, key=Key.SASL_HANDSHAKE, layout=(U32,)):
+    pass
 
 
-@dataclass(frozen=True, slots=True)
-class SaslHandshake(Request):
-    key: ClassVar[int] = Key.SASL_HANDSHAKE
-
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr)
-
-
-@dataclass(frozen=True, slots=True)
-class SaslHandshakeResponse(Command):
-    key: ClassVar[int] = Key.SASL_HANDSHAKE
-    response: ClassVar[bool] = True
+class SaslHandshakeResponse(Command, key=Key.SASL_HANDSHAKE, response=True, layout=(U32, U16, LIST)):
     corr: int = 0
     code: int = 1
     mechanisms: tuple[str, ...] = ()
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + _U16.pack(self.code) + str_list(list(self.mechanisms))
 
-
-@dataclass(frozen=True, slots=True)
-class SaslAuthenticate(Request):
+class SaslAuthenticate(Request, key=Key.SASL_AUTHENTICATE):
     """`data` None is the null bytes (length -1)."""
 
-    key: ClassVar[int] = Key.SASL_AUTHENTICATE
     mechanism: str = ""
     data: bytes | None = None
 
@@ -615,13 +712,15 @@ class SaslAuthenticate(Request):
         tail = _I32.pack(-1) if self.data is None else _U32.pack(len(self.data)) + self.data
         return _head(self, self.corr) + s(self.mechanism) + tail
 
+    @classmethod
+    def read(cls, r: Reader) -> Command:
+        corr, mechanism, n = r.u32(), r.string(), r.i32()
+        return cls(corr, mechanism, None if n == -1 else r.raw(n))
 
-@dataclass(frozen=True, slots=True)
-class SaslAuthenticateResponse(Command):
+
+class SaslAuthenticateResponse(Command, key=Key.SASL_AUTHENTICATE, response=True):
     """A challenge goes out as a 16-bit length string, and only when there is one."""
 
-    key: ClassVar[int] = Key.SASL_AUTHENTICATE
-    response: ClassVar[bool] = True
     corr: int = 0
     code: int = 1
     challenge: bytes = b""
@@ -630,13 +729,16 @@ class SaslAuthenticateResponse(Command):
         tail = _U16.pack(len(self.challenge)) + self.challenge if self.challenge else b""
         return _head(self, self.corr) + _U16.pack(self.code) + tail
 
+    @classmethod
+    def read(cls, r: Reader) -> Command:
+        corr, code = r.u32(), r.u16()
+        return cls(corr, code, r.raw(r.u16()))
 
-@dataclass(frozen=True, slots=True)
-class Tune(Command):
+
+class Tune(Command, key=Key.TUNE):
     """Sent by the server (a request) and answered by the client with the same key, or with the
     response bit (both are read as the client's answer)."""
 
-    key: ClassVar[int] = Key.TUNE
     frame_max: int = 0
     heartbeat: int = 0
     answer: bool = False
@@ -645,69 +747,41 @@ class Tune(Command):
         k = Key.TUNE | (RESPONSE_BIT if self.answer else 0)
         return _HEAD.pack(k, VERSION) + _U32.pack(self.frame_max) + _U32.pack(self.heartbeat)
 
+    @classmethod
+    def read(cls, r: Reader) -> Command:
+        return cls(r.u32(), r.u32())
 
-@dataclass(frozen=True, slots=True)
-class Open(Request):
-    key: ClassVar[int] = Key.OPEN
+
+class Open(Request, key=Key.OPEN, layout=(U32, STR)):
     vhost: str = ""
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + s(self.vhost)
 
-
-@dataclass(frozen=True, slots=True)
-class OpenResponse(Command):
+class OpenResponse(Command, key=Key.OPEN, response=True, layout=(U32, U16, SOME_MAP)):
     """Connection properties go out only with OK (a failure is the bare code)."""
 
-    key: ClassVar[int] = Key.OPEN
-    response: ClassVar[bool] = True
     corr: int = 0
     code: int = 1
     properties: dict[str, str] = field(default_factory=dict)
 
-    def pack_body(self) -> bytes:
-        props = str_map(self.properties) if self.properties else b""
-        return _head(self, self.corr) + _U16.pack(self.code) + props
 
-
-@dataclass(frozen=True, slots=True)
-class Close(Request):
-    key: ClassVar[int] = Key.CLOSE
+class Close(Request, key=Key.CLOSE, layout=(U32, U16, STR)):
     code: int = 0
     reason: str = ""
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + _U16.pack(self.code) + s(self.reason)
+
+class Heartbeat(Command, key=Key.HEARTBEAT, layout=()):
+    pass
 
 
-@dataclass(frozen=True, slots=True)
-class Heartbeat(Command):
-    key: ClassVar[int] = Key.HEARTBEAT
-
-    def pack_body(self) -> bytes:
-        return _head(self)
-
-
-@dataclass(frozen=True, slots=True)
-class Route(Request):
-    key: ClassVar[int] = Key.ROUTE
+class Route(Request, key=Key.ROUTE, layout=(U32, STR, STR)):
     routing_key: str = ""
     super_stream: str = ""
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + s(self.routing_key) + s(self.super_stream)
 
-
-@dataclass(frozen=True, slots=True)
-class Partitions(Request):
-    key: ClassVar[int] = Key.PARTITIONS
+class Partitions(Request, key=Key.PARTITIONS, layout=(U32, STR)):
     super_stream: str = ""
 
-    def pack_body(self) -> bytes:
-        return _head(self, self.corr) + s(self.super_stream)
 
-
-@dataclass(frozen=True, slots=True)
 class StreamsResponse(Command):
     """The route and partitions responses: the request's key WITHOUT the response bit (3.10.8)."""
 
@@ -717,185 +791,45 @@ class StreamsResponse(Command):
     request_key: int = Key.ROUTE
 
     def pack_body(self) -> bytes:
-        return (
-            _HEAD_CORR.pack(self.request_key, VERSION, self.corr)
-            + _U16.pack(self.code)
-            + str_list(list(self.streams))
-        )
+        head = _HEAD_CORR.pack(self.request_key, VERSION, self.corr) + _U16.pack(self.code)
+        return head + str_list(list(self.streams))
 
 
 # -- parsing ----------------------------------------------------------------------------------
 
-
-def _parse_subscribe(corr: int, r: Reader) -> Subscribe:
-    sub = r.u8()
-    stream = r.string()
-    kind = r.i16()
-    if kind == OffsetType.OFFSET:
-        spec = OffsetSpec(OffsetType.OFFSET, r.u64())
-    elif kind == OffsetType.TIMESTAMP:
-        spec = OffsetSpec(OffsetType.TIMESTAMP, r.i64())
-    elif kind in (OffsetType.FIRST, OffsetType.LAST, OffsetType.NEXT):
-        spec = OffsetSpec(OffsetType(kind))
-    else:
-        raise CrashError(f"offset type {kind}")
-    try:
-        credit = r.u16()
-    except ParseError as e:
-        raise CrashError(str(e)) from None
-    props: dict[str, str] = {}
-    if r.left >= 4:  # a malformed tail is logged and ignored by RabbitMQ
-        r.u32()
-        props = r.map_to_end()
-    else:
-        r.pos = len(r.data)
-    return Subscribe(corr, sub, stream, spec, credit, props)
-
-
-def _parse_sasl_authenticate(corr: int, r: Reader) -> SaslAuthenticate:
-    mechanism = r.string()
-    n = r.i32()
-    if n == -1:
-        r.end()
-        return SaslAuthenticate(corr, mechanism, None)
-    data = r.raw(n)
-    r.end()
-    return SaslAuthenticate(corr, mechanism, data)
-
-
-def _parse_client_request(key: int, corr: int, r: Reader) -> Command:
-    if key == Key.DECLARE_PUBLISHER:
-        return DeclarePublisher(corr, r.u8(), r.string(), r.string())
-    if key == Key.QUERY_PUBLISHER_SEQUENCE:
-        return QueryPublisherSequence(corr, r.string(), r.string())
-    if key == Key.DELETE_PUBLISHER:
-        return DeletePublisher(corr, r.u8())
-    if key == Key.SUBSCRIBE:
-        return _parse_subscribe(corr, r)
-    if key == Key.QUERY_OFFSET:
-        return QueryOffset(corr, r.string(), r.string())
-    if key == Key.UNSUBSCRIBE:
-        return Unsubscribe(corr, r.u8())
-    if key == Key.CREATE_STREAM:
-        stream = r.string()
-        r.u32()
-        return CreateStream(corr, stream, r.map_to_end())
-    if key == Key.DELETE_STREAM:
-        return DeleteStream(corr, r.string())
-    if key == Key.METADATA:
-        r.u32()
-        return Metadata(corr, tuple(r.strings_to_end()))
-    if key == Key.PEER_PROPERTIES:
-        r.u32()
-        return PeerProperties(corr, r.map_to_end())
-    if key == Key.SASL_HANDSHAKE:
-        return SaslHandshake(corr)
-    if key == Key.SASL_AUTHENTICATE:
-        return _parse_sasl_authenticate(corr, r)
-    if key == Key.OPEN:
-        return Open(corr, r.string())
-    if key == Key.CLOSE:
-        return Close(corr, r.u16(), r.string())
-    if key == Key.ROUTE:
-        return Route(corr, r.string(), r.string())
-    if key == Key.PARTITIONS:
-        return Partitions(corr, r.string())
-    raise ParseError(f"key {key}")
-
-
-_CORR_REQUESTS = frozenset(
-    {
-        Key.DECLARE_PUBLISHER,
-        Key.QUERY_PUBLISHER_SEQUENCE,
-        Key.DELETE_PUBLISHER,
-        Key.SUBSCRIBE,
-        Key.QUERY_OFFSET,
-        Key.UNSUBSCRIBE,
-        Key.CREATE_STREAM,
-        Key.DELETE_STREAM,
-        Key.METADATA,
-        Key.PEER_PROPERTIES,
-        Key.SASL_HANDSHAKE,
-        Key.SASL_AUTHENTICATE,
-        Key.OPEN,
-        Key.CLOSE,
-        Key.ROUTE,
-        Key.PARTITIONS,
-    }
-)
-
-
-def _parse_plain_request(key: int, r: Reader) -> Command:
-    """Commands without correlation id, in either direction."""
-    if key == Key.PUBLISH:
-        return Publish(r.u8(), r.u32(), r.rest())
-    if key == Key.PUBLISH_CONFIRM:
-        pid = r.u8()
-        r.u32()
-        ids = []
-        while r.left:
-            ids.append(r.u64())
-        return PublishConfirm(pid, tuple(ids))
-    if key == Key.PUBLISH_ERROR:
-        pid = r.u8()
-        r.u32()
-        errs = []
-        while r.left:
-            errs.append((r.u64(), r.u16()))
-        return PublishError(pid, errs[0][1] if errs else 0, tuple(i for i, _ in errs))
-    if key == Key.DELIVER:
-        return Deliver(r.u8(), r.rest())
-    if key == Key.CREDIT:
-        return Credit(r.u8(), r.i16())
-    if key == Key.METADATA_UPDATE:
-        return MetadataUpdate(r.u16(), r.string())
-    if key == Key.STORE_OFFSET:
-        return StoreOffset(r.string(), r.string(), r.u64())
-    if key == Key.HEARTBEAT:
-        return Heartbeat()
-    if key == Key.TUNE:
-        return Tune(r.u32(), r.u32())
-    raise ParseError(f"key {key}")
+#: The commands a client sends (with and without correlation id), by key.
+_REQUESTS: dict[int, type[Command]] = {
+    cls.key: cls
+    for cls in (
+        DeclarePublisher, QueryPublisherSequence, DeletePublisher, Subscribe, QueryOffset, Unsubscribe,
+        CreateStream, DeleteStream, Metadata, PeerProperties, SaslHandshake, SaslAuthenticate, Open,
+        Close, Route, Partitions, Publish, PublishConfirm, PublishError, Deliver, Credit,
+        MetadataUpdate, StoreOffset, Heartbeat, Tune,
+    )
+}  # fmt: skip
+#: The responses with a correlation id that carry more than a code, by key.
+_RESPONSES: dict[int, type[Command]] = {
+    cls.key: cls
+    for cls in (
+        QueryPublisherSequenceResponse, QueryOffsetResponse, OpenResponse, PeerPropertiesResponse,
+        SaslHandshakeResponse, SaslAuthenticateResponse, MetadataResponse,
+    )
+}  # fmt: skip
+#: Their answer is never the bare code, whatever its length.
+_VALUED = frozenset({Key.QUERY_PUBLISHER_SEQUENCE, Key.QUERY_OFFSET})
 
 
 def _parse_response(key: int, r: Reader) -> Command:
     if key == Key.TUNE:
         return Tune(r.u32(), r.u32(), answer=True)
     if key == Key.CREDIT:
-        return CreditResponse(r.u16(), r.u8())
-    corr = r.u32()
-    if r.left == 2 and key not in (Key.QUERY_PUBLISHER_SEQUENCE, Key.QUERY_OFFSET):
-        return CodeResponse(corr, r.u16(), key)
-    if key == Key.QUERY_PUBLISHER_SEQUENCE:
-        return QueryPublisherSequenceResponse(corr, r.u16(), r.u64())
-    if key == Key.QUERY_OFFSET:
-        return QueryOffsetResponse(corr, r.u16(), r.u64())
-    if key == Key.OPEN:
-        code = r.u16()
-        r.u32()
-        return OpenResponse(corr, code, r.map_to_end())
-    if key == Key.PEER_PROPERTIES:
-        code = r.u16()
-        r.u32()
-        return PeerPropertiesResponse(corr, code, r.map_to_end())
-    if key == Key.SASL_HANDSHAKE:
-        code = r.u16()
-        r.u32()
-        return SaslHandshakeResponse(corr, code, tuple(r.strings_to_end()))
-    if key == Key.SASL_AUTHENTICATE:
-        code = r.u16()
-        return SaslAuthenticateResponse(corr, code, r.raw(r.u16()))
-    if key == Key.METADATA:
-        brokers = []
-        for _ in range(r.u32()):
-            brokers.append(Broker(r.u16(), r.string(), r.u32()))
-        metas = []
-        for _ in range(r.u32()):
-            name, code, leader = r.string(), r.u16(), r.u16()
-            replicas = tuple(r.u16() for _ in range(r.u32()))
-            metas.append(StreamMetadata(name, code, leader, replicas))
-        return MetadataResponse(corr, tuple(brokers), tuple(metas))
-    raise ParseError(f"response key {key}")
+        return CreditResponse.read(r)
+    if r.left == 6 and key not in _VALUED:  # the correlation id and a code
+        return CodeResponse(r.u32(), r.u16(), key)
+    cls = _RESPONSES.get(key)
+    if cls is None:
+        raise ParseError(f"response key {key}")
+    return cls.read(r)
 
 
 def parse(body: bytes | memoryview, *, from_server: bool = False) -> Command:
@@ -911,12 +845,12 @@ def parse(body: bytes | memoryview, *, from_server: bool = False) -> Command:
             cmd = _parse_response(key, r)
         elif from_server and key in (Key.ROUTE, Key.PARTITIONS):
             corr, code = r.u32(), r.u16()
-            r.u32()
-            cmd = StreamsResponse(corr, code, tuple(r.strings_to_end()), key)
-        elif key in _CORR_REQUESTS:
-            cmd = _parse_client_request(key, r.u32(), r)
+            cmd = StreamsResponse(corr, code, _read_list(r), key)
         else:
-            cmd = _parse_plain_request(key, r)
+            cls = _REQUESTS.get(key)
+            if cls is None:
+                raise ParseError(f"key {key}")
+            cmd = cls.read(r)
         r.end()
         return cmd
     except CrashError as e:

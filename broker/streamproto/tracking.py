@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from broker.streamproto.chunk import TRACK_OFFSET, TRACK_SEQUENCE, Entry
 from broker.streamproto.constants import Code
+from broker.streamproto.frames import Published
 from broker.streamproto.ports import Confirm, Crashed, Entries
 
 E = TypeVar("E")
@@ -65,6 +66,11 @@ class Refused(Exception):
     code = Code.PRECONDITION_FAILED
 
 
+def publishing_ids(entries: Sequence[tuple[int, object]]) -> list[int]:
+    """The publishing ids of (id, entry) pairs (a parsed frame has them without its entries)."""
+    return entries.ids if isinstance(entries, Published) else [i for i, _ in entries]
+
+
 class Tracking:
     """One stream's writers (reference -> last publishing id) and stored consumer offsets."""
 
@@ -78,8 +84,8 @@ class Tracking:
         """osiris deduplication: of a named writer's entries, those whose publishing id is above
         the writer's last one (`wrote` records the new last one once they are written)."""
         last = self.writers.get(writer) if writer is not None else None
-        if last is None:
-            return entries
+        if last is None or all(i > last for i in publishing_ids(entries)):
+            return entries  # as they came (a publish frame kept whole)
         return [(i, e) for i, e in entries if i > last]
 
     def wrote(self, writer: str | None, publishing_id: int) -> None:
@@ -122,13 +128,14 @@ class TrackedLog:
     tracking: Tracking
 
     def append(self, entries: Entries, writer: str | None, confirm: Confirm) -> None:
-        ids = [i for i, _ in entries]
+        ids = publishing_ids(entries)
         kept = self.tracking.fresh(entries, writer)
         if not kept:  # all written before: confirmed again, nothing written
             confirm(ids)
             return
         self.write(kept, writer, lambda: confirm(ids))
-        self.tracking.wrote(writer, kept[-1][0])  # not when the write failed (it raised)
+        if writer is not None:  # not when the write failed (it raised)
+            self.tracking.wrote(writer, publishing_ids(kept)[-1])
 
     def write(
         self, kept: Sequence[tuple[int, Entry]], writer: str | None, committed: Callable[[], None]

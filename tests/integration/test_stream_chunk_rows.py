@@ -10,7 +10,8 @@ from pathlib import Path
 
 from amqpwire.fields import Field, FieldTable
 from broker.store import QueueRecord, VHostRecord, open_store
-from broker.store.sqlite.store import STORE_FILE, SqliteStore
+from broker.store.sqlite.schema import CHUNK_FILE
+from broker.store.sqlite.store import SqliteStore
 
 PROPS = bytes.fromhex("1000") + b"\x02"  # delivery_mode 2
 STREAM = FieldTable([("x-queue-type", Field("longstr", b"stream"))])
@@ -48,7 +49,7 @@ async def _write(path: Path) -> None:
 
 
 def _chunk_rows(path: Path) -> int:
-    with contextlib.closing(sqlite3.connect(path / STORE_FILE)) as c:
+    with contextlib.closing(sqlite3.connect(path / CHUNK_FILE)) as c:
         return int(c.execute("SELECT count(*) FROM stream_chunks").fetchone()[0])
 
 

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import IO, Literal
 
 from broker.store.base import StoreError
-from broker.store.sqlite.schema import APPLICATION_ID, LOCK_FILE, SCHEMA_VERSION, SQLITE_MAGIC, TABLES
+from broker.store.sqlite.schema import (
+    APPLICATION_ID,
+    CHUNK_FILE,
+    CHUNK_PAGE_SIZE,
+    LOCK_FILE,
+    SCHEMA_VERSION,
+    SQLITE_MAGIC,
+    TABLES,
+)
 
 Sync = Literal["normal", "full"]
 Check = Literal["quick", "full", "none"]
@@ -112,6 +120,18 @@ def connect(path: Path, sync: Sync) -> sqlite3.Connection:
             raise StoreError(f"{path}: cannot switch the store to WAL mode (got {mode})")
         conn.execute(f"PRAGMA synchronous = {sync.upper()}")
         conn.execute("PRAGMA foreign_keys = OFF")
+        attach_chunks(conn, path, sync)
         return conn
     except sqlite3.Error as exc:
         raise StoreError(f"{path}: cannot open store ({exc})") from None
+
+
+def attach_chunks(conn: sqlite3.Connection, path: Path, sync: Sync) -> None:
+    """Attach the stream chunk file (`CHUNK_FILE`) as `chunks`, in WAL mode with large pages (the
+    page size takes effect when the file is created)."""
+    conn.execute("ATTACH DATABASE ? AS chunks", (str(path.with_name(CHUNK_FILE)),))
+    conn.execute(f"PRAGMA chunks.page_size = {CHUNK_PAGE_SIZE}")
+    mode = conn.execute("PRAGMA chunks.journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise sqlite3.OperationalError(f"cannot switch {CHUNK_FILE} to WAL mode (got {mode})")
+    conn.execute(f"PRAGMA chunks.synchronous = {sync.upper()}")

@@ -73,7 +73,12 @@ PUT_TRACKING = (
     "INSERT INTO stream_tracking (vhost, queue, kind, reference, value) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (vhost, queue, kind, reference) DO UPDATE SET value = excluded.value"
 )
-CHUNKS_TABLE = """CREATE TABLE IF NOT EXISTS stream_chunks (
+CHUNK_FILE = "streams.sqlite3"
+"""The stream chunk rows' own database file, attached as `chunks` beside the store file: large
+pages (`CHUNK_PAGE_SIZE`) write a chunk of records in a few WAL frames instead of one per 4 KB,
+while the small rows of everything else keep the main file's small pages."""
+CHUNK_PAGE_SIZE = 65536
+CHUNKS_TABLE = """CREATE TABLE IF NOT EXISTS chunks.stream_chunks (
     vhost BLOB NOT NULL, queue BLOB NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
     timestamp INTEGER NOT NULL DEFAULT 0, body_bytes INTEGER NOT NULL, sizes BLOB NOT NULL,
     data BLOB NOT NULL, PRIMARY KEY (vhost, queue, first))"""
@@ -88,6 +93,11 @@ INSERT_CHUNK = (
     "INSERT OR REPLACE INTO stream_chunks (vhost, queue, first, last, body_bytes, sizes, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+#: A chunk row with its time (a stream-protocol publish frame: one chunk, written once).
+INSERT_TIMED_CHUNK = (
+    "INSERT OR REPLACE INTO stream_chunks (vhost, queue, first, last, timestamp, body_bytes, sizes, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 SET_CHUNK_TIMESTAMP = "UPDATE stream_chunks SET timestamp = ? WHERE vhost = ? AND queue = ? AND first = ?"
 TRUNCATE_CHUNKS = "DELETE FROM stream_chunks WHERE vhost = ? AND queue = ? AND last <= ?"
 UNREF_STREAM_HEAD = (
@@ -95,7 +105,7 @@ UNREF_STREAM_HEAD = (
     "(SELECT msg_id FROM queue_messages WHERE vhost = ? AND queue = ? AND seq <= ?)"
 )
 DELETE_STREAM_HEAD = "DELETE FROM queue_messages WHERE vhost = ? AND queue = ? AND seq <= ?"
-LATER_TABLES = (PERMISSIONS_TABLE, DELAYED_TABLE, TRACKING_TABLE, CHUNKS_TABLE)
+LATER_TABLES = (PERMISSIONS_TABLE, DELAYED_TABLE, TRACKING_TABLE)
 """Tables added after schema version 1 shipped (`CREATE TABLE IF NOT EXISTS`): every store gets
 them on open."""
 TABLES = frozenset(
@@ -249,6 +259,24 @@ def add_later_tables(conn: sqlite3.Connection, path: Path) -> None:
     except sqlite3.Error as exc:
         conn.close()
         raise StoreError(f"{path}: cannot add a table ({exc})") from None
+
+
+def add_chunk_table(conn: sqlite3.Connection, path: Path) -> None:
+    """The chunk rows' table in the attached `CHUNK_FILE`. A store whose main file already holds
+    chunk rows (written before the file existed) keeps them there: `stream_chunks` names the main
+    file's table first, so every statement reads and writes that one."""
+    try:
+        held = conn.execute(
+            "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'stream_chunks'"
+        )
+        if held.fetchone() is not None:
+            if conn.execute("SELECT 1 FROM main.stream_chunks LIMIT 1").fetchone() is not None:
+                return
+            conn.execute("DROP TABLE main.stream_chunks")
+        conn.execute(CHUNKS_TABLE)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(f"{path}: cannot add the stream chunk table ({exc})") from None
 
 
 def add_later_columns(conn: sqlite3.Connection, path: Path) -> None:

@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import sqlite3
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -39,7 +40,7 @@ from broker.store import records as rec
 from broker.store.base import Store, StoreError, StoreStats
 from broker.store.page_spool import PageDirectory
 from broker.store.sqlite import schema as S
-from broker.store.sqlite.chunks import encode_chunk
+from broker.store.sqlite.chunks import encode_chunk, wire_sizes
 from broker.store.sqlite.load import QueueReader, load_snapshot
 from broker.store.sqlite.opening import Check, Sync, check_existing, connect, lock_directory
 from broker.store.sqlite.schema import SCHEMA_VERSION, STORE_FILE, create_schema, to_blob
@@ -137,6 +138,7 @@ class SqliteStore(Store):
             if not existing:
                 create_schema(conn, path)
             S.add_later_tables(conn, path)
+            S.add_chunk_table(conn, path)
             S.add_later_columns(conn, path)
             S.add_position_sizes(conn, path)
             return cls(directory, conn, lock_file)
@@ -390,6 +392,35 @@ class SqliteStore(Store):
         row = (to_blob(vhost), to_blob(queue), first, last, body_bytes, sizes, data)
         self._writer.submit([(S.INSERT_CHUNK, row)], fut, weight=len(data) + len(sizes) + 512)
         return fut
+
+    keeps_stream_chunks = True
+
+    def put_stream_chunk(
+        self, vhost: str, queue: str, first: int, timestamp: int, crc: int, sizes: array[int], section: bytes
+    ) -> asyncio.Future[None]:
+        """One chunk row in the wire layout (broker.store.sqlite.chunks), its time included."""
+        fut = self._writer.new_future()
+        if fut.done():
+            return fut
+        raw = wire_sizes(crc, sizes)
+        body_bytes = len(section) - 4 * len(sizes)
+        row = (
+            to_blob(vhost),
+            to_blob(queue),
+            first,
+            first + len(sizes) - 1,
+            timestamp,
+            body_bytes,
+            raw,
+            section,
+        )
+        self._writer.submit([(S.INSERT_TIMED_CHUNK, row)], fut, weight=len(section) + len(raw) + 512)
+        return fut
+
+    def read_stream_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, int, bytes] | None:
+        from broker.store.sqlite.stream_pages import reader_for
+
+        return reader_for(self.location).read_chunk(vhost, queue, first)
 
     def _persist_rows(
         self,

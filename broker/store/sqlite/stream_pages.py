@@ -12,11 +12,14 @@ costs one query per page, not one per message.
 from __future__ import annotations
 
 import heapq
+import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
-from broker.store.sqlite.chunks import Row, decode_chunk, sizes_of
+from broker.store.sqlite.chunks import Row, decode_chunk, index_sizes, wire_crc
 from broker.store.sqlite.load import QueueReader
-from broker.store.sqlite.schema import from_blob, to_blob
+from broker.store.sqlite.schema import CHUNK_FILE, from_blob, to_blob
 
 READ_RANGE = (
     "SELECT qm.seq, m.properties, m.body, m.exchange, m.routing_key FROM queue_messages qm "
@@ -51,7 +54,25 @@ READ_CHUNK_SIZES = (
     "ORDER BY first"
 )
 
+#: The chunk row starting at a position.
+READ_CHUNK = "SELECT sizes, data FROM stream_chunks WHERE vhost = ? AND queue = ? AND first = ?"
+
 READ_TRACKING = "SELECT kind, reference, value FROM stream_tracking WHERE vhost = ? AND queue = ?"
+
+
+R = TypeVar("R", Row, IndexRow)
+
+
+def _index_rows(first: int, raw: bytes, ts: int, after: int) -> list[IndexRow]:
+    """The index rows of one chunk row after position `after` (its time on its first record)."""
+    sizes = index_sizes(raw)
+    out: list[IndexRow] = []
+    s = first
+    for i in range(0, len(sizes), 4):
+        if s > after:
+            out.append((s, ts if s == first else 0, sizes[i], sizes[i + 1], sizes[i + 2], sizes[i + 3]))
+        s += 1
+    return out
 
 
 class StreamReader(QueueReader):
@@ -61,50 +82,78 @@ class StreamReader(QueueReader):
     def __init__(self, location: str) -> None:
         super().__init__(Path(location))
         self.location = location
+        self._attached = False
+
+    def _connection(self) -> sqlite3.Connection:
+        """The read-only connection, with the chunk file attached when there is one."""
+        conn = super()._connection()
+        if not self._attached:
+            self._attached = True
+            chunks = Path(self.location).with_name(CHUNK_FILE)
+            if chunks.exists():
+                conn.execute("ATTACH DATABASE ? AS chunks", (f"{chunks.resolve().as_uri()}?mode=ro",))
+        return conn
 
     def read_from(self, vhost: str, queue: str, seq: int, limit: int) -> list[Row]:
         """Up to `limit` stored messages of the queue at position `seq` or later, in order."""
+
+        def rows(conn: sqlite3.Connection, v: bytes, q: bytes) -> tuple[list[Row], Iterator[list[Row]]]:
+            legacy = [
+                (int(s), bytes(p), bytes(b), bytes(x).decode("utf-8", "surrogateescape"),
+                 bytes(k).decode("utf-8", "surrogateescape"))
+                for s, p, b, x, k in conn.execute(READ_RANGE, (v, q, seq, limit))
+            ]  # fmt: skip
+            chunks = conn.execute(READ_CHUNKS, (v, q, seq))
+            return legacy, (decode_chunk(int(first), sizes, data, seq) for first, sizes, data, _ts in chunks)
+
+        return self._merged(vhost, queue, limit, rows)
+
+    def read_index(self, vhost: str, queue: str, after: int, limit: int) -> list[IndexRow]:
+        """Up to `limit` index rows of the stream after position `after`, in order."""
+
+        def rows(
+            conn: sqlite3.Connection, v: bytes, q: bytes
+        ) -> tuple[list[IndexRow], Iterator[list[IndexRow]]]:
+            legacy = [
+                (int(s), int(t), int(x), int(k), int(p), int(b))
+                for s, t, x, k, p, b in conn.execute(READ_INDEX, (v, q, after, limit))
+            ]
+            chunks = conn.execute(READ_CHUNK_SIZES, (v, q, after + 1))
+            return legacy, (_index_rows(int(first), raw, int(ts), after) for first, raw, ts in chunks)
+
+        return self._merged(vhost, queue, limit, rows)
+
+    def _merged(
+        self,
+        vhost: str,
+        queue: str,
+        limit: int,
+        rows: Callable[[sqlite3.Connection, bytes, bytes], tuple[list[R], Iterator[list[R]]]],
+    ) -> list[R]:
+        """Up to `limit` rows by position: those stored a row per record (`rows`' list) merged
+        with those of the chunk rows (`rows`' iterator, a list per chunk, read until enough)."""
         if self.location == ":memory:":
             return []
-        conn = self._connection()
-        v, q = to_blob(vhost), to_blob(queue)
-        rows = conn.execute(READ_RANGE, (v, q, seq, limit))
-        legacy = [
-            (int(s), bytes(p), bytes(b), bytes(x).decode("utf-8", "surrogateescape"),
-             bytes(k).decode("utf-8", "surrogateescape"))
-            for s, p, b, x, k in rows
-        ]  # fmt: skip
-        chunked: list[Row] = []
-        for first, sizes, data, _ts in conn.execute(READ_CHUNKS, (v, q, seq)):
-            chunked.extend(decode_chunk(int(first), sizes, data, seq))
+        legacy, per_chunk = rows(self._connection(), to_blob(vhost), to_blob(queue))
+        chunked: list[R] = []
+        for part in per_chunk:
+            chunked.extend(part)
             if len(chunked) >= limit:
                 break
         if not legacy:
             return chunked[:limit]
         return list(heapq.merge(legacy, chunked))[:limit]
 
-    def read_index(self, vhost: str, queue: str, after: int, limit: int) -> list[IndexRow]:
-        """Up to `limit` index rows of the stream after position `after`, in order."""
+    def read_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, int, bytes] | None:
+        """The CRC, record count and entry section of the stream's wire chunk row starting at
+        position `first` (None: no such row, or one of the record layout)."""
         if self.location == ":memory:":
-            return []
-        conn = self._connection()
-        v, q = to_blob(vhost), to_blob(queue)
-        rows = conn.execute(READ_INDEX, (v, q, after, limit))
-        legacy = [(int(s), int(t), int(x), int(k), int(p), int(b)) for s, t, x, k, p, b in rows]
-        chunked: list[IndexRow] = []
-        for first, raw, ts in conn.execute(READ_CHUNK_SIZES, (v, q, after + 1)):
-            sizes = sizes_of(raw)
-            s = int(first)
-            for i in range(0, len(sizes), 4):
-                if s > after:
-                    stamp = int(ts) if s == first else 0
-                    chunked.append((s, stamp, sizes[i], sizes[i + 1], sizes[i + 2], sizes[i + 3]))
-                s += 1
-            if len(chunked) >= limit:
-                break
-        if not legacy:
-            return chunked[:limit]
-        return list(heapq.merge(legacy, chunked))[:limit]
+            return None
+        row = self._connection().execute(READ_CHUNK, (to_blob(vhost), to_blob(queue), first)).fetchone()
+        if row is None:
+            return None
+        crc = wire_crc(row[0])
+        return None if crc is None else (crc, (len(row[0]) - 8) // 4, row[1])
 
     def read_tracking(self, vhost: str, queue: str) -> list[tuple[int, str, int]]:
         """The stream's committed tracking rows: (kind, reference, value)."""

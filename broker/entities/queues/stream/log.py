@@ -29,6 +29,7 @@ messages whose bodies were paged out to the store keeps only that much in RAM pe
 from __future__ import annotations
 
 import bisect
+import zlib
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -54,8 +55,64 @@ _COMPACT_AT = 4096
 MESSAGE_OVERHEAD = 512
 
 
-def resident_cost(msg: StoredMessage) -> int:
-    """What holding `msg` in memory costs, for the stream's resident budget."""
+#: A stream-protocol record's AMQP 0-9-1 view: no properties, exchange or routing key, the AMQP 1.0
+#: bytes as its body (`broker.entities.queues.stream.queue.record_message`).
+NO_PROPS = b"\x00\x00"
+
+
+class WireChunk:
+    """A stream-protocol publish frame's records as one chunk, kept as osiris stores it: the entry
+    section (`section`, each record as `size:u32` then its bytes), each record's size and the
+    section's CRC32, computed once. A stream-protocol reader is sent `section` as it is; a record
+    is sliced out only when an AMQP 0-9-1 consumer reads it (`record`). The log holds the chunk
+    once per record it spans (one list slot each), so paging and retention work per record."""
+
+    __slots__ = ("_starts", "crc", "section", "sizes", "unit")
+
+    def __init__(self, section: bytes, sizes: array[int], crc: int | None = None) -> None:
+        self.section = section
+        self.sizes = sizes
+        self.crc = zlib.crc32(section) if crc is None else crc
+        n = max(len(sizes), 1)
+        #: the resident cost of each record: the chunk's bytes, its sizes and the object, shared out
+        self.unit = -(-(len(section) + 4 * n + _WIRE_OVERHEAD) // n)
+        self._starts: array[int] | None = None
+
+    @property
+    def count(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def body_bytes(self) -> int:
+        return len(self.section) - 4 * len(self.sizes)
+
+    def log_size(self) -> int:
+        """The chunk's size in its segment: its records' `record_size`, one chunk header."""
+        sizes = self.sizes
+        big = sum(map((255).__lt__, sizes))
+        return _CHUNK_BASE * len(sizes) + self.body_bytes + 3 * big - CHUNK_HEADER * (len(sizes) - 1)
+
+    def record(self, j: int) -> bytes:
+        """The `j`-th record's bytes."""
+        starts = self._starts
+        if starts is None:
+            starts = self._starts = array("q")
+            at = 4
+            for size in self.sizes:
+                starts.append(at)
+                at += size + 4
+        at = starts[j]
+        return self.section[at : at + self.sizes[j]]
+
+
+_WIRE_OVERHEAD = 192
+
+
+def resident_cost(msg: StoredMessage | WireChunk) -> int:
+    """What holding `msg` (one record of a `WireChunk`) in memory costs, for the stream's resident
+    budget."""
+    if isinstance(msg, WireChunk):
+        return msg.unit
     return len(msg.body) + MESSAGE_OVERHEAD
 
 
@@ -203,7 +260,7 @@ class StreamLog:
     max_age_ms: int | None = None
     next_offset: int = 0
     index: ChunkIndex = field(default_factory=ChunkIndex)
-    msgs: list[StoredMessage | None] = field(default_factory=list)  # None: paged out
+    msgs: list[StoredMessage | WireChunk | None] = field(default_factory=list)  # None: paged out
     segments: list[Segment] = field(default_factory=list)
     head: int = 0  # index of the first retained record
     size: int = 0  # the segments' total size, kept as they change (retention reads no segment list)
@@ -257,8 +314,20 @@ class StreamLog:
             return self.next_offset + 1
         return self.next_offset
 
+    def chunk_start(self, i: int) -> int:
+        """The index of the first record of the chunk holding record `i`."""
+        index = self.index
+        return index.starts[index.chunk_of(i)]
+
+    def message(self, i: int) -> StoredMessage | None:
+        """Record `i`'s message (None: paged out); a `WireChunk`'s record is sliced out of it."""
+        m = self.msgs[i]
+        if isinstance(m, WireChunk):
+            return StoredMessage("", "", NO_PROPS, m.record(i - self.chunk_start(i)))
+        return m
+
     def record(self, i: int) -> Record:
-        return Record(self.offsets[i], self.stamps[i], self.msgs[i], self.chunks[i])
+        return Record(self.offsets[i], self.stamps[i], self.message(i), self.chunks[i])
 
     def retained(self) -> list[Record]:
         """The retained records, oldest first (for inspection: the hot paths read the columns)."""
@@ -272,16 +341,45 @@ class StreamLog:
             index = self.index
             self._write(self.next_offset, index.times[-1], index.firsts[-1], msg, size, body_bytes)
             return None
-        rolled = False
-        if not self.segments:
-            self._open_segment(Segment())
-        elif self._full():
-            self._open_segment(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms, 1))
-            self.next_offset += 1
-            rolled = True
+        rolled = self._new_chunk(now_ms)
         offset = self.next_offset
         self._write(offset, now_ms, offset, msg, size, body_bytes)
         return self._retain(now_ms) if rolled else None
+
+    def _new_chunk(self, now_ms: int) -> bool:
+        """A chunk starts: open the first segment, or roll a full one (True: retention is due)."""
+        if not self.segments:
+            self._open_segment(Segment())
+            return False
+        if not self._full():
+            return False
+        self._open_segment(Segment(SEGMENT_HEADER + TRACKING_CHUNK, 0, now_ms, 1))
+        self.next_offset += 1
+        return True
+
+    def append_chunk(self, chunk: WireChunk, now_ms: int) -> Dropped | None:
+        """Write `chunk` as a new chunk at `write_offset` (the last one must not be open): what
+        `append` of its records, the first starting the chunk, would do, once per chunk."""
+        rolled = self._new_chunk(now_ms)
+        offset, n = self.next_offset, chunk.count
+        self.index.add(len(self.msgs), offset, now_ms)
+        self.msgs += [chunk] * n
+        self.next_offset = offset + n
+        seg = self.segments[-1]
+        seg.chunks += 1
+        seg.records += n
+        seg.body_bytes += chunk.body_bytes
+        seg.last_timestamp = now_ms
+        # retention sees the segments once the chunk's first record is written, as when the
+        # records are appended one by one; the others join the chunk after it
+        first = record_size(0, 0, len(NO_PROPS), chunk.sizes[0])
+        seg.size += first
+        self.size += first
+        dropped = self._retain(now_ms) if rolled else None
+        rest = chunk.log_size() - first
+        seg.size += rest
+        self.size += rest
+        return dropped
 
     def restore(self, offset: int, msg: StoredMessage, timestamp: int | None) -> None:
         """Put back a record read from the store at its offset, starting a chunk at `timestamp`

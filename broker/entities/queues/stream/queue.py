@@ -29,11 +29,18 @@ from amqpwire.errors import AmqpError, internal_error, not_implemented
 from amqpwire.fields import Field, FieldTable
 from broker.entities.message import HEADERS_FLAG, StoredMessage
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Declared, Entry, Queue, QueueHost, register, resource
+from broker.entities.queues.base import Declared, Entry, Queue, QueueHost, QueueStore, register, resource
 from broker.entities.queues.consumers import Consumer, notify_cancelled
 from broker.entities.queues.stream import arguments as SA
 from broker.entities.queues.stream import convert
-from broker.entities.queues.stream.log import StreamLog, record_size, resident_cost
+from broker.entities.queues.stream.log import (
+    NO_PROPS,
+    Dropped,
+    StreamLog,
+    WireChunk,
+    record_size,
+    resident_cost,
+)
 from broker.protocol import properties as P
 
 if TYPE_CHECKING:
@@ -92,7 +99,7 @@ def stream_message(msg: StoredMessage) -> StoredMessage:
 
 
 _OFFSET_KEY = OFFSET_HEADER.encode()
-_NO_PROPS = b"\x00\x00"
+_NO_PROPS = NO_PROPS
 _OFFSET_ENTRY = bytes((len(_OFFSET_KEY),)) + _OFFSET_KEY + b"l"
 
 
@@ -283,12 +290,41 @@ class StreamQueue(Queue):
                 self._in_pass = True
                 self.clock.call_later(0.0, self._close_chunk)
         self.try_deliver()
+        self._tell_watchers(persistence)
+
+    def _tell_watchers(self, persistence: QueueStore[QueueHost] | None) -> None:
+        """The watchers hear of new records once they committed (coalesced)."""
         if self.watchers and not self._grew_pending:
             self._grew_pending = True
             if persistence is not None:
                 persistence.when_committed(self, self._grew)
             else:
                 self.clock.call_later(0.0, self._grew)
+
+    def enqueue_wire(self, chunk: WireChunk, persist: Callable[[int, int], None] | None = None) -> None:
+        """Append a stream-protocol publish frame as one chunk of its own, kept as it came
+        (`WireChunk`): the log's accounting, delivery and commit tracking are done once for the
+        chunk. `persist(first position, chunk time ms)` writes it to the store first, before
+        anything the append may trigger (retention's removals come after it in the store)."""
+        if self.log.chunk_open:
+            self._close_chunk()
+        log = self.log
+        now = self._now_ms()
+        if persist is not None:
+            persist(log.write_offset + 1, now)
+        n = chunk.count
+        self.published += n
+        self._boot_stamps = None
+        self._dropped(log.append_chunk(chunk, now))
+        self.seq = log.write_offset
+        self.count += n
+        self.bytes += chunk.body_bytes
+        self.resident += chunk.unit * n
+        if self.store is not None:
+            self._since_sync += n - 1
+            self._track_commits()
+        self.try_deliver()
+        self._tell_watchers(self.vhost.persistence if self.store is not None else None)
 
     def enqueue_chunk(self, msgs: Sequence[StoredMessage]) -> None:
         """Append `msgs` as one chunk (a stream-protocol publish frame, whose store write was made
@@ -390,15 +426,20 @@ class StreamQueue(Queue):
         self.count += 1
         self.bytes += len(msg.body)
         self.resident += resident_cost(msg)
-        if dropped is not None:
-            self.count -= len(dropped.seqs)
-            self.bytes -= dropped.body_bytes
-            self.resident -= dropped.resident_bytes
-            persistence = self.vhost.persistence
-            if self.store is not None and persistence is not None:  # a kept stream stores all
-                persistence.positions_removed(self, dropped.seqs)
+        self._dropped(dropped)
         if self.store is not None:
             self._track_commits()
+
+    def _dropped(self, dropped: Dropped | None) -> None:
+        """Retention dropped these records: uncount them, and remove them from the store."""
+        if dropped is None:
+            return
+        self.count -= len(dropped.seqs)
+        self.bytes -= dropped.body_bytes
+        self.resident -= dropped.resident_bytes
+        persistence = self.vhost.persistence
+        if self.store is not None and persistence is not None:  # a kept stream stores all
+            persistence.positions_removed(self, dropped.seqs)
 
     # -- paging -------------------------------------------------------------------------------
 
@@ -434,6 +475,12 @@ class StreamQueue(Queue):
         stop = log.index_of(self._committed_below)  # the first record not known to be committed
         while i < stop and self.resident > RESIDENT_BYTES:
             m = msgs[i]
+            if isinstance(m, WireChunk):  # the rest of its chunk at once
+                j = min(stop, log.chunk_end(i))
+                msgs[i:j] = [None] * (j - i)
+                self.resident -= m.unit * (j - i)
+                i = j
+                continue
             if m is not None:  # with a store every record is stored (see `enqueue`)
                 self.resident -= resident_cost(m)
                 msgs[i] = None
@@ -448,7 +495,7 @@ class StreamQueue(Queue):
     def _message(self, i: int) -> StoredMessage:
         """The message of the log's record `i`, read back from the store (a page at a time) if it
         left memory."""
-        msg = self.log.msgs[i]
+        msg = self.log.message(i)
         if msg is not None:
             return msg
         seq = self.log.offsets[i] + 1
