@@ -63,12 +63,13 @@ CREATE TABLE queue_messages (
     vhost BLOB NOT NULL, queue BLOB NOT NULL, seq INTEGER NOT NULL, msg_id INTEGER NOT NULL,
     redelivered INTEGER NOT NULL, PRIMARY KEY (vhost, queue, seq)) WITHOUT ROWID;
 """
-TRACKING_TABLE = """CREATE TABLE IF NOT EXISTS stream_tracking (
+TRACKING_TABLE = """CREATE TABLE IF NOT EXISTS {db}.stream_tracking (
     vhost BLOB NOT NULL, queue BLOB NOT NULL, kind INTEGER NOT NULL, reference BLOB NOT NULL,
     value INTEGER NOT NULL, PRIMARY KEY (vhost, queue, kind, reference)) WITHOUT ROWID"""
 """Added after schema version 1 shipped: what a stream tracks beside its records (its named
 writers' last publishing ids, its consumers' stored offsets), which osiris keeps in the log.
-Created on open when a store lacks it; an older hashbroker ignores it."""
+Created on open when a store lacks it, in the file that holds the chunk rows (`add_chunk_table`);
+an older hashbroker ignores it."""
 PUT_TRACKING = (
     "INSERT INTO stream_tracking (vhost, queue, kind, reference, value) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (vhost, queue, kind, reference) DO UPDATE SET value = excluded.value"
@@ -105,7 +106,7 @@ UNREF_STREAM_HEAD = (
     "(SELECT msg_id FROM queue_messages WHERE vhost = ? AND queue = ? AND seq <= ?)"
 )
 DELETE_STREAM_HEAD = "DELETE FROM queue_messages WHERE vhost = ? AND queue = ? AND seq <= ?"
-LATER_TABLES = (PERMISSIONS_TABLE, DELAYED_TABLE, TRACKING_TABLE)
+LATER_TABLES = (PERMISSIONS_TABLE, DELAYED_TABLE)
 """Tables added after schema version 1 shipped (`CREATE TABLE IF NOT EXISTS`): every store gets
 them on open."""
 TABLES = frozenset(
@@ -262,21 +263,35 @@ def add_later_tables(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def add_chunk_table(conn: sqlite3.Connection, path: Path) -> None:
-    """The chunk rows' table in the attached `CHUNK_FILE`. A store whose main file already holds
-    chunk rows (written before the file existed) keeps them there: `stream_chunks` names the main
-    file's table first, so every statement reads and writes that one."""
+    """The chunk rows' table in the attached `CHUNK_FILE`, and the tracking table beside it. A store
+    whose main file already holds chunk rows (written before the file existed) keeps both there:
+    `stream_chunks` and `stream_tracking` name the main file's tables first, so every statement
+    reads and writes those.
+
+    The two belong in one file because a commit spanning two WAL files is atomic per file only: a
+    writer's last publishing id committed without its chunk (a kill between the two files'
+    commits) would make the publisher's retry of the unconfirmed chunk a "duplicate" and lose it.
+    """
     try:
-        held = conn.execute(
-            "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'stream_chunks'"
-        )
-        if held.fetchone() is not None:
+        if _has_table(conn, "stream_chunks"):
             if conn.execute("SELECT 1 FROM main.stream_chunks LIMIT 1").fetchone() is not None:
+                conn.execute(TRACKING_TABLE.format(db="main"))
                 return
             conn.execute("DROP TABLE main.stream_chunks")
         conn.execute(CHUNKS_TABLE)
+        conn.execute(TRACKING_TABLE.format(db="chunks"))
+        if _has_table(conn, "stream_tracking"):  # written before the chunk file held it
+            conn.execute("INSERT OR IGNORE INTO chunks.stream_tracking SELECT * FROM main.stream_tracking")
+            conn.execute("DROP TABLE main.stream_tracking")
     except sqlite3.Error as exc:
         conn.close()
         raise StoreError(f"{path}: cannot add the stream chunk table ({exc})") from None
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    """Whether the main file has the table `name`."""
+    found = conn.execute("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return found.fetchone() is not None
 
 
 def add_later_columns(conn: sqlite3.Connection, path: Path) -> None:
