@@ -6,8 +6,8 @@ the broker is not noticed by SQLite: commits keep succeeding into an unlinked in
 keeps confirming, and a restart finds none of it. So the writer compares, before every commit and
 every few idle seconds, each file's (device, inode) with the one it opened:
 
-* the main file, `-wal` or `-shm` gone or replaced: the store stops for good (until a restart);
-  nothing more can be confirmed honestly.
+* a database file (the main one or an attached one), its `-wal` or `-shm` gone or replaced: the
+  store stops for good (until a restart); nothing more can be confirmed honestly.
 * a file not writable (`chattr +i`, a read-only remount): writes stop until it is writable again.
   For `-shm` this is also what keeps the process alive: SQLite maps `-shm` into memory, and
   growing a mapping of a file the kernel refuses to extend raises SIGBUS, which no Python code can
@@ -37,21 +37,23 @@ class FileProblem(Exception):
 
 
 class StoreFiles:
-    """The identities of the store file and its `-wal`/`-shm` as the writer opened them."""
+    """The identities of the store's database files and their `-wal`/`-shm` as the writer opened
+    them: the main file and the files attached beside it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *attached: Path) -> None:
         self.path = path
-        self._names = [str(path)] + [f"{path}{suffix}" for suffix in SIDE_FILES]
+        self._names = [f"{p}{suffix}" for p in (path, *attached) for suffix in ("", *SIDE_FILES)]
         self._ids: dict[str, tuple[int, int]] = {}
         self._sizes: dict[str, int] = {}
 
     @classmethod
-    def probe(cls, where: str) -> StoreFiles | None:
-        """Watch the files of the store at `where`, or None when it is not a file (in memory)."""
+    def probe(cls, where: str, *beside: str) -> StoreFiles | None:
+        """Watch the files of the store at `where` and of the databases attached to it (file names
+        `beside` it), or None when it is not a file (in memory)."""
         path = Path(where)
         if not path.is_file():
             return None
-        files = cls(path)
+        files = cls(path, *(path.with_name(name) for name in beside))
         files.note()
         return files
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from broker.store.base import StoreError, StoreStats
 from broker.store.health import FileProblem, StoreFiles
+from broker.store.sqlite.schema import CHUNK_FILE
 
 log = logging.getLogger("hashbroker.store")
 
@@ -151,7 +152,7 @@ class GroupCommitWriter:
         # least says so on stderr instead of vanishing.
         if not faulthandler.is_enabled():
             faulthandler.enable()
-        self._files = StoreFiles.probe(self._where)
+        self._files = StoreFiles.probe(self._where, CHUNK_FILE)
         self._thread = threading.Thread(target=self._run, name="hashbroker-store", daemon=True)
         self._thread.start()
 
