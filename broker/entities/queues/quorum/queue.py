@@ -310,8 +310,8 @@ class QuorumQueue(HeldQueue):
 
     def _deliver(self, c: Consumer, entry: Entry) -> None:
         """Consumer deliveries show x-delivery-count once the message was returned."""
-        if isinstance(entry, QuorumEntry):
-            entry.msg = with_delivery_count(entry.orig, entry.count) if entry.count else entry.orig
+        if isinstance(entry, QuorumEntry) and entry.count:  # returned before
+            entry.msg = with_delivery_count(entry.orig, entry.count)
             if not c.no_ack:
                 self._checked_out(entry)
         self.deliver_to(c, entry)
