@@ -40,10 +40,14 @@ if TYPE_CHECKING:
 class ServerSettings(Protocol):
     """The settings a connection reads: the limits it offers at tune and the login rules."""
 
-    # the limits connection.tune offers, plain values read once per connection
-    channel_max: int
-    frame_max: int
-    heartbeat: int
+    @property
+    def channel_max(self) -> int: ...
+
+    @property
+    def frame_max(self) -> int: ...
+
+    @property
+    def heartbeat(self) -> int: ...
 
     @property
     def max_message_size(self) -> int:
