@@ -1,6 +1,8 @@
-"""Instructions per ingested message of one source tree's `hashbroker serve`, counted by callgrind.
+"""Instructions per ingested (or consumed) message of one source tree's `hashbroker serve`, counted
+by callgrind.
 
     .venv/bin/python bench/callgrind_ingest.py --tree TREE [--small 5000] [--large 25000]
+                                               [--workload ingest|quorum-consume]
 
 Wall-clock A/B (`bench/ab_ingest.py`) is at the mercy of a shared VM; instruction counts are not.
 This runs the tree's broker under `valgrind --tool=callgrind` twice, feeding it workload (d)'s
@@ -10,6 +12,12 @@ the queue declaration cancel out. The client ends each run with a passive queue.
 same channel, whose reply can only come after every publish before it was enqueued, so no polling
 adds instructions that depend on the wall clock. Keeps the callgrind files (`--out`) for
 `callgrind_annotate`. Prints one line per run and the per-message figure; asserts nothing.
+
+`--workload quorum-consume` counts the consume side of `bench/queue_types.py`'s quorum workload
+instead: the run publishes its messages (100 B bodies) into a durable quorum queue, then one
+consumer with prefetch 1000 drains it, acking with multiple=true every 500 deliveries, and
+basic.cancel's reply closes the phase. `callgrind_control --dump` splits the run between the two
+phases, and only the consume phase's instructions count.
 """
 
 from __future__ import annotations
@@ -71,9 +79,57 @@ class RawClient:
         self.sock.sendall(frame.marshal(method, 1))
         return self.read()
 
+    def publish(self, queue: str, body: bytes, n: int) -> None:
+        """`n` pre-encoded publishes to `queue` through the default exchange, then a passive
+        queue.declare on the same channel: its reply comes once every publish before it was
+        enqueued, and says they all were."""
+        one = (
+            frame.marshal(commands.Basic.Publish(exchange="", routing_key=queue), 1)
+            + frame.marshal(header.ContentHeader(0, len(body), commands.Basic.Properties()), 1)
+            + frame.marshal(ContentBody(body), 1)
+        )
+        sent = 0
+        while sent < n:
+            k = min(1000, n - sent)
+            self.sock.sendall(one * k)
+            sent += k
+        ok = self.call(commands.Queue.Declare(queue=queue, passive=True))
+        assert isinstance(ok, commands.Queue.DeclareOk) and ok.message_count == n, ok
 
-def run(tree: Path, n: int, out: Path) -> int:
-    """Total instructions of one broker run that ingests `n` messages."""
+    def drain(self, n: int, ack_every: int) -> None:
+        """Read `n` deliveries of a body that fits one frame (method, header, body frames),
+        acking with multiple=true every `ack_every` deliveries and at the last; frames are split
+        by hand (pamqp per frame would be the slow side)."""
+        got = frames = 0
+        buf, pos = self.buf, 0
+        while frames < 3 * n:
+            if len(buf) - pos < 7 or len(buf) < pos + 8 + int.from_bytes(buf[pos + 3 : pos + 7], "big"):
+                buf = buf[pos:] + self._recv()
+                pos = 0
+                continue
+            size = int.from_bytes(buf[pos + 3 : pos + 7], "big")
+            if buf[pos] == 1 and buf[pos + 7 : pos + 11] == b"\x00\x3c\x00\x3c":
+                got += 1
+                if got % ack_every == 0 or got == n:
+                    at = pos + 11
+                    at += 1 + buf[at]  # the consumer tag
+                    tag = int.from_bytes(buf[at : at + 8], "big")
+                    self.sock.sendall(frame.marshal(commands.Basic.Ack(delivery_tag=tag, multiple=True), 1))
+            frames += 1
+            pos += 8 + size
+        self.buf = buf[pos:]
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("closed")
+        return chunk
+
+
+def run(tree: Path, n: int, out: Path, workload: str = "ingest") -> tuple[int, int]:
+    """Total instructions of one broker run that ingests `n` messages (`quorum-consume`: of the
+    phase that consumes them), and those of its main thread (the event loop; the store's writer
+    thread is the rest). The ingest run counts its threads together: both figures are the total."""
     port = free_port()
     with tempfile.TemporaryDirectory() as data_dir:
         # libuv (under uvloop) batches epoll changes through io_uring, which valgrind cannot run:
@@ -84,6 +140,7 @@ def run(tree: Path, n: int, out: Path) -> int:
                 "valgrind",
                 "--tool=callgrind",
                 f"--callgrind-out-file={out}",
+                f"--separate-threads={'yes' if workload == 'quorum-consume' else 'no'}",
                 sys.executable,
                 "-m",
                 "broker.cli.main",
@@ -108,26 +165,61 @@ def run(tree: Path, n: int, out: Path) -> int:
                     proc.kill()
                     raise
                 time.sleep(0.5)
+        if workload == "quorum-consume":
+            return consume_phase(client, proc, n, out)
         client.call(commands.Queue.Declare(queue="cg.ingest"))
-        one = (
-            frame.marshal(commands.Basic.Publish(exchange="", routing_key="cg.ingest"), 1)
-            + frame.marshal(header.ContentHeader(0, len(BODY), commands.Basic.Properties()), 1)
-            + frame.marshal(ContentBody(BODY), 1)
-        )
-        sent = 0
-        while sent < n:
-            k = min(1000, n - sent)
-            client.sock.sendall(one * k)
-            sent += k
-        ok = client.call(commands.Queue.Declare(queue="cg.ingest", passive=True))
-        assert isinstance(ok, commands.Queue.DeclareOk) and ok.message_count == n, ok
+        client.publish("cg.ingest", BODY, n)
         client.sock.close()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=600)
     found = re.findall(rb"Collected : (\d+)", err)
     if not found:
         raise RuntimeError(err.decode(errors="replace")[-2000:])
-    return int(found[-1])
+    return int(found[-1]), int(found[-1])
+
+
+def consume_phase(client: RawClient, proc: subprocess.Popen[bytes], n: int, out: Path) -> tuple[int, int]:
+    """Publish `n` messages into a quorum queue, dump the counts, drain the queue with one
+    consumer, dump again: the instructions of the second part."""
+    args = {"x-queue-type": "quorum"}
+    client.call(commands.Queue.Declare(queue="cg.consume", durable=True, arguments=args))
+    client.publish("cg.consume", b"x" * 100, n)
+    dump(proc.pid, "published")
+    client.call(commands.Basic.Qos(prefetch_count=1000))
+    consume_ok = client.call(commands.Basic.Consume(queue="cg.consume", consumer_tag="cg"))
+    assert isinstance(consume_ok, commands.Basic.ConsumeOk), consume_ok
+    client.drain(n, 500)
+    cancel_ok = client.call(commands.Basic.Cancel(consumer_tag="cg"))
+    assert isinstance(cancel_ok, commands.Basic.CancelOk), cancel_ok
+    dump(proc.pid, "consumed")
+    client.call(commands.Queue.Delete(queue="cg.consume"))
+    client.sock.close()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=600)
+    return dumped_total(out, "consumed")
+
+
+def dump(pid: int, label: str) -> None:
+    """A callgrind dump of the counts so far (they restart from zero after it)."""
+    subprocess.run(["callgrind_control", f"--dump={label}", str(pid)], check=True, capture_output=True)
+
+
+def dumped_total(out: Path, label: str) -> tuple[int, int]:
+    """The instructions of the dump named `label`, of every thread and of the main one (callgrind
+    writes `out.<part>-<thread>` per dump and thread)."""
+    total = main = 0
+    for part in sorted(out.parent.glob(out.name + ".*")):
+        text = part.read_text(errors="replace")
+        if f"\ndesc: Trigger: dump {label}\n" not in text:
+            continue
+        found = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+        if found:
+            total += int(found.group(1))
+            if re.search(r"^thread: 1$", text, re.M):
+                main = int(found.group(1))
+    if not total:
+        raise RuntimeError(f"no callgrind dump {label!r} next to {out}")
+    return total, main
 
 
 def main() -> int:
@@ -139,16 +231,22 @@ def main() -> int:
     parser.add_argument("--large", type=int, default=25_000)
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--tag", default="")
+    parser.add_argument("--workload", choices=("ingest", "quorum-consume"), default="ingest")
     args = parser.parse_args()
     tree = args.tree.resolve()
     tag = args.tag or tree.name
-    totals = {}
+    totals, mains = {}, {}
     for n in (args.small, args.large):
-        out = args.out / f"callgrind.{tag}.{n}"
-        totals[n] = run(tree, n, out)
-        print(f"{tree} {n} messages: {totals[n]:,} instructions ({out})", flush=True)
+        out = args.out / f"callgrind.{tag}.{args.workload}.{n}"
+        for stale in [out, *out.parent.glob(out.name + ".*")]:
+            stale.unlink(missing_ok=True)
+        totals[n], mains[n] = run(tree, n, out, args.workload)
+        main_note = f", main thread {mains[n]:,}" if args.workload != "ingest" else ""
+        print(f"{tree} {n} messages: {totals[n]:,} instructions{main_note} ({out})", flush=True)
     per = (totals[args.large] - totals[args.small]) / (args.large - args.small)
-    print(f"{tag}: {per:,.0f} instructions per message")
+    main_per = (mains[args.large] - mains[args.small]) / (args.large - args.small)
+    main_note = f" (main thread {main_per:,.0f})" if args.workload != "ingest" else ""
+    print(f"{tag}: {per:,.0f} instructions per message{main_note}")
     return 0
 
 

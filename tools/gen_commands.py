@@ -126,6 +126,19 @@ def spec_methods() -> list[Method]:
     return sorted(methods, key=lambda m: (m.class_id, m.method_id))
 
 
+def shared_fields(methods: list[Method]) -> dict[str, str]:
+    """Methods of one AMQP class with the same fields (several methods, several fields): each one's
+    shared base class, named after the first of them (`ExchangeBindFields` for exchange.bind and
+    exchange.unbind), so that the fields are written once."""
+    groups: dict[tuple[int, tuple[tuple[str, str], ...]], list[Method]] = {}
+    for m in methods:
+        if len(m.fields) > 1:
+            groups.setdefault((m.class_id, tuple(m.fields)), []).append(m)
+    return {
+        m.name: f"{group[0].class_name}Fields" for group in groups.values() if len(group) > 1 for m in group
+    }
+
+
 def render(current: str | None = None) -> str:
     """The text of broker/protocol/commands.py: `current` (by default the file as it is) with its
     generated part written again."""
@@ -141,12 +154,21 @@ def render(current: str | None = None) -> str:
     if not tail:
         raise SystemExit(f"{TARGET} lacks the lines that bound its generated part: {BEGIN!r}, {END!r}")
     out = [head, BEGIN]
+    shared = shared_fields(client)
+    written: set[str] = set()
     for m in client:
-        out.append(f"\n\nclass {m.class_name}(Command):\n")
+        base = shared.get(m.name)
+        if base is not None and base not in written:
+            written.add(base)
+            users = " and ".join(u.name for u in client if shared.get(u.name) == base)
+            out.append(f"\n\nclass {base}(Command):\n")
+            out.append(f'    """The fields {users} share."""\n\n')
+            out.extend(f"    {name}: {KINDS[domain][1]}\n" for name, domain in m.fields)
+        out.append(f"\n\nclass {m.class_name}({base or 'Command'}):\n")
         out.append(f'    """{m.name} {m.ids}."""\n')
-        if m.fields:
+        if m.fields and base is None:
             out.append("\n")
-        out.extend(f"    {name}: {KINDS[domain][1]}\n" for name, domain in m.fields)
+            out.extend(f"    {name}: {KINDS[domain][1]}\n" for name, domain in m.fields)
     out.append("\n\nSPECS: dict[tuple[int, int], MethodSpec] = {\n")
     out.extend(f'    {m.ids}: MethodSpec("{m.name}", "{m.kinds}", {m.class_name}),\n' for m in client)
     out.append("}\n\n# Methods only a server may send (a client sending one gets 503).\n")

@@ -22,10 +22,14 @@ except ImportError:  # not CPython: what `collections.namedtuple` falls back to
 
 class _CommandType(type):
     """Gives each command class empty `__slots__` (instances stay plain tuples) and one
-    accessor per annotated field, in order (names starting with an underscore are not fields)."""
+    accessor per annotated field, in order (names starting with an underscore are not fields). A
+    class that annotates none takes its base's fields (methods whose fields are the same share a
+    base that declares them)."""
 
     def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> _CommandType:
         fields = tuple(f for f in ns.get("__annotations__", ()) if not f.startswith("_"))
+        if not fields and bases:
+            fields = getattr(bases[0], "_fields", ())
         ns["__slots__"] = ()
         ns["_fields"] = ns["__match_args__"] = fields
         for index, field in enumerate(fields):

@@ -147,26 +147,23 @@ class ExchangeDelete(Command):
     nowait: bool
 
 
-class ExchangeBind(Command):
+class ExchangeBindFields(Command):
+    """The fields exchange.bind and exchange.unbind share."""
+
+    ticket: int
+    destination: str
+    source: str
+    routing_key: str
+    nowait: bool
+    arguments: FieldTable
+
+
+class ExchangeBind(ExchangeBindFields):
     """exchange.bind (40, 30)."""
 
-    ticket: int
-    destination: str
-    source: str
-    routing_key: str
-    nowait: bool
-    arguments: FieldTable
 
-
-class ExchangeUnbind(Command):
+class ExchangeUnbind(ExchangeBindFields):
     """exchange.unbind (40, 40)."""
-
-    ticket: int
-    destination: str
-    source: str
-    routing_key: str
-    nowait: bool
-    arguments: FieldTable
 
 
 class QueueDeclare(Command):

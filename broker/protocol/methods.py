@@ -13,9 +13,25 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from broker.protocol.framing import FRAME_END_BYTE, FRAME_HEADER, FRAME_METHOD, build_body_frames
+from broker.protocol.framing import (
+    EMPTY_FRAME_SIZE,
+    FRAME_BODY,
+    FRAME_END,
+    FRAME_END_BYTE,
+    FRAME_HEADER,
+    FRAME_METHOD,
+    build_body_frames,
+)
 
 _HDR = struct.Struct(">BHI")
+#: a content header frame up to its property bytes: frame type, channel, size, class 60, weight 0,
+#: body size
+_CONTENT_HEADER_FRAME = struct.Struct(">BHIHHQ")
+#: the end marker of the frame before, then a body frame's header: one pack between the
+#: properties and the body
+_END_THEN_BODY = struct.Struct(">BBHI")
+#: basic.deliver's delivery tag and redelivered octet
+_TAG_REDELIVERED = struct.Struct(">QB")
 _CONTENT_HEAD = struct.Struct(">HHQ")
 _S16 = struct.Struct(">H")
 _S32 = struct.Struct(">I")
@@ -51,27 +67,56 @@ def content_frames(
     build_body_frames(channel, body, frame_max, out)
 
 
+def deliver_frame_parts(
+    channel: int, consumer_tag: bytes, exchange: str, routing_key: str
+) -> tuple[bytes, bytes]:
+    """A basic.deliver frame's bytes before its delivery tag (frame header, class and method, the
+    consumer tag as a shortstr) and after its redelivered octet (exchange, routing key, end
+    marker): the same for every delivery of one consumer from one exchange and key."""
+    tail = shortstr(exchange) + shortstr(routing_key)
+    size = 4 + len(consumer_tag) + _TAG_REDELIVERED.size + len(tail)
+    return _HDR.pack(FRAME_METHOD, channel, size) + b"\x00\x3c\x00\x3c" + consumer_tag, tail + FRAME_END_BYTE
+
+
+def deliver_frames(
+    parts: tuple[bytes, bytes],
+    channel: int,
+    delivery_tag: int,
+    redelivered: bool,
+    props: bytes,
+    body: bytes,
+    frame_max: int,
+    out: list[bytes],
+) -> int:
+    """Append a basic.deliver with its message to `out` (`parts` from `deliver_frame_parts`); the
+    number of frames. A body that fits one frame, the common case, costs three packs and one
+    extend; any other goes through `content_frames`' body splitting."""
+    n = len(body)
+    if n and (not frame_max or n <= frame_max - EMPTY_FRAME_SIZE):
+        out += (
+            parts[0],
+            _TAG_REDELIVERED.pack(delivery_tag, redelivered),
+            parts[1],
+            _CONTENT_HEADER_FRAME.pack(FRAME_HEADER, channel, 12 + len(props), 60, 0, n),
+            props,
+            _END_THEN_BODY.pack(FRAME_END, FRAME_BODY, channel, n),
+            body,
+            FRAME_END_BYTE,
+        )
+        return 3
+    before = len(out)
+    out += (parts[0], _TAG_REDELIVERED.pack(delivery_tag, redelivered), parts[1])
+    header = _CONTENT_HEAD.pack(60, 0, n) + props
+    out += (_HDR.pack(FRAME_HEADER, channel, len(header)), header, FRAME_END_BYTE)
+    build_body_frames(channel, body, frame_max, out)
+    return (len(out) - before) // 3
+
+
 def encode_method(channel: int, method: Any) -> bytes:
     """Frame a pamqp command object (used for the infrequent server methods)."""
     from pamqp import frame as pamqp_frame
 
     return pamqp_frame.marshal(method, channel)
-
-
-def deliver_payload(
-    consumer_tag: bytes, delivery_tag: int, redelivered: bool, exchange: bytes, routing_key: bytes
-) -> bytes:
-    """basic.deliver fields; tag/exchange/key arrive pre-encoded as shortstr bytes (length included)."""
-    return b"".join(
-        (
-            b"\x00\x3c\x00\x3c",
-            consumer_tag,
-            _S64.pack(delivery_tag),
-            b"\x01" if redelivered else b"\x00",
-            exchange,
-            routing_key,
-        )
-    )
 
 
 def get_ok_payload(

@@ -96,7 +96,7 @@ class Channel:
     @property
     def unacked(self) -> dict[int, Unacked]:
         """Deliveries awaiting an ack, by delivery tag."""
-        return self.tracker.unacked
+        return self.tracker.view()
 
     @property
     def confirm(self) -> bool:
@@ -431,12 +431,14 @@ class Channel:
     def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None:
         no_ack = consumer.no_ack
         tag = self.tracker.tag() if no_ack else self.tracker.delivered(queue, entry, consumer)
-        if self.ledger is not None and entry.seq:  # seq 0: not a stored position (a stream read)
-            self.ledger.delivered(queue, entry, no_ack)
+        ledger = self.ledger
+        if ledger is not None and entry.seq:  # seq 0: not a stored position (a stream read)
+            ledger.delivered(queue, entry, no_ack)
         msg = entry.msg
-        self.conn.send_deliver(self.number, consumer.tag_wire, tag, entry.redelivered, msg)
+        redelivered = entry.redelivered
+        self.conn.send_deliver(self.number, consumer.tag_wire, tag, redelivered, msg)
         if self.vhost.tracing:  # after the send: a trace queue consumed here takes the next tag
-            trace_deliver(self, queue.name, entry.redelivered, msg)
+            trace_deliver(self, queue.name, redelivered, msg)
 
     def deliver_direct_reply(self, msg: StoredMessage) -> None:
         """A message published to amq.rabbitmq.reply-to.<suffix> for our reply consumer."""

@@ -49,11 +49,11 @@ class Limiter:
         if consumer is not None:
             consumer.unacked += 1
 
-    def settled(self, consumer: Consumer | None) -> None:
-        """A delivery was acked, rejected or given back."""
-        self.unacked -= 1
+    def settled(self, consumer: Consumer | None, n: int = 1) -> None:
+        """`n` deliveries (to `consumer`) were acked, rejected or given back."""
+        self.unacked -= n
         if consumer is not None:
-            consumer.unacked -= 1
+            consumer.unacked -= n
 
     @property
     def channel_wide(self) -> bool:

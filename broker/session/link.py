@@ -28,7 +28,8 @@ from broker.protocol.methods import (
     close_payload,
     confirm_payload,
     content_frames,
-    deliver_payload,
+    deliver_frame_parts,
+    deliver_frames,
     get_ok_payload,
     method_frame,
     return_payload,
@@ -58,6 +59,9 @@ CLOSE_OK_TIMEOUT = 30.0
 CLOSE_OK_FRAME = b"\x01\x00\x00\x00\x00\x00\x04\x00\x0a\x00\x33\xce"
 SILENT_CLOSE_DELAY = 3.0  # rabbit_reader ?SILENT_CLOSE_DELAY (seconds): the default of the setting
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
+#: how many (channel, consumer, exchange, routing key) deliver frame parts a connection keeps;
+#: past it the cache starts over (routing keys unique per message would otherwise grow it)
+_DELIVER_PARTS_MAX = 1024
 
 
 class Link(ConnectionIdentity):
@@ -89,6 +93,7 @@ class Link(ConnectionIdentity):
         # across reads (None: not waiting for one)
         self._close_ok_tail: bytes | None = None
         self._flush_scheduled = False
+        self._deliver_parts: dict[tuple[int, bytes, str, str], tuple[bytes, bytes]] = {}
         self._confirm_channels: set[ChannelHandle] = set()
         self._heartbeat: HeartbeatPolicy | None = None
         self._hb_timer: Timer | None = None
@@ -109,10 +114,21 @@ class Link(ConnectionIdentity):
     def send_deliver(
         self, channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool, msg: StoredMessage
     ) -> None:
-        payload = deliver_payload(
-            consumer_tag, delivery_tag, redelivered, shortstr(msg.exchange), shortstr(msg.routing_key)
+        """The frame bytes that do not change between one consumer's deliveries from one exchange
+        and key are encoded once and kept (`_deliver_parts`): a consumer's deliveries mostly share them."""
+        key = (channel, consumer_tag, msg.exchange, msg.routing_key)
+        cache = self._deliver_parts
+        parts = cache.get(key)
+        if parts is None:
+            if len(cache) >= _DELIVER_PARTS_MAX:
+                cache.clear()
+            parts = cache[key] = deliver_frame_parts(*key)
+        self.send_cnt += deliver_frames(
+            parts, channel, delivery_tag, redelivered, msg.props, msg.body, self.frame_max, self._out
         )
-        self._send_content(channel, payload, msg)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
 
     def send_get_ok(
         self, channel: int, delivery_tag: int, redelivered: bool, message_count: int, msg: StoredMessage

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from amqpwire.errors import precondition_failed
 
@@ -20,18 +20,20 @@ if TYPE_CHECKING:
     from broker.session.ports import MessageLedger
 
 
-class Unacked:
-    """One delivery awaiting an ack: where it came from and who holds its credit (None: basic.get)."""
+class Unacked(NamedTuple):
+    """One delivery awaiting an ack: where it came from and who holds its credit (None: basic.get).
+    The tracker keeps each as a plain tuple in this order (one is made per delivery); this is how
+    others read them (`Channel.unacked`)."""
 
-    __slots__ = ("consumer", "entry", "queue")
-
-    def __init__(self, queue: Queue, entry: Entry, consumer: Consumer | None) -> None:
-        self.queue = queue
-        self.entry = entry
-        self.consumer = consumer
+    queue: Queue
+    entry: Entry
+    consumer: Consumer | None
 
 
-Settled = list[tuple[int, Unacked]]
+Held = tuple["Queue", "Entry", "Consumer | None"]
+"""An `Unacked` as the tracker keeps it."""
+
+Settled = list[tuple[int, Held]]
 """Deliveries taken out of the tracker, with their tags, in tag order."""
 
 
@@ -47,7 +49,7 @@ class UnackedTracker:
         self.ledger = ledger
         self._channel_queues = channel_queues  # every queue the channel's consumers take from
         self.next_tag = 1
-        self.unacked: dict[int, Unacked] = {}
+        self.unacked: dict[int, Held] = {}
         self.order: deque[int] = deque()  # tags in delivery order (settled ones are skipped)
 
     def __len__(self) -> int:
@@ -63,10 +65,14 @@ class UnackedTracker:
         """A delivery needing an ack goes out (consumer None: basic.get): its tag; it holds credit."""
         tag = self.next_tag
         self.next_tag = tag + 1
-        self.unacked[tag] = Unacked(queue, entry, consumer)
+        self.unacked[tag] = (queue, entry, consumer)
         self.order.append(tag)
         self.limiter.delivered(consumer)
         return tag
+
+    def view(self) -> dict[int, Unacked]:
+        """The deliveries awaiting an ack, by tag, as `Unacked`s."""
+        return {t: Unacked(*held) for t, held in self.unacked.items()}
 
     def collect(self, tag: int, multiple: bool) -> Settled:
         """rabbit_channel:collect_acks: tag 0 + multiple means everything; an unknown tag is a 406."""
@@ -99,25 +105,35 @@ class UnackedTracker:
         """Free the credit `items` held; the queues that may deliver again, in order. In the same
         pass (it runs once per settled delivery), `acked` counts them in their queues' `ack`
         message_stats (rejects and nacks are not acks) and `stored` gathers their entries by queue."""
+        # settled together, deliveries of one queue to one consumer (an ack with multiple=true
+        # mostly) free their credit and count at once
+        runs: list[tuple[Queue, Consumer | None, list[Entry]]] = []
+        run_q: Queue | None = None
+        run_c: Consumer | None = None
+        run: list[Entry] = []
+        for _t, (q, entry, consumer) in items:
+            if q is not run_q or consumer is not run_c:
+                run_q, run_c, run = q, consumer, []
+                runs.append((q, consumer, run))
+            run.append(entry)
         touched: dict[Queue, None] = {}
         limiter = self.limiter
-        for _t, u in items:
-            consumer = u.consumer
-            limiter.settled(consumer)
+        for q, consumer, entries in runs:
+            n = len(entries)
+            limiter.settled(consumer, n)
             if consumer is not None and consumer.group is not None:
                 # the shared prefetch freed: any member's shard may go
                 touched.update(dict.fromkeys(m.queue for m in consumer.group))
-            q = u.queue
-            q.unacked -= 1
+            q.unacked -= n
             touched[q] = None
             if acked:
-                q.stat_ack += 1
+                q.stat_ack += n
             if stored is not None:
-                entries = stored.get(q)
-                if entries is None:
-                    stored[q] = [u.entry]
+                kept = stored.get(q)
+                if kept is None:
+                    stored[q] = entries
                 else:
-                    entries.append(u.entry)
+                    kept.extend(entries)
         if limiter.channel_wide and items:
             # basic.qos global=true is one limit for the whole channel (RabbitMQ 3.10.8's limiter
             # wakes every queue it blocked): credit freed by an ack on one queue lets the channel's
@@ -140,8 +156,8 @@ class UnackedTracker:
     @staticmethod
     def check_rejectable(items: Settled) -> None:
         """A type may refuse basic.reject and basic.nack of its deliveries (streams: 540)."""
-        for _t, u in items:
-            u.queue.check_reject()
+        for _t, (q, _e, _c) in items:
+            q.check_reject()
 
     def reject(self, items: Settled, requeue: bool) -> None:
         """basic.reject / basic.nack: back to their queues, or dead-lettered ("rejected")."""
@@ -169,8 +185,8 @@ class UnackedTracker:
     def recover(self) -> None:
         """basic.recover(requeue=true): every unacked delivery goes back to its queue. A queue type
         may refuse first (a stream's delivery crashes RabbitMQ's channel: 541 INTERNAL_ERROR 0/0)."""
-        for u in self.unacked.values():
-            u.queue.check_recover()
+        for q, _e, _c in self.unacked.values():
+            q.check_recover()
         items = self.take_all()
         if items:
             self.reject(items, True)
@@ -192,6 +208,6 @@ class UnackedTracker:
 
 def _by_queue(items: Settled) -> dict[Queue, list[Entry]]:
     by_queue: dict[Queue, list[Entry]] = {}
-    for _t, u in items:
-        by_queue.setdefault(u.queue, []).append(u.entry)
+    for _t, (q, entry, _c) in items:
+        by_queue.setdefault(q, []).append(entry)
     return by_queue

@@ -144,18 +144,20 @@ class Store:
         fails with `StoreError`; send the publisher confirm from its done-callback, never earlier.
         A store that keeps nothing resolves it as `sync` does.
         """
-        return self.sync()
+        return self.write_messages(vhost, [(queues, properties, body, exchange, routing_key)])
 
     def persist_records(
         self, vhost: str, queue: str, records: Sequence[tuple[int, bytes, bytes, str, str]]
     ) -> asyncio.Future[None]:
         """Store (seq, properties, body, exchange, routing key) messages of one queue, in order, as
         one write (a stream chunk); the future resolves once all of them committed."""
-        fut: asyncio.Future[None] | None = None
-        for seq, props, body, exchange, routing_key in records:
-            fut = self.persist(vhost, [(queue, seq)], props, body, exchange, routing_key)
-        assert fut is not None, "no records"
-        return fut
+        return self.write_messages(vhost, [([(queue, seq)], p, b, x, rk) for seq, p, b, x, rk in records])
+
+    def write_messages(self, vhost: str, messages: Sequence[rec.MessageWrite]) -> asyncio.Future[None]:
+        """What `persist` and `persist_records` come down to: each message stored once, at each of
+        its positions, in one write; the future resolves once all of them committed (as `persist`
+        says). A store that keeps nothing resolves it as `sync` does."""
+        return self.sync()
 
     #: Whether `put_stream_chunk` keeps a chunk as osiris writes it (else a stream writes its
     #: records with `persist_records`).

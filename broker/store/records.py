@@ -8,6 +8,7 @@ equivalence on redeclare, and the headers exchange matches on their types.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from amqpwire.fields import FieldTable
@@ -42,11 +43,18 @@ class PermissionRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class PolicyRecord:
-    """A user policy as `broker.entities.policy.PolicyStore.set` takes it; `definition` is its JSON text."""
+class NamedInVHost:
+    """What a record of a thing named within a vhost starts with: its key in the store (the
+    policies, exchanges and queues tables are keyed by vhost and name)."""
 
     vhost: str
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRecord(NamedInVHost):
+    """A user policy as `broker.entities.policy.PolicyStore.set` takes it; `definition` is its JSON text."""
+
     pattern: str
     definition: str
     priority: int = 0
@@ -54,9 +62,7 @@ class PolicyRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class ExchangeRecord:
-    vhost: str
-    name: str
+class ExchangeRecord(NamedInVHost):
     type: str
     durable: bool = True
     auto_delete: bool = False
@@ -65,13 +71,11 @@ class ExchangeRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRecord:
+class QueueRecord(NamedInVHost):
     """A durable queue. `members` and `leader`: where a replicated (quorum) queue was placed on the
     emulated cluster, kept as RabbitMQ keeps the node list in its queue record; empty when the
     queue is not replicated or was stored before placements were kept."""
 
-    vhost: str
-    name: str
     durable: bool = True
     exclusive: bool = False
     auto_delete: bool = False
@@ -125,6 +129,11 @@ class DelayedRecord:
     routing_key: str
     properties: bytes
     body: bytes
+
+
+MessageWrite = tuple[Sequence[tuple[str, int]], bytes, bytes, str, str]
+"""A message to store (`Store.write_messages`): its (queue, seq) positions, then its properties,
+body, exchange and routing key."""
 
 
 @dataclass(slots=True)

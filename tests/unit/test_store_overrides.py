@@ -25,7 +25,7 @@ WRITES = (
     "delete_queue",
     "add_binding",
     "remove_binding",
-    "persist",
+    "write_messages",
     "remove_messages",
     "mark_redelivered",
     "purge_queue",

@@ -260,24 +260,15 @@ class SqliteStore(Store):
     def delete_policy(self, vhost: str, name: str) -> None:
         self._writer.submit([("DELETE FROM policies WHERE vhost = ? AND name = ?", (to_blob(vhost), name))])
 
+    def _put_named(self, sql: str, record: rec.NamedInVHost, *values: object) -> None:
+        """Insert or update the row of a thing named within a vhost: its key (both names as
+        bytes), then `values`."""
+        self._writer.submit([(sql, (to_blob(record.vhost), to_blob(record.name), *values))])
+
     def put_exchange(self, exchange: rec.ExchangeRecord) -> None:
         x = exchange
-        self._writer.submit(
-            [
-                (
-                    S.PUT_EXCHANGE,
-                    (
-                        to_blob(x.vhost),
-                        to_blob(x.name),
-                        x.type,
-                        int(x.durable),
-                        int(x.auto_delete),
-                        int(x.internal),
-                        x.arguments.encode(),
-                    ),
-                )
-            ]
-        )
+        flags = (int(x.durable), int(x.auto_delete), int(x.internal))
+        self._put_named(S.PUT_EXCHANGE, x, x.type, *flags, x.arguments.encode())
 
     def delete_exchange(self, vhost: str, name: str) -> None:
         v, n = to_blob(vhost), to_blob(name)
@@ -295,23 +286,9 @@ class SqliteStore(Store):
 
     def put_queue(self, queue: rec.QueueRecord) -> None:
         q = queue
-        self._writer.submit(
-            [
-                (
-                    S.PUT_QUEUE,
-                    (
-                        to_blob(q.vhost),
-                        to_blob(q.name),
-                        int(q.durable),
-                        int(q.exclusive),
-                        int(q.auto_delete),
-                        q.arguments.encode(),
-                        json.dumps(list(q.members)) if q.members else "",
-                        q.leader,
-                    ),
-                )
-            ]
-        )
+        flags = (int(q.durable), int(q.exclusive), int(q.auto_delete))
+        members = json.dumps(list(q.members)) if q.members else ""
+        self._put_named(S.PUT_QUEUE, q, *flags, q.arguments.encode(), members, q.leader)
 
     def delete_queue(self, vhost: str, name: str) -> None:
         v, n = to_blob(vhost), to_blob(name)
@@ -348,31 +325,30 @@ class SqliteStore(Store):
     def remove_binding(self, binding: rec.BindingRecord) -> None:
         self._writer.submit([(S.REMOVE_BINDING, self._binding_key(binding))])
 
-    def persist(
-        self,
-        vhost: str,
-        queues: Sequence[tuple[str, int]],
-        properties: bytes,
-        body: bytes,
-        exchange: str,
-        routing_key: str,
-    ) -> asyncio.Future[None]:
+    def write_messages(self, vhost: str, messages: Sequence[rec.MessageWrite]) -> asyncio.Future[None]:
+        """The message rows (a reference count each), then the position rows: two statement runs
+        (two executemany calls in the writer) and one future, however many messages."""
         fut = self._writer.new_future()
         if fut.done():  # the store has failed: the caller nacks
             return fut
         msg_id = self._next_msg_id
-        self._next_msg_id += 1
+        self._next_msg_id += len(messages)
         v = to_blob(vhost)
-        ops: list[Op] = [
-            (
-                S.INSERT_MESSAGE,
-                (msg_id, len(queues), to_blob(exchange), to_blob(routing_key), properties, body),
+        message_sql, position_sql = S.INSERT_MESSAGE, S.INSERT_POSITION
+        ops: list[Op] = []
+        positions: list[Op] = []
+        weight = 0
+        for queues, props, body, exchange, routing_key in messages:
+            size = len(body)
+            ops.append(
+                (message_sql, (msg_id, len(queues), to_blob(exchange), to_blob(routing_key), props, body))
             )
-        ]
-        size = len(body)
-        ops.extend((S.INSERT_POSITION, (v, to_blob(q), seq, msg_id, size)) for q, seq in queues)
+            positions.extend((position_sql, (v, to_blob(q), seq, msg_id, size)) for q, seq in queues)
+            weight += size + len(props)
+            msg_id += 1
+        ops += positions
         # the statements' tuples and the future cost about as much again as a small message
-        self._writer.submit(ops, fut, weight=size + len(properties) + 256 * len(ops))
+        self._writer.submit(ops, fut, weight=weight + 256 * len(ops))
         return fut
 
     def persist_records(
@@ -381,14 +357,13 @@ class SqliteStore(Store):
         """One chunk row (broker.store.sqlite.chunks) holding all the records: one statement
         and one future for the chunk, as osiris writes a chunk. Records at positions that are not
         consecutive (a stream keeping persistent messages only) are written a row per record."""
+        first, last = records[0][0], records[-1][0]
+        if last - first + 1 != len(records):
+            return super().persist_records(vhost, queue, records)
         fut = self._writer.new_future()
         if fut.done():
             return fut
-        encoded = _name_blobs(records)
-        first, last = records[0][0], records[-1][0]
-        if last - first + 1 != len(records):
-            return self._persist_rows(vhost, queue, encoded, fut)
-        sizes, data, body_bytes = encode_chunk(encoded)
+        sizes, data, body_bytes = encode_chunk(_name_blobs(records))
         row = (to_blob(vhost), to_blob(queue), first, last, body_bytes, sizes, data)
         self._writer.submit([(S.INSERT_CHUNK, row)], fut, weight=len(data) + len(sizes) + 512)
         return fut
@@ -421,33 +396,6 @@ class SqliteStore(Store):
         from broker.store.sqlite.stream_pages import reader_for
 
         return reader_for(self.location).read_chunk(vhost, queue, first)
-
-    def _persist_rows(
-        self,
-        vhost: str,
-        queue: str,
-        records: Sequence[tuple[int, bytes, bytes, bytes, bytes]],
-        fut: asyncio.Future[None],
-    ) -> asyncio.Future[None]:
-        """The message rows, then the position rows: two statement runs (two executemany calls in
-        the writer) and one future, instead of two statements and a future per message."""
-        first = self._next_msg_id
-        self._next_msg_id += len(records)
-        v, q = to_blob(vhost), to_blob(queue)
-        message_sql, position_sql = S.INSERT_MESSAGE, S.INSERT_POSITION
-        ops: list[Op] = []
-        positions: list[Op] = []
-        weight = 0
-        msg_id = first
-        for seq, props, body, xb, rkb in records:
-            size = len(body)
-            ops.append((message_sql, (msg_id, 1, xb, rkb, props, body)))
-            positions.append((position_sql, (v, q, seq, msg_id, size)))
-            weight += size + len(props) + 512
-            msg_id += 1
-        ops += positions
-        self._writer.submit(ops, fut, weight=weight)
-        return fut
 
     def remove_stream_head(self, vhost: str, queue: str, upto: int) -> None:
         """A stream's retention dropped every position up to `upto`: whole chunk rows, and the

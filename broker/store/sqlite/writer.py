@@ -36,7 +36,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.store.base import StoreError, StoreStats
 from broker.store.health import FileProblem, StoreFiles
@@ -60,6 +60,14 @@ FLOW_HIGH = 8 << 20
 Group commit needs no more: a batch of 8 MB commits in one transaction as fast as a bigger one."""
 FLOW_LOW = 2 << 20
 """... and below which they go on: the gap keeps flow from flapping at every batch."""
+
+
+class OwnStatements(NamedTuple):
+    """The statements the writer runs, or counts, of its own accord (see `GroupCommitWriter`)."""
+
+    garbage: str
+    message: str
+    mark: str
 
 
 class GroupCommitWriter:
@@ -92,9 +100,7 @@ class GroupCommitWriter:
         self._conn = conn
         self._where = where
         self._stats = stats
-        self._garbage_sql = garbage_sql
-        self._message_sql = message_sql
-        self._mark_sql = mark_sql
+        self._sql = OwnStatements(garbage_sql, message_sql, mark_sql)
         self._marks: dict[tuple[bytes, bytes], set[int]] = {}  # by (vhost, queue), under _cond
         self._on_exit = on_exit
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -285,7 +291,7 @@ class GroupCommitWriter:
         self._on_exit()
 
     def _held_marks(self, marks: dict[tuple[bytes, bytes], set[int]]) -> list[Op]:
-        sql = self._mark_sql
+        sql = self._sql.mark
         return [(sql, (v, q, a, b)) for (v, q), seqs in marks.items() for a, b in runs(seqs)]
 
     def _idle_timeout(self) -> float | None:
@@ -329,7 +335,7 @@ class GroupCommitWriter:
             conn.execute("BEGIN")
             run_grouped(conn, batch)
             if garbage:
-                conn.execute(self._garbage_sql)
+                conn.execute(self._sql.garbage)
             if self.commit_hook is not None:
                 self.commit_hook()
             if self._files is not None:
@@ -347,7 +353,8 @@ class GroupCommitWriter:
         stats.transactions += 1
         if error is None:
             stats.operations += len(batch)
-            stats.messages_persisted += sum(1 for sql, _ in ops if sql is self._message_sql)
+            message_sql = self._sql.message
+            stats.messages_persisted += sum(1 for sql, _ in ops if sql is message_sql)
             stats.largest_batch = max(stats.largest_batch, len(futs))
             self._kept, self._kept_garbage = [], False
             if self._files is not None:

@@ -6,7 +6,7 @@ the shared validators and message formatting are broker.entities.queues.argument
 
 from __future__ import annotations
 
-from amqpwire.errors import precondition_failed
+from amqpwire.errors import precondition_failed, resource_name
 from amqpwire.fields import Field, FieldTable
 from broker.entities.queues.arguments import (
     INTEGER_TYPES,
@@ -68,12 +68,14 @@ QUORUM_DECLARE_CHECKS: tuple[tuple[str, Check], ...] = (
 )
 
 
-def check_quorum_arguments(
-    args: FieldTable, rs: str, *, durable: bool, exclusive: bool, auto_delete: bool
+def check_declaration(
+    args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
 ) -> None:
     """A quorum declaration as RabbitMQ 3.10.8 checks it (observed): the value of every argument the
     type takes, in declare_args order; then the first key, in table order, that it does not take;
-    then the properties auto-delete, exclusive-owner, non-durable."""
+    then the properties auto-delete, exclusive-owner, non-durable. The queue type's
+    `validate_arguments`, as it is."""
+    rs = resource_name("queue", qname, vhost)
     for key, check in QUORUM_DECLARE_CHECKS:
         f = args.get(key)
         if f is not None:

@@ -33,7 +33,7 @@ from amqpwire.errors import not_implemented, resource_locked
 from amqpwire.fields import Field, FieldTable, name_bytes
 from broker.entities.message import StoredMessage
 from broker.entities.queues import arguments as A
-from broker.entities.queues.base import Consumer, Declared, Entry, QueueHost, register, resource
+from broker.entities.queues.base import Consumer, Declared, Entry, QueueHost, register
 from broker.entities.queues.held import HeldQueue
 from broker.entities.queues.quorum import arguments as QA
 from broker.entities.queues.quorum.dlx import DeadLetterStore
@@ -107,12 +107,8 @@ class QuorumQueue(HeldQueue):
 
     # -- declaration -------------------------------------------------------------------------
 
-    @classmethod
-    def validate_arguments(
-        cls, args: FieldTable, qname: str, vhost: str, *, durable: bool, exclusive: bool, auto_delete: bool
-    ) -> None:
-        rs = resource("queue", qname, vhost)
-        QA.check_quorum_arguments(args, rs, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
+    #: queue.declare's refusals, as the quorum type's argument rules state them
+    validate_arguments = staticmethod(QA.check_declaration)
 
     def check_equivalent(self, durable: bool, auto_delete: bool, arguments: FieldTable) -> None:
         A.check_redeclare(self, durable, auto_delete, arguments, QA.QUORUM_QUEUE_ARGS)
@@ -314,8 +310,8 @@ class QuorumQueue(HeldQueue):
 
     def _deliver(self, c: Consumer, entry: Entry) -> None:
         """Consumer deliveries show x-delivery-count once the message was returned."""
-        if isinstance(entry, QuorumEntry):
-            entry.msg = with_delivery_count(entry.orig, entry.count) if entry.count else entry.orig
+        if isinstance(entry, QuorumEntry) and entry.count:  # returned before
+            entry.msg = with_delivery_count(entry.orig, entry.count)
             if not c.no_ack:
                 self._checked_out(entry)
         self.deliver_to(c, entry)
