@@ -190,6 +190,7 @@ def test_handshake_timeout_matches_rabbitmq(hashbroker: str, rabbitmq_url: str) 
         assert 9.5 <= after <= 11.5  # a loaded machine delays both a little
 
 
+@pytest.mark.slow
 @pytest.mark.live
 def test_heartbeat_timing_matches_rabbitmq(hashbroker: str, rabbitmq_url: str) -> None:
     """heartbeat=2 and an idle client: a heartbeat frame every second from ~1 s (half the

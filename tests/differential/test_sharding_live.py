@@ -167,6 +167,7 @@ def test_shard_names_and_attachment_same_as_rabbitmq(rabbitmq_url: str, hb: Brok
     print("attachment sequence:", [s[0].rsplit(" - ", 1)[1] for s in live["sequence"]])
 
 
+@pytest.mark.slow
 def test_emulated_cluster_grow_and_drain() -> None:
     nodes = ["rabbit@a", "rabbit@b", "rabbit@c"]
     with BrokerThread(port=0, nodes=nodes) as bt:

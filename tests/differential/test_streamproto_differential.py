@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from tests.differential_support import RABBIT_STREAM, needs_rabbitmq_stream
 from tests.integration import test_streamproto_rbfly as rbfly_program
 from tests.integration.test_streamproto_rstream import EXPECTED, program, run_against_listener
@@ -12,6 +14,7 @@ from tests.integration.test_streamproto_rstream import EXPECTED, program, run_ag
 pytestmark = needs_rabbitmq_stream()
 
 
+@pytest.mark.slow
 async def test_rstream_program_same_on_both() -> None:
     name = f"hb-diff-{uuid.uuid4().hex[:8]}"
     rabbit = await program(*RABBIT_STREAM, name)

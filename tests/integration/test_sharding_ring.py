@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 import pika
+import pytest
 
 from broker.embedded import BrokerThread
 from broker.entities.queues.consumer_ring import HashRing
@@ -71,6 +72,7 @@ def test_each_consumer_owns_the_shards_its_ring_gives_it() -> None:
         conn.close()
 
 
+@pytest.mark.slow
 def test_no_loss_or_duplicate_while_consumers_come_and_go() -> None:
     total = 3000
     with BrokerThread(port=0, active_consumer_selection="consistent-hash") as bt:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pika
+import pytest
 from rstream import AMQPMessage, ConfirmationStatus, ConsumerOffsetSpecification, OffsetType, Producer
 from rstream._pyamqp.message import Properties  # type: ignore[attr-defined]  # not re-exported
 
@@ -78,6 +79,7 @@ async def _stream_read(port: int, stream: str, n: int) -> list[tuple[int, AMQPMe
     return await read_stream("127.0.0.1", port, stream, first, n, wait=10)
 
 
+@pytest.mark.slow
 async def test_rstream_program_against_the_broker(tmp_path: Path) -> None:
     async with running(tmp_path) as (_broker, port):
         assert await asyncio.wait_for(program("127.0.0.1", port, "it-stream"), 60) == EXPECTED

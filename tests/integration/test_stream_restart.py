@@ -50,6 +50,7 @@ def test_persistent_stream_messages_keep_their_offsets_across_a_restart(tmp_path
         assert _read(b.url, "s", "last") == [(11, "after")]
 
 
+@pytest.mark.slow
 def test_bodies_leave_memory_once_stored_and_are_read_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

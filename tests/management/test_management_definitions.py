@@ -111,6 +111,7 @@ def queue_counts(base: str, p: str, total: int = len(KEYS)) -> dict[str, int]:
         time.sleep(0.5)
 
 
+@pytest.mark.slow
 @pytest.mark.live
 def test_rabbitmq_export_imports_into_hashbroker_and_round_trips(hb: tuple[BrokerThread, str]) -> None:
     rabbit = live_api()

@@ -95,6 +95,7 @@ def test_quorum_management_matches_live_rabbitmq(name: str, qs_broker_url: str, 
     assert_same_observation(name, registry.run(name, qs_broker_url), registry.run(name, rabbitmq_url))
 
 
+@pytest.mark.slow
 @pytest.mark.live
 @pytest.mark.timeout(120)
 def test_policy_priority_falls_through_to_an_applicable_policy(qs_broker_url: str, rabbitmq_url: str) -> None:

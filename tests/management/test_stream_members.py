@@ -7,6 +7,7 @@ import time
 import uuid
 
 import pika
+import pytest
 
 from broker.embedded import BrokerThread
 from tests import conftest
@@ -31,6 +32,7 @@ def stream_object(amqp_url: str, api: str, name: str) -> dict[str, object]:
         connection.close()
 
 
+@pytest.mark.slow
 def test_a_stream_shows_its_members_and_online_nodes(rabbitmq_url: str) -> None:
     name = f"hb.st.members.{uuid.uuid4().hex[:6]}"
     theirs = stream_object(rabbitmq_url, conftest.RABBITMQ_API, name)

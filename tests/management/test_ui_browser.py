@@ -463,6 +463,7 @@ def test_connections_and_channels_pages(ui: UI, env: Env) -> None:
     ui.shot("channels")
 
 
+@pytest.mark.slow
 def test_overview_message_rates_come_from_the_5s_samples(ui: UI, env: Env) -> None:
     stop = threading.Event()
 

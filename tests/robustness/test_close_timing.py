@@ -163,6 +163,7 @@ def frame_too_large(port: int) -> tuple[float, bytes]:
             writer.join(timeout=15)
 
 
+@pytest.mark.slow
 def test_a_fatal_frame_error_reaches_a_client_still_writing(broker: BrokerThread) -> None:
     with ThreadPoolExecutor(10) as pool:
         results = list(pool.map(lambda _i: frame_too_large(broker.port), range(20)))

@@ -115,6 +115,7 @@ def closed_after(port: int, *, request_first: bool, limit: float) -> float | Non
         return time.monotonic() - start
 
 
+@pytest.mark.slow
 def test_idle_connections_closed_as_rabbitmq(broker: BrokerThread) -> None:
     waited = closed_after(broker.broker.management.port, request_first=False, limit=15)
     assert waited is not None and 4.5 <= waited <= 6.5
