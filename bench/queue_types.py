@@ -10,6 +10,10 @@ machine hits both alike, and reports each broker's median round and the ratio ha
   ``--quorum-messages`` into a fresh durable quorum queue; the rate once every confirm arrived.
 * quorum consume: that queue drained by one aio-pika consumer (prefetch ``--prefetch``, an ack with
   multiple=true every half prefetch); the rate until the last message arrived.
+* quorum consume, raw client: the queue filled again the same way, then drained the same way by a
+  client that reads pre-split frames from a socket and writes pre-encoded acks (no client library:
+  aio-pika costs far more CPU per message than either broker, so it sets the pace of the row above;
+  this one shows the broker's own delivery rate).
 * stream publish: ``--messages`` in total (default 1,000,000) appended to one stream per broker with
   confirms, ``--window`` in flight, split into ``--rounds`` timed rounds.
 * stream read: a consumer from ``x-stream-offset: first`` (prefetch ``--prefetch``, multiple acks)
@@ -40,9 +44,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlparse
 
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
+from callgrind_ingest import RawClient
+from pamqp import commands
 from throughput import free_port, process_cpu_seconds, reference_pid, rss_mib, start_serve
 
 REFERENCE_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -108,6 +115,21 @@ async def consume(
         elapsed = time.perf_counter() - t0
         await q.cancel(tag)
         return n / elapsed, last
+
+
+def raw_consume(url: str, queue: str, n: int, prefetch: int) -> float:
+    """Drain `n` messages of one frame each from `queue` as `consume` does (prefetch, an ack with
+    multiple=true every half prefetch), through a raw socket client; the rate."""
+    client = RawClient(urlparse(url).port or 5672)
+    try:
+        client.call(commands.Basic.Qos(prefetch_count=prefetch))
+        t0 = time.perf_counter()
+        ok = client.call(commands.Basic.Consume(queue=queue))
+        assert isinstance(ok, commands.Basic.ConsumeOk), ok
+        client.drain(n, max(1, prefetch // 2))
+        return n / (time.perf_counter() - t0)
+    finally:
+        client.sock.close()
 
 
 async def declare(url: str, queue: str, kind: str) -> None:
@@ -191,7 +213,7 @@ class Bench:
         self.args, self.targets, self.hb_pid = args, targets, hb_pid
         self.body = b"x" * args.body
         self.suffix = uuid.uuid4().hex[:10]
-        self.results = {w: {t: Series() for t in targets} for w in ("qp", "qc", "sp", "sr")}
+        self.results = {w: {t: Series() for t in targets} for w in ("qp", "qc", "qr", "sp", "sr")}
         self.stream = f"bench.qs.stream.{self.suffix}"
         self.last_offsets: dict[str, set[Any]] = {t: set() for t in targets}
         self.rss_before_read = 0.0
@@ -214,6 +236,14 @@ class Bench:
             pid,
             n,
             lambda: asyncio.run(consume(url, q, n, a.prefetch, None))[0],
+        )
+        asyncio.run(publish_confirmed(url, q, n, a.window, self.body))
+        timed(
+            f"{target} quorum consume, raw client",
+            self.results["qr"][target],
+            pid,
+            n,
+            lambda: raw_consume(url, q, n, a.prefetch),
         )
         asyncio.run(delete(url, q))
 
@@ -272,6 +302,7 @@ class Bench:
         measured = {
             "qp": f"quorum publish, confirms, {a.window} in flight",
             "qc": f"quorum consume, prefetch {a.prefetch}",
+            "qr": f"quorum consume, raw client, prefetch {a.prefetch}",
             "sp": f"stream publish, confirms, {a.window} in flight",
             "sr": f"stream read {a.messages:,} from first",
         }
