@@ -13,20 +13,11 @@ import zlib
 from array import array
 from pathlib import Path
 
-from broker.store import QueueRecord, VHostRecord, open_store
+from broker.store import QueueRecord, VHostRecord
 from broker.store.sqlite.schema import CHUNK_FILE, STORE_FILE
-from broker.store.sqlite.store import SqliteStore
-from tests.integration.test_stream_wire_rows import STREAM
+from tests.integration.test_stream_wire_rows import STREAM, _started, create_old_chunk_table, declared
 
 SECTION = (3).to_bytes(4, "big") + b"abc"
-
-
-def _started(path: Path) -> SqliteStore:
-    s = open_store(path)
-    assert isinstance(s, SqliteStore)
-    s.load(messages=False)
-    s.start()
-    return s
 
 
 def _tables(path: Path) -> set[str]:
@@ -53,10 +44,7 @@ async def test_tracking_rows_are_written_in_the_chunk_file(tmp_path: Path) -> No
 
 
 async def test_an_older_stores_tracking_rows_move_to_the_chunk_file(tmp_path: Path) -> None:
-    s = _started(tmp_path)
-    s.put_vhost(VHostRecord("/"))
-    s.put_queue(QueueRecord("/", "t", arguments=STREAM))
-    await s.close()
+    await declared(tmp_path, "t")
     # the layout before the chunk file held them: the table (and a row) in the main file only
     with contextlib.closing(sqlite3.connect(tmp_path / CHUNK_FILE)) as c:
         c.execute("DROP TABLE stream_tracking")
@@ -83,11 +71,7 @@ async def test_chunk_rows_kept_in_the_main_file_keep_their_tracking_rows_beside_
     await s.close()
     (tmp_path / CHUNK_FILE).unlink()
     with contextlib.closing(sqlite3.connect(tmp_path / STORE_FILE)) as c:
-        c.execute(
-            "CREATE TABLE stream_chunks (vhost BLOB NOT NULL, queue BLOB NOT NULL, first INTEGER NOT "
-            "NULL, last INTEGER NOT NULL, timestamp INTEGER NOT NULL DEFAULT 0, body_bytes INTEGER NOT "
-            "NULL, sizes BLOB NOT NULL, data BLOB NOT NULL, PRIMARY KEY (vhost, queue, first)) WITHOUT ROWID"
-        )
+        create_old_chunk_table(c)
         c.execute("INSERT INTO stream_chunks VALUES (?, ?, 0, 0, 0, 0, ?, ?)", (b"/", b"old", b"", b""))
         c.commit()
     s = _started(tmp_path)

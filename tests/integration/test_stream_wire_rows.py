@@ -29,6 +29,23 @@ def _started(path: Path) -> SqliteStore:
     return s
 
 
+async def declared(path: Path, queue: str) -> None:
+    """A store at `path` holding vhost "/" and the stream `queue`, closed again."""
+    s = _started(path)
+    s.put_vhost(VHostRecord("/"))
+    s.put_queue(QueueRecord("/", queue, arguments=STREAM))
+    await s.close()
+
+
+def create_old_chunk_table(conn: sqlite3.Connection) -> None:
+    """The chunk table in the main file, as a store written before the chunk file has it."""
+    conn.execute(
+        "CREATE TABLE stream_chunks (vhost BLOB NOT NULL, queue BLOB NOT NULL, first INTEGER NOT NULL, "
+        "last INTEGER NOT NULL, timestamp INTEGER NOT NULL DEFAULT 0, body_bytes INTEGER NOT NULL, "
+        "sizes BLOB NOT NULL, data BLOB NOT NULL, PRIMARY KEY (vhost, queue, first))"
+    )
+
+
 async def test_a_wire_row_reads_back_whole_by_record_and_as_index_after_a_restart(tmp_path: Path) -> None:
     s = _started(tmp_path)
     s.put_vhost(VHostRecord("/"))
@@ -65,16 +82,9 @@ async def test_a_wire_row_reads_back_whole_by_record_and_as_index_after_a_restar
 
 
 async def test_a_store_with_chunk_rows_in_its_main_file_keeps_them_there(tmp_path: Path) -> None:
-    s = _started(tmp_path)
-    s.put_vhost(VHostRecord("/"))
-    s.put_queue(QueueRecord("/", "w", arguments=STREAM))
-    await s.close()
+    await declared(tmp_path, "w")
     with contextlib.closing(sqlite3.connect(tmp_path / STORE_FILE)) as c:  # as an older store has it
-        c.execute(
-            "CREATE TABLE stream_chunks (vhost BLOB NOT NULL, queue BLOB NOT NULL, first INTEGER NOT NULL, "
-            "last INTEGER NOT NULL, timestamp INTEGER NOT NULL DEFAULT 0, body_bytes INTEGER NOT NULL, "
-            "sizes BLOB NOT NULL, data BLOB NOT NULL, PRIMARY KEY (vhost, queue, first))"
-        )
+        create_old_chunk_table(c)
         old = (b"/", b"w", 1, 1, 7000, 3, array("I", [0, 0, 2, 3]).tobytes(), b"\x00\x00abc")
         c.execute("INSERT INTO stream_chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?)", old)
         c.commit()
