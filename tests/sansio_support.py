@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import struct
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
 
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
 from broker.server import Broker
+from broker.session.connection import Connection
+
+T = TypeVar("T")
 
 FRAME_MAX = 4096
 _HDR = struct.Struct(">BHI")
@@ -95,3 +100,38 @@ def queue_contents(broker: Broker) -> dict[str, list[tuple[bytes, bytes, str, tu
         ]
         for name, q in sorted(vhost.queues.items())
     }
+
+
+def open_stream(channels: int) -> bytes:
+    """The client's side of a handshake as guest on vhost "/", then channels 1..`channels` opened."""
+    out = b"AMQP\x00\x00\x09\x01"
+    out += m(0, commands.Connection.StartOk(response="\0guest\0guest"))
+    out += m(0, commands.Connection.TuneOk(channel_max=2047, frame_max=FRAME_MAX, heartbeat=0))
+    out += m(0, commands.Connection.Open(virtual_host="/"))
+    for ch in range(1, channels + 1):
+        out += m(ch, commands.Channel.Open())
+    return out
+
+
+async def run_pieces(
+    pieces: list[bytes], fast: bool, data_dir: Path, inspect: Callable[[Broker], T]
+) -> tuple[bytes, T]:
+    """Feed `pieces` as successive reads to one connection of a new broker keeping its state in
+    `data_dir` (`fast`: the single-read publish shortcut on), give the store time to commit, and
+    return what the broker wrote and what `inspect` reads of it before it stops."""
+    broker = Broker(port=0, data_dir=str(data_dir), log_level="CRITICAL")
+    await broker.start()
+    try:
+        transport = MemoryTransport()
+        conn = Connection(broker, transport, asyncio.get_running_loop())
+        broker.connection_made(conn)
+        conn.core.fast = fast
+        for piece in pieces:
+            conn.data_received(piece)
+            await asyncio.sleep(0)
+        for _ in range(50):  # store commits (persistent messages on durable queues)
+            await asyncio.sleep(0.01)
+        conn.flush()
+        return b"".join(transport.out), inspect(broker)
+    finally:
+        await broker.stop()

@@ -180,6 +180,48 @@ def pack_message(msg: StoredMessage) -> bytes:
     )
 
 
+def pack_messages(msgs: Sequence[StoredMessage]) -> tuple[bytes, list[int]]:
+    """`pack_message` of each of `msgs`, back to back in one blob, and where each one ends in it.
+
+    A queue pages out in runs (broker.entities.queues.classic.paging), and the messages of a run
+    mostly share their exchange, routing key and property length: their head, exchange and routing
+    key are packed once for as long as those stay the same."""
+    parts: list[bytes] = []
+    ends: list[int] = []
+    pos = 0
+    exchange: str | None = None
+    routing_key = ""
+    n_props = -1
+    head = b""
+    for msg in msgs:
+        props = msg.props
+        body = msg.body
+        if msg.extra_keys is not None or msg.has_bcc:
+            blob = pack_message(msg)
+            parts.append(blob)
+            pos += len(blob)
+            ends.append(pos)
+            continue
+        if msg.routing_key != routing_key or msg.exchange != exchange or len(props) != n_props:
+            e = msg.exchange.encode("utf-8", "surrogateescape")
+            r = msg.routing_key.encode("utf-8", "surrogateescape")
+            if len(e) >= 0x10000 or len(r) >= 0x10000:
+                blob = pack_message(msg)
+                parts.append(blob)
+                pos += len(blob)
+                ends.append(pos)
+                exchange = None
+                continue
+            exchange, routing_key, n_props = msg.exchange, msg.routing_key, len(props)
+            head = b"".join((_PAGE_HEAD.pack(_COMPACT, len(e), len(r), n_props), e, r))
+        parts.append(head)
+        parts.append(props)
+        parts.append(body)
+        pos += len(head) + n_props + len(body)
+        ends.append(pos)
+    return b"".join(parts), ends
+
+
 def unpack_message(blob: bytes | memoryview) -> StoredMessage:
     """A message `pack_message` wrote (from a page file this broker wrote itself)."""
     kind, e_len, r_len, p_len = _PAGE_HEAD.unpack_from(blob, 0)

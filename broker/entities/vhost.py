@@ -420,15 +420,29 @@ class VHost:
         message_stats and in those of a queue whose overflow refuses it. RabbitMQ counts these per
         channel, so a dead letter, a delayed release or a trace copy is not counted.
         """
-        if x.impl is None and msg.extra_keys is None:  # the default exchange, one key
+        q = self.sole_queue(x, msg)
+        if q is not None:
+            if counted:
+                x.publish_in += 1
+            q.enqueue(msg)
+            return ACCEPTED_BY_ONE
+        return self.deliver(x, msg, self.route_publish(x, msg), mandatory=mandatory, counted=counted)
+
+    def sole_queue(self, x: Exchange, msg: StoredMessage) -> Queue | None:
+        """The ingest fast path's queue: the one queue a publish to `x` reaches when there is
+        nothing to refuse, write or return on the way (the default exchange, one routing key, a
+        queue that keeps nothing and drops from its head when full); None otherwise. The same
+        exchange and routing key give the same answer until a declaration or policy changes."""
+        if x.impl is None and msg.extra_keys is None:
             q = self.queues.get(msg.routing_key)
             if q is not None and q.store is None and q.overflow == "drop-head":
-                # the ingest fast path: one queue, nothing to refuse, nothing to write
-                if counted:
-                    x.publish_in += 1
-                q.enqueue(msg)
-                return ACCEPTED_BY_ONE
-        return self.deliver(x, msg, self.route_publish(x, msg), mandatory=mandatory, counted=counted)
+                return q
+        return None
+
+    def enqueue_run(self, x: Exchange, q: Queue, msgs: list[StoredMessage]) -> None:
+        """Client publishes to `x` that `sole_queue` sends to `q`, in order (`publish` of each)."""
+        x.publish_in += len(msgs)
+        q.enqueue_run(msgs)
 
     def route_publish(self, x: Exchange, msg: StoredMessage) -> list[Queue]:
         """The queues a publish to `x` reaches now: none when x is an x-delayed-message exchange

@@ -89,6 +89,9 @@ property bytes as received, body). The one command built once per message travel
 tuple: building even a tuple subclass costs as much as the rest of its decoding. Every other
 command is a `Command` subclass, so a dispatch table finds it under `PUBLISH` (`tuple`)."""
 PUBLISH = tuple
+PublishRun = list[Publish]
+"""Whole basic.publishes on one channel taken from one read, in order (`events(runs=True)`)."""
+PUBLISH_RUN = list
 
 
 class ProtocolHeader(Command):
@@ -214,9 +217,13 @@ class CommandAssembler:
             self._gen = None
         return event
 
-    def events(self) -> Iterator[tuple[int, Any]]:
+    def events(self, runs: bool = False) -> Iterator[tuple[int, Any]]:
         """Every command the received data completes, in order, evaluated lazily so that a command
-        the adapter handles (tune-ok setting frame_max, a close) applies to the frames after it."""
+        the adapter handles (tune-ok setting frame_max, a close) applies to the frames after it.
+
+        `runs`: consecutive publishes on one channel that the shortcut took together come as one
+        `PublishRun`; a session handles them in order and stops at the first that fails (the rest
+        belong to a channel that is closing), as it would one by one."""
         header = self._header
         if header is not None:
             self._header = None
@@ -261,6 +268,21 @@ class CommandAssembler:
                 ):
                     if fast:  # the single-read shortcut (see the docstring)
                         run = scan(data, pos, channels, content, limit, max_size)
+                        if run and runs:
+                            i = 0
+                            n = len(run)
+                            while i < n:
+                                number = run[i][1]
+                                j = i + 1
+                                while j < n and run[j][1] == number:
+                                    j += 1
+                                group = [publish for _, _, publish in run[i:j]]
+                                frames += 3 * len(group) - sum(1 for publish in group if not publish[5])
+                                pos = run[j - 1][0]
+                                i = j
+                                if number in channels:  # else closed by one before: dropped
+                                    yield number, group
+                            continue
                         if run:
                             for after, number, publish in run:
                                 frames += 3 if publish[5] else 2
@@ -472,9 +494,11 @@ def _fail(err: AmqpError, channel: int, culprit: tuple[int, int] = _NO_METHOD) -
 __all__ = [
     "PUBLISH",
     "PUBLISH_IDS",
+    "PUBLISH_RUN",
     "CommandAssembler",
     "Crash",
     "FrameFailure",
     "ProtocolHeader",
     "Publish",
+    "PublishRun",
 ]

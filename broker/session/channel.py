@@ -51,7 +51,7 @@ from broker.protocol import commands as C
 from broker.protocol import methods as M
 from broker.protocol import properties as P
 from broker.protocol import replies
-from broker.protocol.assembler import PUBLISH, Publish
+from broker.protocol.assembler import PUBLISH, PUBLISH_RUN, Publish, PublishRun
 from broker.protocol.framing import immediate_refused
 from broker.session import declarations as D
 from broker.session.confirms import ConfirmTracker
@@ -267,14 +267,69 @@ class Channel:
     # -- basic.publish, confirms and transactions --------------------------------------------------
 
     def on_basic_publish(self, cmd: Publish) -> None:
-        """A complete basic.publish: `props` are the content header's property bytes as received.
+        """A complete basic.publish: `props` are the content header's property bytes as received."""
+        x, msg = self._accept(cmd)
+        confirms = self.confirms
+        seq = 0 if confirms is None else confirms.next_seq()
+        vhost = self.vhost
+        to_reply = x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX)
+        if to_reply or vhost.tapped or self.tx is not None:
+            self._route(x, msg, cmd[2], seq)
+            return
+        out = vhost.publish(x, msg, cmd[2])
+        if out is ACCEPTED_BY_ONE:  # the ingest fast path: nothing more to look at
+            if confirms is not None:
+                confirms.confirm(seq, True)
+            return
+        self._published(msg, out, seq)
 
-        The checks run in rabbit_channel's order. immediate=true is refused only now, with the
-        whole message in (its first basic.publish clause runs on the assembled command). A headers
-        table RabbitMQ 3.10.8 cannot decode (a NaN or infinite double, a broken inner length)
-        crashes its channel where it decodes the properties: 541 naming 0/0.
-        """
-        exchange, rk, mandatory, immediate, props, body = cmd
+    def on_publish_run(self, run: PublishRun) -> None:
+        """Publishes of one read on this channel, in order, each as `on_basic_publish` would take
+        it; consecutive ones that the ingest fast path takes to the same queue (`VHost.sole_queue`)
+        are handed to it together. A publish that fails ends the run: the rest were on a channel
+        that is closing now, and those before it are in their queues first."""
+        vhost = self.vhost
+        if vhost.tapped or self.tx is not None or self.confirms is not None:
+            for cmd in run:
+                self.on_basic_publish(cmd)
+            return
+        sole_queue = vhost.sole_queue
+        into: Queue | None = None
+        into_key = ""
+        into_x: Exchange | None = None
+        batch: list[StoredMessage] = []
+        try:
+            for cmd in run:
+                x, msg = self._accept(cmd)
+                if x is into_x and msg.extra_keys is None and msg.routing_key == into_key:
+                    batch.append(msg)  # the queue `sole_queue` found for this exchange and key
+                    continue
+                q = sole_queue(x, msg)
+                if batch and into_x is not None and into is not None and (q is not into or x is not into_x):
+                    vhost.enqueue_run(into_x, into, batch)
+                    batch = []
+                if q is not None:
+                    into, into_key, into_x = q, msg.routing_key, x
+                    batch.append(msg)
+                    continue
+                into = into_x = None
+                if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
+                    self._route(x, msg, cmd[2], 0)
+                else:
+                    out = vhost.publish(x, msg, cmd[2])
+                    if out is not ACCEPTED_BY_ONE:
+                        self._published(msg, out, 0)
+        finally:
+            if batch and into_x is not None and into is not None:
+                vhost.enqueue_run(into_x, into, batch)
+
+    def _accept(self, cmd: Publish) -> tuple[Exchange, StoredMessage]:
+        """The exchange and the message of a publish that passes the checks, which run in
+        rabbit_channel's order. immediate=true is refused only now, with the whole message in (its
+        first basic.publish clause runs on the assembled command). A headers table RabbitMQ 3.10.8
+        cannot decode (a NaN or infinite double, a broken inner length) crashes its channel where
+        it decodes the properties: 541 naming 0/0."""
+        exchange, rk, _mandatory, immediate, props, body = cmd
         if immediate:
             raise immediate_refused()
         vhost = self.vhost
@@ -314,25 +369,22 @@ class Channel:
                 if value is not None:
                     parse_expiration(value)
             msg.compute_routing_keys()
-        confirms = self.confirms
-        seq = 0 if confirms is None else confirms.next_seq()
-        tx = self.tx
+        return x, msg
+
+    def _route(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
+        """A publish routed apart from its delivery: to a direct reply-to consumer, under the
+        tracer's or a hash watch's tap, or into a transaction (delivered at tx.commit, as
+        rabbit_channel does)."""
+        vhost = self.vhost
         routed: list[Queue] | None
-        if x.impl is None and rk.startswith(REPLY_TO_PREFIX):
+        if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
             routed = None  # to a direct reply-to consumer, through no queue
-        elif vhost.tapped or tx is not None:
-            routed = vhost.route_publish(x, msg)
         else:
-            out = vhost.publish(x, msg, mandatory)
-            if out is ACCEPTED_BY_ONE:  # the ingest fast path: nothing more to look at
-                if confirms is not None:
-                    confirms.confirm(seq, True)
-                return
-            self._published(msg, out, seq)
-            return
+            routed = vhost.route_publish(x, msg)
         if vhost.tapped:  # firehose tracing or a watched hash exchange: after routing, before queues
             tap_publish(self, x, msg, routed or [])
-        if tx is not None:  # routed now, delivered at tx.commit (as rabbit_channel does)
+        tx = self.tx
+        if tx is not None:
             tx.publish(lambda: self._deliver(x, msg, mandatory, 0, routed))
             return
         self._deliver(x, msg, mandatory, seq, routed)
@@ -475,6 +527,7 @@ def _applied(
 #: its handler. A command without an entry is 503 "unimplemented method".
 DISPATCH: dict[type[Any], Callable[[Channel, Any], None]] = {
     PUBLISH: Channel.on_basic_publish,
+    PUBLISH_RUN: Channel.on_publish_run,
     C.ChannelClose: Channel.on_channel_close,
     C.ChannelCloseOk: Channel.on_channel_close_ok,
     C.ChannelFlow: Channel.on_channel_flow,

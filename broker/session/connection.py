@@ -25,6 +25,7 @@ from broker.protocol import replies
 from broker.protocol.assembler import (
     PUBLISH,
     PUBLISH_IDS,
+    PUBLISH_RUN,
     Crash,
     FrameFailure,
     ProtocolHeader,
@@ -44,6 +45,7 @@ log = logging.getLogger("hashbroker.connection")
 #: `broker.session.channel.DISPATCH` once the first channel opens: the channel and its parts
 #: load then, so an idle broker and connections that never open a channel do not carry it.
 _dispatch: dict[type, Any] = {}
+_PUBLISHES = (PUBLISH, PUBLISH_RUN)
 
 
 def _channel_class() -> type[Channel]:
@@ -115,10 +117,10 @@ class Connection(Link):
         events.actor = self.user or actor  # who the commands of this read are from
         try:
             core.receive_data(data)
-            for number, command in core.events():
+            for number, command in core.events(True):
                 ch = channels.get(number)  # channel 0 is never in the table
                 if ch is not None:
-                    if held and type(command) is PUBLISH:
+                    if held and type(command) in _PUBLISHES:
                         published = True
                     handler = dispatch(type(command))
                     try:
@@ -195,7 +197,7 @@ class Connection(Link):
         if not err.in_method or err.reply_code == ReplyCode.INTERNAL_ERROR:
             culprit = (0, 0)
         else:
-            culprit = PUBLISH_IDS if type(command) is PUBLISH else C.IDS.get(type(command), (0, 0))
+            culprit = PUBLISH_IDS if type(command) in _PUBLISHES else C.IDS.get(type(command), (0, 0))
         if ch is not None and not err.hard and self.channels.get(ch.number) is ch:
             self.close_channel(ch, err, culprit)
         else:

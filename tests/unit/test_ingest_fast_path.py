@@ -11,7 +11,6 @@ must change nothing but how confirms are batched.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -19,27 +18,21 @@ from pathlib import Path
 import pytest
 from pamqp import commands
 
-from broker.server import Broker
-from broker.session.connection import Connection
 from tests.sansio_support import (
     FRAME_MAX,
-    MemoryTransport,
     m,
+    open_stream,
     parse_frames,
     publish,
     queue_contents,
     random_pieces,
+    run_pieces,
 )
 
 
 def setup_stream() -> bytes:
     """Handshake, channels 1-6, the queues and exchanges the publishes use; confirms on channel 2."""
-    out = b"AMQP\x00\x00\x09\x01"
-    out += m(0, commands.Connection.StartOk(response="\0guest\0guest"))
-    out += m(0, commands.Connection.TuneOk(channel_max=2047, frame_max=FRAME_MAX, heartbeat=0))
-    out += m(0, commands.Connection.Open(virtual_host="/"))
-    for ch in range(1, 7):
-        out += m(ch, commands.Channel.Open())
+    out = open_stream(6)
     out += m(1, commands.Queue.Declare(queue="q.plain"))
     out += m(1, commands.Queue.Declare(queue="q.cc"))
     out += m(1, commands.Queue.Declare(queue="q.durable", durable=True))
@@ -116,23 +109,7 @@ def publishes() -> bytes:
 async def run_stream(
     pieces: list[bytes], fast: bool, data_dir: Path
 ) -> tuple[bytes, dict[str, list[tuple[bytes, bytes, str, tuple[str, ...]]]]]:
-    broker = Broker(port=0, data_dir=str(data_dir), log_level="CRITICAL")
-    await broker.start()
-    try:
-        transport = MemoryTransport()
-        conn = Connection(broker, transport, asyncio.get_running_loop())
-        broker.connection_made(conn)
-        if not fast:
-            conn.core.fast = False
-        for piece in pieces:
-            conn.data_received(piece)
-            await asyncio.sleep(0)
-        for _ in range(50):  # store commits (persistent message on the durable queue)
-            await asyncio.sleep(0.01)
-        conn.flush()
-        return b"".join(transport.out), queue_contents(broker)
-    finally:
-        await broker.stop()
+    return await run_pieces(pieces, fast, data_dir, queue_contents)
 
 
 def without_acks(out: bytes) -> list[tuple[int, int, bytes]]:

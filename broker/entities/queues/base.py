@@ -391,6 +391,12 @@ class Queue:
         """Accept a routed message; `seq` a position reserved by persistence, else the next."""
         raise NotImplementedError
 
+    def enqueue_run(self, msgs: list[StoredMessage]) -> None:
+        """`enqueue` of each of `msgs`, in order (a type may take them together)."""
+        enqueue = self.enqueue
+        for msg in msgs:
+            enqueue(msg)
+
     def crashes_on(self, msg: StoredMessage) -> bool:
         """Whether `enqueue(msg)` would crash (a publishing channel gets 541 INTERNAL_ERROR); a
         dead letter, which has no channel to close, is not delivered to such a queue."""

@@ -200,6 +200,18 @@ class ReadyList:
         self.count += 1
         self.bytes += len(entry.msg.body)
 
+    def add_run(self, entries: list[Entry]) -> None:
+        """`add` of each of `entries`, in order, to level 0; while the level pages, its pager takes
+        them together."""
+        pager = self.pager
+        if pager is None or not pager.has_tail(0):
+            for entry in entries:
+                self.add(entry)
+            return
+        stored = [is_persistent(e.msg) for e in entries] if self.owner.store is not None else None
+        self.count += len(entries)
+        self.bytes += pager.take_run(0, entries, stored)
+
     def put_back(self, entry: Entry) -> None:
         """Return `entry` to the place its `seq` had in its priority level (a requeue). The head of
         a level is always in memory and paged messages are newer, so it goes into memory."""

@@ -4,7 +4,9 @@ A ready list (broker.entities.queues.ready) keeps the messages nearest its head 
 `levels`, one deque per priority) and, once that window is full, the rest in a `Pager`: per level
 a tail of compact index rows (seq, body size, expiry, flags: about 44 bytes a message in `array`s)
 whose bodies sit in a `PageSpool`, an append-only file the persistence hands out, as RabbitMQ's
-classic queues page to disk. A tail may
+classic queues page to disk. Messages join a tail in runs: the newest few (`STAGE` messages or
+`STAGE_BYTES` body bytes at most) wait in the tail's `staged` list and are packed and written
+together, since the usual ingest pages out every message past the window one by one. A tail may
 also start with a `Backlog`: the messages a restarted broker has in its store but has not read yet,
 so a queue of any depth is back at once and is read as its head advances.
 
@@ -23,13 +25,17 @@ from array import array
 from collections.abc import Callable
 from typing import Protocol
 
-from broker.entities.message import StoredMessage, pack_message, unpack_message
+from broker.entities.message import StoredMessage, pack_messages, unpack_message
 from broker.entities.queues.base import Entry, PageSpool
 
 #: A level's deque is refilled (below `REFILL_BELOW`) with up to this many messages, or this many
 #: body bytes (at least one message).
 BATCH = 1024
 BATCH_BYTES = 4 << 20
+#: Messages paged out are packed and written together once a tail has staged this many of them, or
+#: this many body bytes (and before anything reads, drops or looks for a paged message).
+STAGE = 256
+STAGE_BYTES = 1 << 20
 _REDELIVERED = 1
 _STORED = 2  # the message is also in the durable store (persistent, kept queue)
 
@@ -50,9 +56,24 @@ class Backlog(Protocol):
 
 
 class Tail:
-    """One level's paged messages: an optional backlog first, then spooled index rows."""
+    """One level's paged messages: an optional backlog first, then spooled index rows, then the
+    staged messages not written yet (while there are any, `spool` is set)."""
 
-    __slots__ = ("backlog", "bytes", "ends", "expires", "flags", "head", "offs", "seqs", "sizes", "spool")
+    __slots__ = (
+        "backlog",
+        "bytes",
+        "ends",
+        "expires",
+        "flags",
+        "head",
+        "offs",
+        "seqs",
+        "sizes",
+        "spool",
+        "staged",
+        "staged_bytes",
+        "staged_stored",
+    )
 
     def __init__(self) -> None:
         self.backlog: Backlog | None = None
@@ -66,12 +87,15 @@ class Tail:
         self.offs = array("Q")
         self.ends = array("Q")
         self.head = 0  # rows before it were read back
-        self.bytes = 0  # body bytes of the spooled rows not read back
+        self.bytes = 0  # body bytes of the spooled and staged rows not read back
+        self.staged: list[Entry] = []
+        self.staged_stored: list[bool] = []
+        self.staged_bytes = 0
 
     def __len__(self) -> int:
         """Messages in the tail: it has some exactly while it has a backlog or a spool (an
         exhausted backlog and a spool read to its end are dropped at once)."""
-        n = len(self.seqs) - self.head
+        n = len(self.seqs) - self.head + len(self.staged)
         return n + self.backlog.count if self.backlog is not None else n
 
     def compact(self) -> None:
@@ -112,24 +136,67 @@ class Pager:
         return tail.spool is not None or tail.backlog is not None
 
     def take(self, level: int, entry: Entry, stored: bool) -> None:
-        """Page `entry` out at the end of `level`'s tail (`stored`: the durable store holds it)."""
+        """Page `entry` out at the end of `level`'s tail (`stored`: the durable store holds it):
+        staged, and written with the ones staged before it once there are enough."""
         tail = self.tails[level]
-        spool = tail.spool
-        if spool is None:
-            spool = tail.spool = self.new_spool()
-        msg = entry.msg
-        size = len(msg.body)
-        blob = pack_message(msg)
-        off = spool.append(blob)
-        tail.seqs.append(entry.seq)
-        tail.sizes.append(size)
-        tail.expires.append(entry.expires)
-        tail.flags.append((_REDELIVERED if entry.redelivered else 0) | (_STORED if stored else 0))
-        tail.offs.append(off)
-        tail.ends.append(off + len(blob))
+        if tail.spool is None:
+            tail.spool = self.new_spool()
+        size = len(entry.msg.body)
+        staged = tail.staged
+        staged.append(entry)
+        tail.staged_stored.append(stored)
         tail.bytes += size
         self.count += 1
         self.bytes += size
+        tail.staged_bytes += size
+        if len(staged) >= STAGE or tail.staged_bytes >= STAGE_BYTES:
+            self._write(tail)
+
+    def take_run(self, level: int, entries: list[Entry], stored: list[bool] | None) -> int:
+        """`take` of each of `entries`, in order (`stored`: each one's flag; None: all False);
+        their body bytes."""
+        tail = self.tails[level]
+        if tail.spool is None:
+            tail.spool = self.new_spool()
+        size = 0
+        for entry in entries:
+            size += len(entry.msg.body)
+        tail.staged += entries
+        tail.staged_stored += stored if stored is not None else [False] * len(entries)
+        tail.bytes += size
+        self.count += len(entries)
+        self.bytes += size
+        tail.staged_bytes += size
+        if len(tail.staged) >= STAGE or tail.staged_bytes >= STAGE_BYTES:
+            self._write(tail)
+        return size
+
+    @staticmethod
+    def _write(tail: Tail) -> None:
+        """Pack `tail`'s staged messages into its spool and index rows."""
+        staged = tail.staged
+        if not staged:
+            return
+        spool = tail.spool
+        assert spool is not None
+        msgs = [e.msg for e in staged]
+        blob, ends = pack_messages(msgs)
+        off = spool.append(blob)
+        tail.seqs.extend([e.seq for e in staged])
+        tail.sizes.extend([len(m.body) for m in msgs])
+        tail.expires.extend([e.expires for e in staged])
+        tail.flags.extend(
+            [
+                (_REDELIVERED if e.redelivered else 0) | (_STORED if stored else 0)
+                for e, stored in zip(staged, tail.staged_stored, strict=True)
+            ]
+        )
+        tail.offs.append(off)
+        tail.offs.extend([off + end for end in ends[:-1]])
+        tail.ends.extend([off + end for end in ends])
+        staged.clear()
+        tail.staged_stored.clear()
+        tail.staged_bytes = 0
 
     def add_backlog(self, backlog: Backlog, now: float) -> None:
         """A restarted queue's unread stored messages: they come before anything paged later (in
@@ -178,6 +245,7 @@ class Pager:
     def _from_spool(self, tail: Tail) -> list[Entry]:
         spool = tail.spool
         assert spool is not None
+        self._write(tail)
         h = tail.head
         stop = len(tail.seqs)
         end = h
@@ -218,6 +286,7 @@ class Pager:
         """The positions of paged messages the durable store holds (for a purge)."""
         out: list[int] = []
         for tail in self.tails:
+            self._write(tail)
             if tail.backlog is not None:
                 out.extend(tail.backlog.remaining_seqs())
             flags, seqs = tail.flags, tail.seqs
@@ -228,6 +297,7 @@ class Pager:
         """Drop the paged message at `seq` (its store write failed, so it must not stay queued);
         False when no tail holds it. Such a message is recent: each search runs from the end."""
         for tail in self.tails:
+            self._write(tail)
             seqs = tail.seqs
             for i in range(len(seqs) - 1, tail.head - 1, -1):
                 if seqs[i] < seq:

@@ -121,6 +121,27 @@ class ClassicQueue(HeldQueue):
         if expires and ready.count:
             ready.arm_ttl()
 
+    def enqueue_run(self, msgs: list[StoredMessage]) -> None:
+        """`enqueue` of each of `msgs`, in order. When none can be delivered, expire or be dropped
+        on the way in (no consumer, no TTL, no length limit, no priorities), they join the ready
+        list together; anything else takes them one by one."""
+        ready = self.ready
+        if self.consumers or ready.uses_ttl or ready.limited or self.max_priority or self.deleted:
+            for msg in msgs:
+                self.enqueue(msg)
+            return
+        entries: list[Entry] = []
+        seq = self.seq
+        for msg in msgs:
+            if msg.flags & EXPIRATION_FLAG:  # from here on, one by one
+                break
+            seq += 1
+            entries.append(Entry(seq, msg, 0.0))
+        self.seq = seq
+        ready.add_run(entries)
+        for msg in msgs[len(entries) :]:
+            self.enqueue(msg)
+
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
         entry = Entry(seq, msg, self.ready.expiry(msg))
         entry.redelivered = redelivered
