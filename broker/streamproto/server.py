@@ -54,6 +54,7 @@ class _StreamProtocol(asyncio.Protocol):
             config=self.server.config,
         )
         self.conn.on_output = self.schedule_flush
+        self.conn.on_chunk = self.write_out
         self._unwatch = self.server.broker.watch_alarm(self._alarm)
         self.server.connections.add(self)
 
@@ -77,14 +78,21 @@ class _StreamProtocol(asyncio.Protocol):
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
-    def flush(self) -> None:
-        self._flush_scheduled = False
+    def write_out(self) -> None:
+        """Write what the connection has queued (a chunk at once: the transport calls
+        `pause_writing` as it fills, which stops the connection's sending)."""
         conn, transport = self.conn, self.transport
         if conn is None or transport is None or transport.is_closing():
             return
-        out = conn.data_to_send()
-        if out:
-            transport.write(out)
+        for buf in conn.buffers_to_send():
+            transport.write(buf)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        self.write_out()
+        conn, transport = self.conn, self.transport
+        if conn is None or transport is None or transport.is_closing():
+            return
         if conn.closed:
             transport.close()
             return
