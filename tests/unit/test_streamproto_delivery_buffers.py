@@ -54,7 +54,8 @@ def test_a_big_entry_section_is_a_buffer_of_its_own_and_the_frames_around_it_are
 
 
 def test_data_to_send_counts_and_joins_what_buffers_to_send_gives() -> None:
-    a, b = _open(_stream_with_chunks(2)), _open(_stream_with_chunks(2))
+    broker = _stream_with_chunks(2)
+    a, b = _open(broker), _open(broker)
     for conn in (a, b):
         conn.receive_data(F.Subscribe(5, 1, "s", F.OffsetSpec(F.OffsetType.FIRST), 5).to_bytes())
     sent_a, sent_b = a.send_oct, b.send_oct
