@@ -21,13 +21,16 @@ the stream holds (`--rss-limit`, MiB; the exit status says whether it did).
 Asserts nothing else (rates depend on the machine and on what else runs on it). RabbitMQ's CPU
 per message is its whole process's: when other clients use the same RabbitMQ during a round, their
 work counts too, and its rate drops with theirs; run on a quiet machine and broker, and read several
-rounds.
+rounds. A round takes well under a second, so one burst of other work on a shared machine moves a
+round by 20% or more: the default is 5 rounds (a median of 3 swung from 0.88x to 1.16x between two
+runs of the same trees), and the load average before and after is printed with the table.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import statistics
 import subprocess
@@ -201,6 +204,10 @@ def one_round(
     return {"publish": pub, "consume": con}
 
 
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def _us(v: float | None) -> str:
     return "cpu ?" if v is None else f"cpu {v:.1f} us/msg"
 
@@ -222,6 +229,7 @@ def throughput(args: argparse.Namespace) -> int:
             results: dict[str, list[dict[str, tuple[float, float | None]]]] = {b: [] for b in brokers}
             order = list(brokers)
             print(f"{args.messages:,} messages of {len(data)} bytes, {args.rounds} rounds")
+            print(f"load average at the start: {_load()}")
             if args.warmup:  # both brokers and this client's code paths once, not counted
                 for name in order:
                     p, _pid = brokers[name]
@@ -233,6 +241,7 @@ def throughput(args: argparse.Namespace) -> int:
                     results[name].append(one_round(name, p, pid, args.messages, data))
         finally:
             stop(proc)
+    print(f"load average at the end: {_load()}")
     print()
     print(f"{'workload':<20}{'hashbroker':>14}{'rabbitmq':>14}{'ratio':>8}{'hb cpu':>14}{'rmq cpu':>14}")
     for workload in ("publish", "consume"):
@@ -286,7 +295,7 @@ def rss(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=100_000)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--size", type=int, default=1024, help="bytes per message (AMQP 1.0 encoded)")
     ap.add_argument("--reference-port", type=int, default=5552, help="RabbitMQ's stream port on 127.0.0.1")
     ap.add_argument("--data-dir", help="hashbroker's data dir (default: a temporary one)")

@@ -42,6 +42,9 @@ from broker.streamproto.constants import (
 )
 from broker.streamproto.ports import AuthRefused, ChunkReader, Crashed, LoopbackOnly, StreamBroker, StreamLog
 
+#: Output buffers this large are written as they are, not joined with the frames around them.
+BIG_BUFFER = 16 * 1024
+
 
 class State(Enum):
     TCP_CONNECTED = "tcp_connected"
@@ -213,6 +216,11 @@ class StreamConnection:
         #: Called when output is queued outside `receive_data` (a confirm, new chunks for a
         #: subscription, a deleted stream): the I/O side flushes then.
         self.on_output: Callable[[], None] | None = None
+        #: Called after each chunk queued for a subscription: the I/O side may write the output
+        #: at once (and call `set_writable(False)` when its buffer is full, which stops the
+        #: sending), so the client gets the first chunk (and a subscribe's response) without
+        #: waiting for the store to read all the chunks its credit allows.
+        self.on_chunk: Callable[[], None] | None = None
 
     # -- I/O side ---------------------------------------------------------------------------
 
@@ -236,15 +244,36 @@ class StreamConnection:
         return self.blocked and self.state is State.OPEN
 
     def data_to_send(self) -> bytes:
-        if not self._out:
-            return b""
-        out = b"".join(self._out)
-        self._out.clear()
+        return b"".join(self.buffers_to_send())
+
+    def buffers_to_send(self) -> list[bytes]:
+        """What to write, in order, as `data_to_send` would give it: the frames joined, except
+        a chunk's entry section of `BIG_BUFFER` bytes or more, which comes as its own buffer
+        (the bytes the log holds), so that writing a chunk copies it no more than the socket
+        needs."""
+        out = self._out
+        if not out:
+            return []
+        self._out = []
+        size = 0
+        bufs: list[bytes] = []
+        small: list[bytes] = []
+        for b in out:
+            size += len(b)
+            if len(b) < BIG_BUFFER:
+                small.append(b)
+                continue
+            if small:
+                bufs.append(small[0] if len(small) == 1 else b"".join(small))
+                small = []
+            bufs.append(b)
+        if small:
+            bufs.append(small[0] if len(small) == 1 else b"".join(small))
         self.send_cnt += 1
-        self.send_oct += len(out)
-        if self._hb is not None and out:
+        self.send_oct += size
+        if self._hb is not None and size:
             self._hb.last_sent = self.clock()
-        return out
+        return bufs
 
     def _send(self, cmd: F.Command) -> None:
         self._out.append(cmd.to_bytes())
@@ -642,10 +671,13 @@ class StreamConnection:
             out.append(data)
             if trailer:
                 out.append(trailer)
-            self._wake()
             sub.credit -= 1
             sub.consumed += ch.num_records
             sub.offset = ch.first_offset
+            if self.on_chunk is not None:
+                self.on_chunk()
+            else:
+                self._wake()
 
     def _credit(self, cmd: F.Credit) -> None:
         sub = self.subscriptions.get(cmd.subscription_id)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from broker.streamproto.connection import Config, StreamConnection
+from broker.streamproto.connection import BIG_BUFFER, Config, StreamConnection
 from broker.streamproto.ports import StreamBroker
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ class _StreamProtocol(asyncio.Protocol):
             config=self.server.config,
         )
         self.conn.on_output = self.schedule_flush
+        self.conn.on_chunk = self.write_out
         self._unwatch = self.server.broker.watch_alarm(self._alarm)
         self.server.connections.add(self)
 
@@ -77,14 +78,24 @@ class _StreamProtocol(asyncio.Protocol):
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
 
-    def flush(self) -> None:
-        self._flush_scheduled = False
+    def write_out(self) -> None:
+        """Write what the connection has queued (a chunk at once: the transport calls
+        `pause_writing` as it fills, which stops the connection's sending). A chunk's section
+        goes as a memoryview: asyncio's transport slices off what the socket took before it
+        buffers the rest, and a memoryview's slice copies nothing where a bytes' slice copies
+        the rest once more."""
         conn, transport = self.conn, self.transport
         if conn is None or transport is None or transport.is_closing():
             return
-        out = conn.data_to_send()
-        if out:
-            transport.write(out)
+        for buf in conn.buffers_to_send():
+            transport.write(memoryview(buf) if len(buf) >= BIG_BUFFER else buf)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        self.write_out()
+        conn, transport = self.conn, self.transport
+        if conn is None or transport is None or transport.is_closing():
+            return
         if conn.closed:
             transport.close()
             return

@@ -56,6 +56,11 @@ READ_CHUNK_SIZES = (
 
 #: The chunk row starting at a position.
 READ_CHUNK = "SELECT sizes, data FROM stream_chunks WHERE vhost = ? AND queue = ? AND first = ?"
+#: As READ_CHUNK with the row's id instead of `data`, which is then read as a blob.
+READ_CHUNK_ROW = "SELECT rowid, sizes FROM stream_chunks WHERE vhost = ? AND queue = ? AND first = ?"
+#: Whether the main file holds the chunk table (a store that wrote chunk rows before the chunk
+#: file existed); `stream_chunks` then names that one.
+CHUNKS_IN_MAIN = "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'stream_chunks'"
 
 READ_TRACKING = "SELECT kind, reference, value FROM stream_tracking WHERE vhost = ? AND queue = ?"
 
@@ -83,6 +88,7 @@ class StreamReader(QueueReader):
         super().__init__(Path(location))
         self.location = location
         self._attached = False
+        self._chunks_db: str | None = None  # the schema holding `stream_chunks`, once looked up
 
     def _connection(self) -> sqlite3.Connection:
         """The read-only connection, with the chunk file attached when there is one."""
@@ -149,11 +155,43 @@ class StreamReader(QueueReader):
         position `first` (None: no such row, or one of the record layout)."""
         if self.location == ":memory:":
             return None
-        row = self._connection().execute(READ_CHUNK, (to_blob(vhost), to_blob(queue), first)).fetchone()
+        conn = self._connection()
+        key = (to_blob(vhost), to_blob(queue), first)
+        try:
+            return self._read_chunk_blob(conn, key)
+        except sqlite3.OperationalError:  # the table moved files under a reader: read it by value
+            self._chunks_db = None
+            if conn.in_transaction:
+                conn.rollback()
+        row = conn.execute(READ_CHUNK, key).fetchone()
         if row is None:
             return None
         crc = wire_crc(row[0])
         return None if crc is None else (crc, (len(row[0]) - 8) // 4, row[1])
+
+    def _read_chunk_blob(
+        self, conn: sqlite3.Connection, key: tuple[bytes, bytes, int]
+    ) -> tuple[int, int, bytes] | None:
+        """`read_chunk` with the entry section read through SQLite's blob API, straight into the
+        bytes returned (a column value would be assembled from its pages, then copied again); the
+        row and its blob are read in one read transaction, so a head removal committed meanwhile
+        cannot hand over another row's bytes."""
+        db = self._chunks_db
+        if db is None:
+            db = self._chunks_db = "main" if conn.execute(CHUNKS_IN_MAIN).fetchone() else "chunks"
+        conn.execute("BEGIN")
+        try:
+            row = conn.execute(READ_CHUNK_ROW, key).fetchone()
+            if row is None:
+                return None
+            crc = wire_crc(row[1])
+            if crc is None:
+                return None
+            with conn.blobopen("stream_chunks", "data", row[0], readonly=True, name=db) as blob:
+                data = blob.read()
+        finally:
+            conn.commit()
+        return crc, (len(row[1]) - 8) // 4, data
 
     def read_tracking(self, vhost: str, queue: str) -> list[tuple[int, str, int]]:
         """The stream's committed tracking rows: (kind, reference, value)."""
