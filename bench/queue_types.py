@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/queue_types.py [--reference URL] [--messages N] [--quorum-messages N]
                                           [--window W] [--prefetch P] [--body BYTES] [--rounds R]
+                                          [--only quorum|stream]
 
 Workloads (every one alternates between the two brokers round by round, so drifting load on a shared
 machine hits both alike, and reports each broker's median round and the ratio hashbroker/RabbitMQ):
@@ -24,7 +25,9 @@ machine hits both alike, and reports each broker's median round and the ratio ha
   is sampled every 50 ms; the table gives its RSS before the first read and the peak during the
   reads next to the size of the bodies read, which says whether the bodies stay out of RAM.
 
-Prints a table; asserts nothing (numbers depend on the machine).
+`--only quorum` runs the three quorum workloads alone (a minute or two), `--only stream` the two
+stream ones. Prints a table, with the load average before and after; asserts nothing (numbers
+depend on the machine).
 """
 
 from __future__ import annotations
@@ -185,6 +188,14 @@ def timed(label: str, series: Series, pid: int | None, messages: int, fn: Callab
         series.broker_us.append((cpu1 - cpu0) / messages * 1e6)
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages (the machine may be shared: they say how much)."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "-"
+
+
 def _us(values: list[float]) -> str:
     return f"{statistics.median(values):.0f}" if values else "-"
 
@@ -273,9 +284,15 @@ class Bench:
 
     def run(self) -> None:
         a = self.args
-        for r in range(a.rounds):
-            for target in self.targets:
-                self.quorum_round(r, target)
+        if a.only != "stream":
+            for r in range(a.rounds):
+                for target in self.targets:
+                    self.quorum_round(r, target)
+        if a.only != "quorum":
+            self.stream_rounds()
+
+    def stream_rounds(self) -> None:
+        a = self.args
         for url, _pid in self.targets.values():
             asyncio.run(declare(url, self.stream, "stream"))
         for i in range(a.rounds):
@@ -307,7 +324,10 @@ class Bench:
             "sr": f"stream read {a.messages:,} from first",
         }
         for key, label in measured.items():
-            print(row(label, res[key]["hashbroker"], res[key]["rabbitmq"]))
+            if res[key]["hashbroker"].rates or res[key]["rabbitmq"].rates:
+                print(row(label, res[key]["hashbroker"], res[key]["rabbitmq"]))
+        if a.only == "quorum":
+            return
         offsets = {t: sorted(v) for t, v in self.last_offsets.items()}
         print(f"last x-stream-offset read (expected {a.messages - 1}): {offsets}")
         bodies = a.messages * a.body / 2**20
@@ -333,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--body", type=int, default=100, help="body bytes")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per workload (median)")
     parser.add_argument("--read-rounds", type=int, default=0, help="stream read rounds (default: --rounds)")
+    parser.add_argument("--only", choices=("quorum", "stream"), help="run only these workloads")
     args = parser.parse_args(argv)
 
     data_dir = tempfile.TemporaryDirectory(prefix="qsbench-")
@@ -346,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} {platform.machine()} "
             f"{os.cpu_count()} cpus, Python {platform.python_version()}, aio-pika {aio_pika.__version__}; "
-            f"{args.rounds} rounds, body {args.body} B, window {args.window}, prefetch {args.prefetch}",
+            f"{args.rounds} rounds, body {args.body} B, window {args.window}, prefetch {args.prefetch}; "
+            f"load average {load_average()}",
             flush=True,
         )
         bench = Bench(args, targets, proc.pid)
@@ -355,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             bench.cleanup()
         bench.report()
+        print(f"load average at the end: {load_average()}")
     finally:
         proc.terminate()
         try:
