@@ -50,6 +50,14 @@ __all__ = ["SCHEMA_VERSION", "STORE_FILE", "SqliteStore"]
 
 log = logging.getLogger("hashbroker.store")
 
+# Python's sqlite3 binds int, float, str and bytearray directly but sends every other parameter,
+# bytes included, through its adaptation protocol first: no adapter found, it looks `__adapt__` up
+# on a type, which formats an AttributeError each time. Names and bodies are bytes, several per
+# stored message; an adapter that hands a bytes object back unchanged (bytes() of one is the same
+# object) makes the lookup a dictionary hit. The binding is unchanged (a BLOB), and every
+# connection in the process (the store's readers too) shares it.
+sqlite3.register_adapter(bytes, bytes)
+
 DROP_LAST_REF_RUN = (
     "DELETE FROM messages WHERE refs <= 1 AND id IN "
     "(SELECT msg_id FROM queue_messages WHERE vhost = ? AND queue = ? AND seq BETWEEN ? AND ?)"
