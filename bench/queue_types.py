@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/queue_types.py [--reference URL] [--messages N] [--quorum-messages N]
                                           [--window W] [--prefetch P] [--body BYTES] [--rounds R]
+                                          [--raw-messages N] [--only quorum|stream]
 
 Workloads (every one alternates between the two brokers round by round, so drifting load on a shared
 machine hits both alike, and reports each broker's median round and the ratio hashbroker/RabbitMQ):
@@ -10,10 +11,12 @@ machine hits both alike, and reports each broker's median round and the ratio ha
   ``--quorum-messages`` into a fresh durable quorum queue; the rate once every confirm arrived.
 * quorum consume: that queue drained by one aio-pika consumer (prefetch ``--prefetch``, an ack with
   multiple=true every half prefetch); the rate until the last message arrived.
-* quorum consume, raw client: the queue filled again the same way, then drained the same way by a
-  client that reads pre-split frames from a socket and writes pre-encoded acks (no client library:
-  aio-pika costs far more CPU per message than either broker, so it sets the pace of the row above;
-  this one shows the broker's own delivery rate).
+* quorum consume, raw client: the queue filled again with ``--raw-messages`` (default 100,000;
+  pre-encoded publishes with confirms on a raw socket, every one confirmed before the drain starts),
+  then drained the same way by a client that reads pre-split frames from a socket and writes
+  pre-encoded acks (no client library: aio-pika costs far more CPU per message than either broker,
+  so it sets the pace of the row above; this one shows the broker's own delivery rate, over rounds
+  long enough, about a second, that a scheduling hiccup on a shared machine does not decide them).
 * stream publish: ``--messages`` in total (default 1,000,000) appended to one stream per broker with
   confirms, ``--window`` in flight, split into ``--rounds`` timed rounds.
 * stream read: a consumer from ``x-stream-offset: first`` (prefetch ``--prefetch``, multiple acks)
@@ -24,7 +27,9 @@ machine hits both alike, and reports each broker's median round and the ratio ha
   is sampled every 50 ms; the table gives its RSS before the first read and the peak during the
   reads next to the size of the bodies read, which says whether the bodies stay out of RAM.
 
-Prints a table; asserts nothing (numbers depend on the machine).
+`--only quorum` runs the three quorum workloads alone (a minute or two), `--only stream` the two
+stream ones. Prints a table, with the load average before and after; asserts nothing (numbers
+depend on the machine).
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ from urllib.parse import urlparse
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
 from callgrind_ingest import RawClient
-from pamqp import commands
+from pamqp import commands, frame, header
+from pamqp.body import ContentBody
 from throughput import free_port, process_cpu_seconds, reference_pid, rss_mib, start_serve
 
 REFERENCE_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -115,6 +121,53 @@ async def consume(
         elapsed = time.perf_counter() - t0
         await q.cancel(tag)
         return n / elapsed, last
+
+
+def raw_fill(url: str, queue: str, n: int, body: bytes) -> None:
+    """`n` pre-encoded publishes of `body` to `queue` with publisher confirms on a raw socket;
+    returns once the broker confirmed the last one, so its store is done with them. Confirms are
+    read between chunks, so neither side's socket buffer fills while the other waits."""
+    client = RawClient(urlparse(url).port or 5672)
+    try:
+        ok = client.call(commands.Confirm.Select())
+        assert isinstance(ok, commands.Confirm.SelectOk), ok
+        one = (
+            frame.marshal(commands.Basic.Publish(exchange="", routing_key=queue), 1)
+            + frame.marshal(header.ContentHeader(0, len(body), commands.Basic.Properties()), 1)
+            + frame.marshal(ContentBody(body), 1)
+        )
+        confirmed = sent = 0
+        while confirmed < n:
+            if sent < n:
+                k = min(1000, n - sent)
+                client.sock.sendall(one * k)
+                sent += k
+            confirmed = max(confirmed, _confirms(client, wait=sent == n))
+    finally:
+        client.sock.close()
+
+
+def _confirms(client: RawClient, *, wait: bool) -> int:
+    """The highest delivery tag confirmed in what `client` has read or can read now (waiting for
+    more only with `wait`); 0 for none. A nack fails the run."""
+    client.sock.setblocking(wait)
+    try:
+        client.buf += client.sock.recv(1 << 20)
+    except BlockingIOError:
+        pass
+    finally:
+        client.sock.setblocking(True)
+    best = 0
+    while True:
+        try:
+            used, _ch, value = frame.unmarshal(client.buf)
+        except Exception:  # an incomplete frame: the rest comes with the next read
+            return best
+        client.buf = client.buf[used:]
+        if isinstance(value, commands.Basic.Nack):
+            raise RuntimeError(f"publish nacked: {value.delivery_tag}")
+        if isinstance(value, commands.Basic.Ack):
+            best = max(best, value.delivery_tag)
 
 
 def raw_consume(url: str, queue: str, n: int, prefetch: int) -> float:
@@ -185,6 +238,14 @@ def timed(label: str, series: Series, pid: int | None, messages: int, fn: Callab
         series.broker_us.append((cpu1 - cpu0) / messages * 1e6)
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages (the machine may be shared: they say how much)."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "-"
+
+
 def _us(values: list[float]) -> str:
     return f"{statistics.median(values):.0f}" if values else "-"
 
@@ -237,13 +298,14 @@ class Bench:
             n,
             lambda: asyncio.run(consume(url, q, n, a.prefetch, None))[0],
         )
-        asyncio.run(publish_confirmed(url, q, n, a.window, self.body))
+        raw = a.raw_messages
+        raw_fill(url, q, raw, self.body)
         timed(
             f"{target} quorum consume, raw client",
             self.results["qr"][target],
             pid,
-            n,
-            lambda: raw_consume(url, q, n, a.prefetch),
+            raw,
+            lambda: raw_consume(url, q, raw, a.prefetch),
         )
         asyncio.run(delete(url, q))
 
@@ -273,9 +335,15 @@ class Bench:
 
     def run(self) -> None:
         a = self.args
-        for r in range(a.rounds):
-            for target in self.targets:
-                self.quorum_round(r, target)
+        if a.only != "stream":
+            for r in range(a.rounds):
+                for target in self.targets:
+                    self.quorum_round(r, target)
+        if a.only != "quorum":
+            self.stream_rounds()
+
+    def stream_rounds(self) -> None:
+        a = self.args
         for url, _pid in self.targets.values():
             asyncio.run(declare(url, self.stream, "stream"))
         for i in range(a.rounds):
@@ -302,12 +370,15 @@ class Bench:
         measured = {
             "qp": f"quorum publish, confirms, {a.window} in flight",
             "qc": f"quorum consume, prefetch {a.prefetch}",
-            "qr": f"quorum consume, raw client, prefetch {a.prefetch}",
+            "qr": f"quorum consume, raw, {a.raw_messages // 1000}k/round",
             "sp": f"stream publish, confirms, {a.window} in flight",
             "sr": f"stream read {a.messages:,} from first",
         }
         for key, label in measured.items():
-            print(row(label, res[key]["hashbroker"], res[key]["rabbitmq"]))
+            if res[key]["hashbroker"].rates or res[key]["rabbitmq"].rates:
+                print(row(label, res[key]["hashbroker"], res[key]["rabbitmq"]))
+        if a.only == "quorum":
+            return
         offsets = {t: sorted(v) for t, v in self.last_offsets.items()}
         print(f"last x-stream-offset read (expected {a.messages - 1}): {offsets}")
         bodies = a.messages * a.body / 2**20
@@ -328,11 +399,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", default=REFERENCE_URL, help="reference broker URL (RabbitMQ)")
     parser.add_argument("--messages", type=int, default=1_000_000, help="messages in the stream (each read)")
     parser.add_argument("--quorum-messages", type=int, default=20_000, help="messages per quorum round")
+    parser.add_argument("--raw-messages", type=int, default=100_000, help="messages per raw consume round")
     parser.add_argument("--window", type=int, default=1000, help="confirms in flight")
     parser.add_argument("--prefetch", type=int, default=1000, help="consumer prefetch")
     parser.add_argument("--body", type=int, default=100, help="body bytes")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per workload (median)")
     parser.add_argument("--read-rounds", type=int, default=0, help="stream read rounds (default: --rounds)")
+    parser.add_argument("--only", choices=("quorum", "stream"), help="run only these workloads")
     args = parser.parse_args(argv)
 
     data_dir = tempfile.TemporaryDirectory(prefix="qsbench-")
@@ -346,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} {platform.machine()} "
             f"{os.cpu_count()} cpus, Python {platform.python_version()}, aio-pika {aio_pika.__version__}; "
-            f"{args.rounds} rounds, body {args.body} B, window {args.window}, prefetch {args.prefetch}",
+            f"{args.rounds} rounds, body {args.body} B, window {args.window}, prefetch {args.prefetch}; "
+            f"load average {load_average()}",
             flush=True,
         )
         bench = Bench(args, targets, proc.pid)
@@ -355,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             bench.cleanup()
         bench.report()
+        print(f"load average at the end: {load_average()}")
     finally:
         proc.terminate()
         try:

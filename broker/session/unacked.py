@@ -67,7 +67,10 @@ class UnackedTracker:
         self.next_tag = tag + 1
         self.unacked[tag] = (queue, entry, consumer)
         self.order.append(tag)
-        self.limiter.delivered(consumer)
+        # Limiter.delivered, inline: this runs once per delivery of every consumer
+        self.limiter.unacked += 1
+        if consumer is not None:
+            consumer.unacked += 1
         return tag
 
     def view(self) -> dict[int, Unacked]:
@@ -83,13 +86,14 @@ class UnackedTracker:
             raise precondition_failed(f"unknown delivery tag {tag}")
         if not multiple:
             return [(tag, unacked.pop(tag))]
-        out = []
+        out: Settled = []
         order = self.order
+        popleft, pop, append = order.popleft, unacked.pop, out.append
         while order and order[0] <= tag:
-            t = order.popleft()
-            u = unacked.pop(t, None)
+            t = popleft()
+            u = pop(t, None)
             if u is not None:
-                out.append((t, u))
+                append((t, u))
         return out
 
     def take_all(self) -> Settled:

@@ -181,6 +181,9 @@ class QueueConsumers:
         if self.one_active:
             c = self.active
             return c if c is not None and c.channel.can_deliver(c) else None
+        if len(members) == 1:  # the common case: no turns to take, no band to choose
+            c = members[0]
+            return c if c.channel.can_deliver(c) else None
         if self.prioritized:
             return self._next_prioritized()
         for _ in range(len(members)):

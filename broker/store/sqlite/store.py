@@ -44,11 +44,27 @@ from broker.store.sqlite.chunks import encode_chunk, wire_sizes
 from broker.store.sqlite.load import QueueReader, load_snapshot
 from broker.store.sqlite.opening import Check, Sync, check_existing, connect, lock_directory
 from broker.store.sqlite.schema import SCHEMA_VERSION, STORE_FILE, create_schema, to_blob
-from broker.store.sqlite.writer import GroupCommitWriter, Op, runs
+from broker.store.sqlite.writer import GroupCommitWriter, Op, Remainder, runs
 
 __all__ = ["SCHEMA_VERSION", "STORE_FILE", "SqliteStore"]
 
 log = logging.getLogger("hashbroker.store")
+
+# Python's sqlite3 binds int, float, str and bytearray directly but sends every other parameter,
+# bytes included, through its adaptation protocol first: no adapter found, it looks `__adapt__` up
+# on a type, which formats an AttributeError each time. Names and bodies are bytes, several per
+# stored message; an adapter that hands a bytes object back unchanged (bytes() of one is the same
+# object) makes the lookup a dictionary hit. The binding is unchanged (a BLOB), and every
+# connection in the process (the store's readers too) shares it.
+sqlite3.register_adapter(bytes, bytes)
+
+DROP_LAST_REF_RUN = (
+    "DELETE FROM messages WHERE refs <= 1 AND id IN "
+    "(SELECT msg_id FROM queue_messages WHERE vhost = ? AND queue = ? AND seq BETWEEN ? AND ?)"
+)
+"""The messages of a run of positions (vhost, queue, first seq, last seq) that no other queue holds."""
+UNREF_REST_RUN = Remainder(S.UNREF_RUN)
+"""One reference less for the messages of the run that `DROP_LAST_REF_RUN` left (others hold them)."""
 
 
 def _name_blobs(
@@ -411,12 +427,16 @@ class SqliteStore(Store):
         seqs = list(seqs)
         if not seqs:
             return
-        # All unrefs, then all deletes, each a statement per run of consecutive positions (an
-        # ack of a prefetch window is one run). Their redelivered marks still held are dropped.
+        # Messages losing their last reference are deleted, then the others (fan-outs that other
+        # queues still hold) lose one reference, then the positions go: each a statement per run of
+        # consecutive positions (an ack of a prefetch window is one run), the second skipped when
+        # the first deleted a message for every position. No reference count reaches zero, so no
+        # garbage pass is needed. Their redelivered marks still held are dropped.
         keys = [(v, q, a, b) for a, b in runs(seqs)]
-        ops: list[Op] = [(S.UNREF_RUN, k) for k in keys]
+        ops: list[Op] = [(DROP_LAST_REF_RUN, k) for k in keys]
+        ops.extend((UNREF_REST_RUN, k) for k in keys)
         ops.extend((S.DELETE_RUN, k) for k in keys)
-        self._writer.submit(ops, garbage=True, unmark=((v, q), seqs))
+        self._writer.submit(ops, unmark=((v, q), seqs))
 
     def mark_redelivered(self, vhost: str, queue: str, seqs: Iterable[int]) -> None:
         """Held by the writer until its next batch, dropped if the positions go first."""

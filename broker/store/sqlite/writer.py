@@ -74,9 +74,9 @@ class GroupCommitWriter:
     """Applies submitted statements on one thread, a batch per transaction, in submission order.
 
     `where` is the store file's path (its files are watched when it exists at `start`).
-    `garbage_sql` runs at the end of a batch that asked for it (a removal is pending), and
-    `message_sql` is the statement counted in `stats.messages_persisted`. `on_exit` runs on the
-    writer thread once the last batch committed after `close`.
+    `garbage_sql` runs at the end of a batch that asked for it (a purge or a deletion left messages
+    nobody references), and `message_sql` is the statement counted in `stats.messages_persisted`.
+    `on_exit` runs on the writer thread once the last batch committed after `close`.
 
     Marks (`mark`: `mark_sql` with (vhost, queue, first, last), runs of deliveries awaiting
     their ack) are held
@@ -446,16 +446,35 @@ def runs(seqs: Iterable[int]) -> list[tuple[int, int]]:
     return out
 
 
+class Remainder(str):
+    """A statement over ranges of positions (its last two parameters: first and last) that finishes
+    what the statement run just before it, over the same ranges, left undone: `run_grouped` skips
+    it when that run changed as many rows as the ranges span, since nothing can be left then.
+
+    An ack's removal deletes the messages whose last reference goes first, then takes one reference
+    off those other queues still hold (a fan-out); a consumer's ack of a prefetch window mostly finds
+    none of the latter, and the second statement's scan of the same positions is saved."""
+
+    __slots__ = ()
+
+
 def run_grouped(conn: sqlite3.Connection, ops: list[Op]) -> None:
-    """Run ops in order, turning each run of the same statement (by identity) into one executemany."""
+    """Run ops in order, turning each run of the same statement (by identity) into one executemany;
+    a `Remainder` run is skipped when the run before it left nothing to do."""
     i, n = 0, len(ops)
+    last: sqlite3.Cursor | None = None
     while i < n:
         sql = ops[i][0]
         j = i + 1
         while j < n and ops[j][0] is sql:
             j += 1
+        if type(sql) is Remainder and last is not None:
+            span = sum(params[-1] - params[-2] + 1 for _, params in ops[i:j])
+            if last.rowcount == span:
+                i = j
+                continue
         if j - i == 1:
-            conn.execute(sql, ops[i][1])
+            last = conn.execute(sql, ops[i][1])
         else:
-            conn.executemany(sql, [params for _, params in ops[i:j]])
+            last = conn.executemany(sql, [params for _, params in ops[i:j]])
         i = j

@@ -102,6 +102,9 @@ class QuorumQueue(HeldQueue):
         self.blocked = False  # reject-publish: over the limit, refusing until below the soft limit
         self.dlx_store = DeadLetterStore(self, self._update_blocked)
         self._rank = 0  # return order of the latest return (broker.entities.queues.quorum.restart)
+        #: some ready message may have been returned (and needs `_deliver`'s care); false again
+        #: once nothing is ready, so a queue never returned to delivers without that look per message
+        self._returned_ready = False
         self._boot: BootRestore[QuorumEntry] | None = None
         self.reset_expiry()
 
@@ -266,6 +269,8 @@ class QuorumQueue(HeldQueue):
         entry = QuorumEntry(seq, msg, expires, count + 1 if redelivered else count)
         level, index = boot.place(entry, order, redelivered)
         self.ready.place(entry, level, index)
+        if entry.count:
+            self._returned_ready = True
         if expires:
             self.ready.arm_ttl()
 
@@ -304,13 +309,18 @@ class QuorumQueue(HeldQueue):
 
     def try_deliver(self) -> None:
         if self.consumers and not self.deleted:
-            self.ready.dispatch(self.selection.next, self._deliver)
+            ready = self.ready
+            if self._returned_ready:
+                ready.dispatch(self.selection.next, self._deliver)
+                self._returned_ready = ready.count > 0
+            else:  # nothing ready was returned: every delivery is a first one
+                ready.dispatch(self.selection.next, self.deliver_to)
             if self.blocked:
                 self._update_blocked()
 
     def _deliver(self, c: Consumer, entry: Entry) -> None:
         """Consumer deliveries show x-delivery-count once the message was returned."""
-        if isinstance(entry, QuorumEntry) and entry.count:  # returned before
+        if entry.redelivered and isinstance(entry, QuorumEntry) and entry.count:  # returned before
             entry.msg = with_delivery_count(entry.orig, entry.count)
             if not c.no_ack:
                 self._checked_out(entry)
@@ -378,6 +388,7 @@ class QuorumQueue(HeldQueue):
                 over.append(entry)
                 continue
             ready.add(entry, RETURNS if front else MESSAGES)
+            self._returned_ready = True
             self._rank += 1
             kept.append(
                 (entry.seq, False, entry.count, -self._rank if front else back_order(self.seq, self._rank))
