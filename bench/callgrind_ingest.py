@@ -234,6 +234,7 @@ def main() -> int:
     parser.add_argument("--workload", choices=("ingest", "quorum-consume"), default="ingest")
     args = parser.parse_args()
     tree = args.tree.resolve()
+    args.out.mkdir(parents=True, exist_ok=True)  # callgrind cannot create it: it would exit at start
     tag = args.tag or tree.name
     totals, mains = {}, {}
     for n in (args.small, args.large):
