@@ -133,7 +133,7 @@ def drain(port: int, queue: str, idle: float = 3.0) -> int:
         ch = conn.channel()
         ch.basic_qos(prefetch_count=1000)
         got = 0
-        last = None
+        last = acked = 0
         for method, _props, body in ch.consume(queue, inactivity_timeout=idle):
             if method is None:
                 break
@@ -142,7 +142,8 @@ def drain(port: int, queue: str, idle: float = 3.0) -> int:
             last = method.delivery_tag
             if got % 500 == 0:
                 ch.basic_ack(last, multiple=True)
-        if last is not None:
+                acked = last
+        if last != acked:  # a tag acked twice is 406 "unknown delivery tag" (a count ending on 500s)
             ch.basic_ack(last, multiple=True)
         ch.cancel()
         return got
