@@ -270,18 +270,7 @@ class Channel:
         """A complete basic.publish: `props` are the content header's property bytes as received."""
         x, msg = self._accept(cmd)
         confirms = self.confirms
-        seq = 0 if confirms is None else confirms.next_seq()
-        vhost = self.vhost
-        to_reply = x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX)
-        if to_reply or vhost.tapped or self.tx is not None:
-            self._route(x, msg, cmd[2], seq)
-            return
-        out = vhost.publish(x, msg, cmd[2])
-        if out is ACCEPTED_BY_ONE:  # the ingest fast path: nothing more to look at
-            if confirms is not None:
-                confirms.confirm(seq, True)
-            return
-        self._published(msg, out, seq)
+        self._publish(x, msg, cmd[2], 0 if confirms is None else confirms.next_seq())
 
     def on_publish_run(self, run: PublishRun) -> None:
         """Publishes of one read on this channel, in order, each as `on_basic_publish` would take
@@ -313,12 +302,7 @@ class Channel:
                     batch.append(msg)
                     continue
                 into = into_x = None
-                if x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX):
-                    self._route(x, msg, cmd[2], 0)
-                else:
-                    out = vhost.publish(x, msg, cmd[2])
-                    if out is not ACCEPTED_BY_ONE:
-                        self._published(msg, out, 0)
+                self._publish(x, msg, cmd[2], 0)
         finally:
             if batch and into_x is not None and into is not None:
                 vhost.enqueue_run(into_x, into, batch)
@@ -370,6 +354,20 @@ class Channel:
                     parse_expiration(value)
             msg.compute_routing_keys()
         return x, msg
+
+    def _publish(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
+        """An accepted publish through the vhost's pipeline; `seq` its confirm number (0: none)."""
+        vhost = self.vhost
+        to_reply = x.impl is None and msg.routing_key.startswith(REPLY_TO_PREFIX)
+        if to_reply or vhost.tapped or self.tx is not None:
+            self._route(x, msg, mandatory, seq)
+            return
+        out = vhost.publish(x, msg, mandatory)
+        if out is ACCEPTED_BY_ONE:  # the ingest fast path: nothing more to look at
+            if seq and self.confirms is not None:
+                self.confirms.confirm(seq, True)
+            return
+        self._published(msg, out, seq)
 
     def _route(self, x: Exchange, msg: StoredMessage, mandatory: bool, seq: int) -> None:
         """A publish routed apart from its delivery: to a direct reply-to consumer, under the

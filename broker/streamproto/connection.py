@@ -264,11 +264,11 @@ class StreamConnection:
                 small.append(b)
                 continue
             if small:
-                bufs.append(small[0] if len(small) == 1 else b"".join(small))
+                bufs.append(b"".join(small))  # one exact bytes object is returned as it is
                 small = []
             bufs.append(b)
         if small:
-            bufs.append(small[0] if len(small) == 1 else b"".join(small))
+            bufs.append(b"".join(small))
         self.send_cnt += 1
         self.send_oct += size
         if self._hb is not None and size:

@@ -136,25 +136,13 @@ class Pager:
         return tail.spool is not None or tail.backlog is not None
 
     def take(self, level: int, entry: Entry, stored: bool) -> None:
-        """Page `entry` out at the end of `level`'s tail (`stored`: the durable store holds it):
-        staged, and written with the ones staged before it once there are enough."""
-        tail = self.tails[level]
-        if tail.spool is None:
-            tail.spool = self.new_spool()
-        size = len(entry.msg.body)
-        staged = tail.staged
-        staged.append(entry)
-        tail.staged_stored.append(stored)
-        tail.bytes += size
-        self.count += 1
-        self.bytes += size
-        tail.staged_bytes += size
-        if len(staged) >= STAGE or tail.staged_bytes >= STAGE_BYTES:
-            self._write(tail)
+        """Page `entry` out at the end of `level`'s tail (`stored`: the durable store holds it)."""
+        self.take_run(level, [entry], [stored])
 
     def take_run(self, level: int, entries: list[Entry], stored: list[bool] | None) -> int:
-        """`take` of each of `entries`, in order (`stored`: each one's flag; None: all False);
-        their body bytes."""
+        """Page `entries` out, in order, at the end of `level`'s tail (`stored`: whether the durable
+        store holds each; None: none): staged, and written with the ones staged before them once
+        there are enough. Their body bytes."""
         tail = self.tails[level]
         if tail.spool is None:
             tail.spool = self.new_spool()

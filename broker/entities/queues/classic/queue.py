@@ -127,8 +127,7 @@ class ClassicQueue(HeldQueue):
         list together; anything else takes them one by one."""
         ready = self.ready
         if self.consumers or ready.uses_ttl or ready.limited or self.max_priority or self.deleted:
-            for msg in msgs:
-                self.enqueue(msg)
+            super().enqueue_run(msgs)
             return
         entries: list[Entry] = []
         seq = self.seq
@@ -139,8 +138,7 @@ class ClassicQueue(HeldQueue):
             entries.append(Entry(seq, msg, 0.0))
         self.seq = seq
         ready.add_run(entries)
-        for msg in msgs[len(entries) :]:
-            self.enqueue(msg)
+        super().enqueue_run(msgs[len(entries) :])
 
     def restore(self, seq: int, msg: StoredMessage, redelivered: bool) -> None:
         entry = Entry(seq, msg, self.ready.expiry(msg))
