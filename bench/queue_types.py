@@ -17,6 +17,11 @@ machine hits both alike, and reports each broker's median round and the ratio ha
   pre-encoded acks (no client library: aio-pika costs far more CPU per message than either broker,
   so it sets the pace of the row above; this one shows the broker's own delivery rate, over rounds
   long enough, about a second, that a scheduling hiccup on a shared machine does not decide them).
+* quorum consume, Go client: the queue filled the same way, then drained as above by Go's amqp091
+  client (``bench/go_consume``, built here with the Debian packages golang-go and
+  golang-github-rabbitmq-amqp091-go-dev; the row is left out where they are missing). A real
+  client library whose CPU per message is a fraction of either broker's, so the rate is the
+  broker's; its CPU is counted as client CPU.
 * stream publish: ``--messages`` in total (default 1,000,000) appended to one stream per broker with
   confirms, ``--window`` in flight, split into ``--rounds`` timed rounds.
 * stream read: a consumer from ``x-stream-offset: first`` (prefetch ``--prefetch``, multiple acks)
@@ -27,7 +32,7 @@ machine hits both alike, and reports each broker's median round and the ratio ha
   is sampled every 50 ms; the table gives its RSS before the first read and the peak during the
   reads next to the size of the bodies read, which says whether the bodies stay out of RAM.
 
-`--only quorum` runs the three quorum workloads alone (a minute or two), `--only stream` the two
+`--only quorum` runs the four quorum workloads alone (a minute or two), `--only stream` the two
 stream ones. Prints a table, with the load average before and after; asserts nothing (numbers
 depend on the machine).
 """
@@ -39,6 +44,8 @@ import asyncio
 import contextlib
 import os
 import platform
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,6 +55,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -185,6 +193,41 @@ def raw_consume(url: str, queue: str, n: int, prefetch: int) -> float:
         client.sock.close()
 
 
+GO_SOURCE = Path(__file__).resolve().parent / "go_consume" / "main.go"
+GO_PATH = Path("/usr/share/gocode")  # Debian's golang-github-rabbitmq-amqp091-go-dev
+
+
+def build_go_consumer(workdir: str) -> str | None:
+    """bench/go_consume built into `workdir`; None (with the reason printed) where Go or amqp091-go
+    is missing or the build fails."""
+    go = shutil.which("go")
+    if go is None or not (GO_PATH / "src" / "github.com" / "rabbitmq" / "amqp091-go").is_dir():
+        print("no Go row: apt-get install golang-go golang-github-rabbitmq-amqp091-go-dev", file=sys.stderr)
+        return None
+    package = Path(workdir) / "src" / "goconsume"
+    package.mkdir(parents=True)
+    shutil.copy(GO_SOURCE, package / "main.go")
+    binary = str(Path(workdir) / "goconsume")
+    env = {**os.environ, "GOPATH": f"{workdir}{os.pathsep}{GO_PATH}", "GO111MODULE": "off"}
+    built = subprocess.run(
+        [go, "build", "-o", binary, "."], cwd=package, env=env, capture_output=True, text=True, timeout=300
+    )
+    if built.returncode != 0:
+        print(f"no Go row: the build failed: {built.stderr.strip()}", file=sys.stderr)
+        return None
+    return binary
+
+
+def go_consume(binary: str, url: str, queue: str, n: int, prefetch: int) -> float:
+    """Drain `n` messages with the Go consumer (prefetch, multiple acks every half prefetch); its rate."""
+    out = subprocess.run(
+        [binary, url, queue, str(n), str(prefetch)], capture_output=True, text=True, timeout=330
+    ).stdout.strip()
+    if not out.startswith("rate "):
+        raise RuntimeError(f"Go consumer: {out}")
+    return float(out.split()[1])
+
+
 async def declare(url: str, queue: str, kind: str) -> None:
     conn = await aio_pika.connect(url)
     async with conn:
@@ -223,10 +266,16 @@ class RssSampler:
             self.peak = max(self.peak, rss_mib(self.pid))
 
 
+def client_cpu_seconds() -> float:
+    """CPU of this process and of its children that ended (a client program run for a round)."""
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + done.ru_utime + done.ru_stime
+
+
 def timed(label: str, series: Series, pid: int | None, messages: int, fn: Callable[[], float]) -> None:
-    cpu0, client0 = process_cpu_seconds(pid), time.process_time()
+    cpu0, client0 = process_cpu_seconds(pid), client_cpu_seconds()
     rate = fn()
-    cpu1, client1 = process_cpu_seconds(pid), time.process_time()
+    cpu1, client1 = process_cpu_seconds(pid), client_cpu_seconds()
     print(
         f"  {time.strftime('%H:%M:%S')} {label}: {messages:,} at {rate:,.0f} msg/s",
         file=sys.stderr,
@@ -274,7 +323,9 @@ class Bench:
         self.args, self.targets, self.hb_pid = args, targets, hb_pid
         self.body = b"x" * args.body
         self.suffix = uuid.uuid4().hex[:10]
-        self.results = {w: {t: Series() for t in targets} for w in ("qp", "qc", "qr", "sp", "sr")}
+        self.results = {w: {t: Series() for t in targets} for w in ("qp", "qc", "qr", "qg", "sp", "sr")}
+        self.go_dir = tempfile.TemporaryDirectory(prefix="qsbench-go-")
+        self.go_consumer = build_go_consumer(self.go_dir.name) if args.only != "stream" else None
         self.stream = f"bench.qs.stream.{self.suffix}"
         self.last_offsets: dict[str, set[Any]] = {t: set() for t in targets}
         self.rss_before_read = 0.0
@@ -307,6 +358,16 @@ class Bench:
             raw,
             lambda: raw_consume(url, q, raw, a.prefetch),
         )
+        go = self.go_consumer
+        if go is not None:
+            raw_fill(url, q, raw, self.body)
+            timed(
+                f"{target} quorum consume, Go client",
+                self.results["qg"][target],
+                pid,
+                raw,
+                lambda: go_consume(go, url, q, raw, a.prefetch),
+            )
         asyncio.run(delete(url, q))
 
     def stream_publish_round(self, target: str, n: int) -> None:
@@ -363,6 +424,7 @@ class Bench:
         for name in names:
             with contextlib.suppress(Exception):
                 asyncio.run(delete(self.targets["rabbitmq"][0], name))
+        self.go_dir.cleanup()
 
     def report(self) -> None:
         a, res = self.args, self.results
@@ -371,6 +433,7 @@ class Bench:
             "qp": f"quorum publish, confirms, {a.window} in flight",
             "qc": f"quorum consume, prefetch {a.prefetch}",
             "qr": f"quorum consume, raw, {a.raw_messages // 1000}k/round",
+            "qg": f"quorum consume, Go, {a.raw_messages // 1000}k/round",
             "sp": f"stream publish, confirms, {a.window} in flight",
             "sr": f"stream read {a.messages:,} from first",
         }

@@ -90,7 +90,13 @@ class DirectSession:
         """Replies without a message (declare-ok, confirm.select-ok...): nothing waits for them."""
 
     def send_deliver(
-        self, channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool, msg: StoredMessage
+        self,
+        channel: int,
+        consumer_tag: bytes,
+        delivery_tag: int,
+        redelivered: bool,
+        msg: StoredMessage,
+        backlog: int = 0,
     ) -> None:
         """Never called: the session opens no consumer."""
 

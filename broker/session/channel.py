@@ -486,7 +486,9 @@ class Channel:
             ledger.delivered(queue, entry, no_ack)
         msg = entry.msg
         redelivered = entry.redelivered
-        self.conn.send_deliver(self.number, consumer.tag_wire, tag, redelivered, msg)
+        self.conn.send_deliver(
+            self.number, consumer.tag_wire, tag, redelivered, msg, 0 if no_ack else len(self.tracker)
+        )
         if self.vhost.tracing:  # after the send: a trace queue consumed here takes the next tag
             trace_deliver(self, queue.name, redelivered, msg)
 

@@ -264,10 +264,17 @@ class Outbox(Protocol):
         ...
 
     def send_deliver(
-        self, channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool, msg: StoredMessage
+        self,
+        channel: int,
+        consumer_tag: bytes,
+        delivery_tag: int,
+        redelivered: bool,
+        msg: StoredMessage,
+        backlog: int = 0,
     ) -> None:
         """basic.deliver of `msg` to a consumer (`consumer_tag` encoded as a shortstr, as the
-        consumer keeps it)."""
+        consumer keeps it); `backlog` is the channel's unacknowledged deliveries (0 for no-ack):
+        the write of a delivery to a consumer with work in hand may wait briefly for others."""
         ...
 
     def send_get_ok(
