@@ -25,6 +25,7 @@ import platform
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -202,16 +203,25 @@ def bench_aio_pika_confirms(url: str, n: int, window: int) -> float:
     return rate
 
 
-def bench_end_to_end(url: str, n: int, prefetch: int) -> float:
-    """(c) one producer thread and one consumer (prefetch, multiple acks) until all n consumed."""
+_STAMP = struct.Struct("d")
+
+
+def bench_end_to_end(url: str, n: int, prefetch: int, latencies: list[float] | None = None) -> float:
+    """(c) one producer thread and one consumer (prefetch, multiple acks) until all n consumed.
+    With `latencies`, each body starts with its publish time and each message's publish-to-consume
+    milliseconds are appended there (bench/e2e_latency.py)."""
     q = temp_queue(url)
     done = threading.Event()
 
     def produce() -> None:
         conn = pika.BlockingConnection(pika.URLParameters(url))
         ch = conn.channel()
-        for _ in range(n):
-            ch.basic_publish("", q, BODY)
+        if latencies is None:
+            for _ in range(n):
+                ch.basic_publish("", q, BODY)
+        else:
+            for _ in range(n):
+                ch.basic_publish("", q, _STAMP.pack(time.perf_counter()) + BODY[_STAMP.size :])
         conn.process_data_events(0)
         done.wait(300)
         conn.close()
@@ -223,9 +233,11 @@ def bench_end_to_end(url: str, n: int, prefetch: int) -> float:
     t0 = time.perf_counter()
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
-    for method, _props, _body in ch.consume(q, inactivity_timeout=30):
+    for method, _props, body in ch.consume(q, inactivity_timeout=30):
         if method is None:
             break
+        if latencies is not None:
+            latencies.append((time.perf_counter() - _STAMP.unpack_from(body)[0]) * 1000)
         got += 1
         if got % (prefetch // 2 or 1) == 0 or got == n:
             ch.basic_ack(method.delivery_tag, multiple=True)
