@@ -338,7 +338,9 @@ from broker.store import QueueRecord, open_store
 async def main() -> None:
     store = open_store(sys.argv[1])
     snap = store.load()
-    seq = max((m.seq for m in snap.messages.get(("/", "crash"), [])), default=0)
+    # never a number used before: the last published ones may all be gone (acked, or not
+    # committed at the kill), and a number used again would look like a removal undone
+    seq = max([m.seq for m in snap.messages.get(("/", "crash"), [])] + [int(sys.argv[3])])
     store.start()
     if not snap.queues:
         store.put_queue(QueueRecord("/", "crash"))
@@ -383,9 +385,10 @@ def test_confirmed_messages_survive_sigkill(tmp_path: Path) -> None:
     confirmed: set[int] = set()
     removing: set[int] = set()  # acknowledged, removal not yet reported committed
     removed: set[int] = set()
+    highest = 0  # the highest position any child reported: the next child starts above it
     for round_ in range(20):
         proc = subprocess.Popen(
-            [sys.executable, str(script), str(data), str(rng.randrange(1 << 30))],
+            [sys.executable, str(script), str(data), str(rng.randrange(1 << 30)), str(highest)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
@@ -400,7 +403,9 @@ def test_confirmed_messages_survive_sigkill(tmp_path: Path) -> None:
         assert proc.returncode == -signal.SIGKILL
         for line in (first + rest).split(b"\n")[:-1]:  # a torn last line was not a full report
             n = int(line[1:])
+            assert not (line[:1] == b"+" and n in removing), f"seed {seed}: position {n} used twice"
             {b"+": confirmed, b"~": removing, b"-": removed}[line[:1]].add(n)
+            highest = max(highest, n)
 
         s = open_store(data)
         try:

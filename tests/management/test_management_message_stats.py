@@ -73,15 +73,31 @@ def scenario(url: str, vhost: str) -> None:
         ch.basic_get("q1", auto_ack=True)  # the requeued one: a redelivery
         ch.queue_declare("empty")
         ch.basic_get("empty")
-        tag = ch.basic_consume("q2", lambda c, m, _p, _b: c.basic_ack(m.delivery_tag))
-        conn.process_data_events(1)
+        got: list[str] = []
+
+        def acked(c: Any, m: Any, _p: Any, _b: bytes) -> None:
+            got.append("q2")
+            c.basic_ack(m.delivery_tag)
+
+        tag = ch.basic_consume("q2", acked)
+        until_three(conn, got, "q2")
         ch.basic_cancel(tag)
-        tag = ch.basic_consume("q3", lambda *_a: None, auto_ack=True)
-        conn.process_data_events(1)
+        tag = ch.basic_consume("q3", lambda *_a: got.append("q3"), auto_ack=True)
+        until_three(conn, got, "q3")
         ch.basic_cancel(tag)
         ch.queue_delete("q2")  # its deliveries stay in the vhost's totals
     finally:
         conn.close()
+
+
+def until_three(conn: pika.BlockingConnection, got: list[str], queue: str) -> None:
+    """Serve the connection until the consumer of `queue` had its 3 messages (a loaded machine
+    may take longer than any fixed wait), at most 20 s."""
+    deadline = time.monotonic() + 20
+    while got.count(queue) < 3 and time.monotonic() < deadline:
+        conn.process_data_events(0.1)
+    conn.process_data_events(0)  # the last ack written
+    assert got.count(queue) == 3, got
 
 
 def counters(stats: dict[str, Any] | None) -> dict[str, int] | None:
