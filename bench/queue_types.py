@@ -349,25 +349,17 @@ class Bench:
             n,
             lambda: asyncio.run(consume(url, q, n, a.prefetch, None))[0],
         )
+        # the rows whose client does not set the pace: the queue filled again for each
         raw = a.raw_messages
-        raw_fill(url, q, raw, self.body)
-        timed(
-            f"{target} quorum consume, raw client",
-            self.results["qr"][target],
-            pid,
-            raw,
-            lambda: raw_consume(url, q, raw, a.prefetch),
-        )
+        drains: list[tuple[str, str, Callable[[], float]]] = [
+            ("raw client", "qr", lambda: raw_consume(url, q, raw, a.prefetch))
+        ]
         go = self.go_consumer
         if go is not None:
+            drains.append(("Go client", "qg", lambda: go_consume(go, url, q, raw, a.prefetch)))
+        for client, key, drain in drains:
             raw_fill(url, q, raw, self.body)
-            timed(
-                f"{target} quorum consume, Go client",
-                self.results["qg"][target],
-                pid,
-                raw,
-                lambda: go_consume(go, url, q, raw, a.prefetch),
-            )
+            timed(f"{target} quorum consume, {client}", self.results[key][target], pid, raw, drain)
         asyncio.run(delete(url, q))
 
     def stream_publish_round(self, target: str, n: int) -> None:

@@ -5,7 +5,8 @@ with bytes on an in-memory transport and a manual clock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pamqp import commands
@@ -94,35 +95,36 @@ class Consuming:
         return out
 
 
-async def consuming(no_ack: bool = False) -> Consuming:
+@contextlib.asynccontextmanager
+async def consuming(no_ack: bool = False) -> AsyncIterator[Consuming]:
+    """A consumer of q.hold (`no_ack` or with acks) and a publisher to it, on a new broker."""
     broker = Broker(port=0, data_dir=":memory:", log_level="CRITICAL")
     await broker.start()
-    conns = []
-    for _ in range(2):
-        conn = Connection(broker, MemoryTransport(), ManualLoop())  # type: ignore[arg-type]
-        broker.connection_made(conn)
-        conn.data_received(open_stream(1) + m(1, commands.Queue.Declare(queue="q.hold")))
-        conns.append(conn)
-    c = Consuming(broker, conns[0], conns[1])
-    c.consumer_sends(m(1, commands.Basic.Consume(queue="q.hold", consumer_tag="c", no_ack=no_ack)))
-    c.written()
-    return c
+    try:
+        conns = []
+        for _ in range(2):
+            conn = Connection(broker, MemoryTransport(), ManualLoop())  # type: ignore[arg-type]
+            broker.connection_made(conn)
+            conn.data_received(open_stream(1) + m(1, commands.Queue.Declare(queue="q.hold")))
+            conns.append(conn)
+        c = Consuming(broker, conns[0], conns[1])
+        c.consumer_sends(m(1, commands.Basic.Consume(queue="q.hold", consumer_tag="c", no_ack=no_ack)))
+        c.written()
+        yield c
+    finally:
+        await broker.stop()
 
 
 async def test_a_consumer_with_little_in_hand_gets_each_delivery_on_the_next_turn() -> None:
-    c = await consuming()
-    try:
+    async with consuming() as c:
         for _ in range(link.PATIENT_BACKLOG):  # one publish per read, the backlog growing to the limit
             c.publish(1)
             assert c.written() == [BASIC_DELIVER]
         assert not c.loop.pending()
-    finally:
-        await c.broker.stop()
 
 
 async def test_a_consumer_with_a_backlog_gets_its_deliveries_together_after_the_hold() -> None:
-    c = await consuming()
-    try:
+    async with consuming() as c:
         c.publish(link.PATIENT_BACKLOG + 1)
         assert c.written().count(BASIC_DELIVER) == link.PATIENT_BACKLOG + 1
         for _ in range(5):  # five more publisher reads while the consumer has work in hand
@@ -134,13 +136,10 @@ async def test_a_consumer_with_a_backlog_gets_its_deliveries_together_after_the_
         assert len(c.transport.out) == 1  # the five in one write
         assert c.written() == [BASIC_DELIVER] * 5
         assert not c.loop.pending()
-    finally:
-        await c.broker.stop()
 
 
 async def test_any_other_output_takes_held_deliveries_along_in_order() -> None:
-    c = await consuming()
-    try:
+    async with consuming() as c:
         c.publish(link.PATIENT_BACKLOG + 1)
         c.written()
         c.publish(2)
@@ -148,13 +147,10 @@ async def test_any_other_output_takes_held_deliveries_along_in_order() -> None:
         c.consumer_sends(m(1, commands.Queue.Declare(queue="q.other")))
         assert c.written() == [BASIC_DELIVER, BASIC_DELIVER, QUEUE_DECLARE_OK]
         assert not c.loop.pending()  # the hold's timer is cancelled with the flush
-    finally:
-        await c.broker.stop()
 
 
 async def test_held_output_is_written_at_once_past_its_size_limit() -> None:
-    c = await consuming()
-    try:
+    async with consuming() as c:
         c.publish(link.PATIENT_BACKLOG + 1)
         c.written()
         many = link._HOLD_PIECES // 8  # 8 pieces per small delivery
@@ -165,51 +161,37 @@ async def test_held_output_is_written_at_once_past_its_size_limit() -> None:
         assert c.written() == [BASIC_DELIVER] * many
         c.publish(1)
         assert c.written() == []
-    finally:
-        await c.broker.stop()
 
 
 async def test_acks_that_shrink_the_backlog_end_the_hold() -> None:
-    c = await consuming()
-    try:
+    async with consuming() as c:
         c.publish(link.PATIENT_BACKLOG + 10)
         c.written()
         c.consumer_sends(m(1, commands.Basic.Ack(delivery_tag=link.PATIENT_BACKLOG + 10, multiple=True)))
         c.publish(1)
         assert c.written() == [BASIC_DELIVER]
         assert not c.loop.pending()
-    finally:
-        await c.broker.stop()
 
 
 async def test_no_ack_consumers_and_big_bodies_are_never_held() -> None:
-    c = await consuming(no_ack=True)
-    try:
+    async with consuming(no_ack=True) as c:
         c.publish(link.PATIENT_BACKLOG * 2)
         c.written()
         c.publish(1)
         assert c.written() == [BASIC_DELIVER]
-    finally:
-        await c.broker.stop()
-    c = await consuming()
-    try:
+    async with consuming() as c:
         c.publish(link.PATIENT_BACKLOG + 1)
         c.written()
         c.publish(1, b"x" * (link.PATIENT_BODY + 1))
         assert c.written() == [BASIC_DELIVER]
         c.publish(1, b"x" * link.PATIENT_BODY)
         assert c.written() == []
-    finally:
-        await c.broker.stop()
 
 
 async def test_closing_cancels_the_hold() -> None:
-    c = await consuming()
-    try:
+    async with consuming() as c:
         c.publish(link.PATIENT_BACKLOG + 1)
         c.publish(1)
         assert c.loop.pending()
         c.conn.connection_lost()
         assert not c.loop.pending()
-    finally:
-        await c.broker.stop()
