@@ -85,6 +85,14 @@ class Api:
                 return mine[0]
             await asyncio.sleep(0.5)
 
+    async def gone(self, path: str) -> None:
+        """Wait until GET `path` answers 404: RabbitMQ drops a closed connection from its statistics
+        a moment after the socket closed, so the API may still show it right after the client saw
+        the close."""
+        end = time.monotonic() + WAIT
+        while (await self("GET", path))[0] != 404 and time.monotonic() < end:
+            await asyncio.sleep(0.2)
+
 
 async def _open(stream_port: int) -> tuple[RawStream, int]:
     client = await RawStream.open(stream_port)
@@ -147,6 +155,7 @@ async def _observe(api: Api, stream_port: int, prefix: str, monitor: str, manage
     out["DELETE in another vhost"] = await api("DELETE", f"/stream/connections/{prefix}-none/{q(name)}")
     out["DELETE"] = await api("DELETE", paths[0], reason="closed by a differential test")
     out["client sees"] = await _until_closed(client)
+    await api.gone(paths[0])
     out["after"] = [
         await api("GET", paths[0]),
         await api("DELETE", paths[0]),
@@ -157,6 +166,7 @@ async def _observe(api: Api, stream_port: int, prefix: str, monitor: str, manage
     name = (await api.listed(client_port))["name"]
     out["DELETE /api/connections"] = await api("DELETE", f"/connections/{q(name)}", reason="bye")
     out["its client sees"] = await _until_closed(client)
+    await api.gone(f"/connections/{q(name)}")
     out["gone from /api/connections"] = (await api("GET", f"/connections/{q(name)}"))[0]
     return out
 

@@ -34,7 +34,7 @@ import sqlite3
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from broker.store import records as rec
 from broker.store.base import Store, StoreError, StoreStats
@@ -45,6 +45,9 @@ from broker.store.sqlite.load import QueueReader, load_snapshot
 from broker.store.sqlite.opening import Check, Sync, check_existing, connect, lock_directory
 from broker.store.sqlite.schema import SCHEMA_VERSION, STORE_FILE, create_schema, to_blob
 from broker.store.sqlite.writer import GroupCommitWriter, Op, Remainder, runs
+
+if TYPE_CHECKING:
+    from broker.store.sqlite.stream_pages import StreamReader
 
 __all__ = ["SCHEMA_VERSION", "STORE_FILE", "SqliteStore"]
 
@@ -100,6 +103,7 @@ class SqliteStore(Store):
         self._closed = False
         self.pages = PageDirectory(data_dir / "paging")
         self._reader = QueueReader(self.path)
+        self._stream_reader: StreamReader | None = None
         row = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
         self._next_msg_id = int(row[0]) + 1
         self._writer = GroupCommitWriter(
@@ -192,6 +196,11 @@ class SqliteStore(Store):
             return
         self._closed = True
         self._reader.close()
+        if self._stream_reader is not None:
+            # an open reader would keep the -wal file, and the next start would take the clean
+            # stop for a crash and check every page
+            self._stream_reader.close()
+            self._stream_reader = None
         if self._writer.started:
             await self._writer.close()
         else:
@@ -408,10 +417,17 @@ class SqliteStore(Store):
         self._writer.submit([(S.INSERT_TIMED_CHUNK, row)], fut, weight=len(section) + len(raw) + 512)
         return fut
 
-    def read_stream_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, int, bytes] | None:
-        from broker.store.sqlite.stream_pages import reader_for
+    def _streams(self) -> StreamReader:
+        """The read-only connection streams read their pages, index and tracking through, opened
+        when a stream first reads (the module is imported only then)."""
+        if self._stream_reader is None:
+            from broker.store.sqlite.stream_pages import StreamReader
 
-        return reader_for(self.location).read_chunk(vhost, queue, first)
+            self._stream_reader = StreamReader(self.location)
+        return self._stream_reader
+
+    def read_stream_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, int, bytes] | None:
+        return self._streams().read_chunk(vhost, queue, first)
 
     def remove_stream_head(self, vhost: str, queue: str, upto: int) -> None:
         """A stream's retention dropped every position up to `upto`: whole chunk rows, and the
@@ -451,9 +467,7 @@ class SqliteStore(Store):
     ) -> list[tuple[int, bytes, bytes, str, str]]:
         """Up to `limit` committed messages of a stream from position `seq` on, for streams that
         page their bodies out of memory (broker.store.sqlite.stream_pages)."""
-        from broker.store.sqlite.stream_pages import reader_for
-
-        return reader_for(self.location).read_from(vhost, queue, seq, limit)
+        return self._streams().read_from(vhost, queue, seq, limit)
 
     def read_stream_index(
         self, vhost: str, queue: str, after: int, limit: int
@@ -461,9 +475,7 @@ class SqliteStore(Store):
         """A stream's index after position `after`, without bodies: (seq, chunk time or 0, exchange,
         routing key, properties and body sizes), so a restart rebuilds the log's offsets, chunks
         and retention and leaves the bodies to `read_stream_page`."""
-        from broker.store.sqlite.stream_pages import reader_for
-
-        return reader_for(self.location).read_index(vhost, queue, after, limit)
+        return self._streams().read_index(vhost, queue, after, limit)
 
     def put_stream_tracking(
         self, vhost: str, queue: str, rows: Iterable[tuple[int, str, int]]
@@ -478,9 +490,7 @@ class SqliteStore(Store):
         return fut
 
     def read_stream_tracking(self, vhost: str, queue: str) -> list[tuple[int, str, int]]:
-        from broker.store.sqlite.stream_pages import reader_for
-
-        return reader_for(self.location).read_tracking(vhost, queue)
+        return self._streams().read_tracking(vhost, queue)
 
     def sync(self) -> asyncio.Future[None]:
         fut = self._writer.new_future()

@@ -3,7 +3,8 @@
 A stream keeps its whole log, so it cannot keep every body in memory: once the store has
 committed a message, the stream may drop the body and read it here when a consumer reaches it.
 A store offers this to streams as `store.read_stream_page(vhost, queue, seq, limit)`
-(`reader_for(store.location).read_from`); without it, bodies stay in memory.
+(`StreamReader.read_from`, on a reader the store owns and closes with itself); without it,
+bodies stay in memory.
 Reads go through a read-only connection of their own (WAL lets it read while the writer thread
 writes), one range query per page of positions, so a consumer reading a long log from `first`
 costs one query per page, not one per message.
@@ -199,14 +200,3 @@ class StreamReader(QueueReader):
             return []
         rows = self._connection().execute(READ_TRACKING, (to_blob(vhost), to_blob(queue)))
         return [(int(k), from_blob(r), int(v)) for k, r, v in rows]
-
-
-_READERS: dict[str, StreamReader] = {}
-
-
-def reader_for(location: str) -> StreamReader:
-    """One reader per store file, shared by its streams."""
-    reader = _READERS.get(location)
-    if reader is None:
-        reader = _READERS[location] = StreamReader(location)
-    return reader
