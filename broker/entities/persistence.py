@@ -136,6 +136,12 @@ class Persistence(Protocol[H]):
         """(seq, wall-clock ms) of a stream's chunks, so timestamp offsets resolve after a restart."""
         ...
 
+    def stream_written_beside(self, q: Queue) -> None:
+        """The stream `q` is about to write a chunk outside this port (a stream-protocol publish
+        frame kept whole): what the port still holds of it is written first, so the store keeps
+        the stream's positions in order."""
+        ...
+
     def can_read_back(self, q: Queue) -> bool:
         """Whether `read_page` can return the kept queue's messages (then bodies may leave memory)."""
         ...

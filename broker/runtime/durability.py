@@ -104,6 +104,9 @@ class StorePersistence:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        #: the records streams took since the loop last turned, one `_StreamChunk` per stream,
+        #: written at the end of the turn as chunk rows (`_write_chunks`)
+        self._chunks: dict[int, _StreamChunk | None] = {}
 
     def exchange_declared(self, vhost: VHost, x: Exchange) -> None:
         self.store.put_exchange(exchange_record(vhost, x))
@@ -127,12 +130,14 @@ class StorePersistence:
         self.store.put_queue(queue_record(vhost, q))
 
     def queue_deleted(self, vhost: VHost, q: Queue) -> None:
+        self._write_chunks()
         self.store.delete_queue(vhost.name, q.name)
 
     def messages_removed(self, q: Queue, entries: Sequence[Entry]) -> None:
         self.store.remove_messages(q.vhost.name, q.name, stored_seqs(entries))
 
     def queue_purged(self, q: Queue, ready: Sequence[Entry], paged: Sequence[int] = ()) -> None:
+        self._write_chunks()
         if q.purge_keeps_stored():  # e.g. the unacked messages stay stored
             self.store.remove_messages(q.vhost.name, q.name, [*stored_seqs(ready), *paged])
         else:
@@ -153,21 +158,67 @@ class StorePersistence:
         """
         seqs: list[int] = []
         targets: list[tuple[str, int]] = []
+        streamed: list[asyncio.Future[None]] = []
         persistent = is_persistent(msg)
         for q in queues:
             q.seq += 1
             seqs.append(q.seq)
             if q.store is not None and (persistent or q.keeps_transient):
-                targets.append((q.name, q.seq))
+                if q.type_name == "stream" and self._stream_wrote_this_turn(q):
+                    streamed.append(self._take_record(vhost, q, q.seq, msg))
+                else:
+                    targets.append((q.name, q.seq))
         if not targets:
-            return None, seqs
-        return self.store.persist(
-            vhost.name, targets, msg.props, msg.body, msg.exchange, msg.routing_key
-        ), seqs
+            if not streamed:
+                return None, seqs
+            return (streamed[0] if len(streamed) == 1 else _all_of(streamed)), seqs
+        stored = self.store.persist(vhost.name, targets, msg.props, msg.body, msg.exchange, msg.routing_key)
+        return (_all_of([stored, *streamed]) if streamed else stored), seqs
+
+    def _stream_wrote_this_turn(self, q: Queue) -> bool:
+        """Whether the stream `q` took a record since the loop last turned. Its first one is
+        written at once, a row of its own, as its log makes it a chunk alone (the writer was
+        idle); the others of the turn join a chunk the turn's end writes as one row
+        (`_take_record`). Without a running loop every record is written at once."""
+        chunks = self._chunks
+        key = id(q)
+        if key in chunks:
+            return True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        if not chunks:
+            loop.call_soon(self._write_chunks)
+        chunks[key] = None
+        return False
+
+    def _take_record(self, vhost: VHost, q: Queue, seq: int, msg: StoredMessage) -> asyncio.Future[None]:
+        """Keep `msg` at `seq` of the stream `q` in the chunk its records of this turn make;
+        returns that chunk's commit."""
+        key = id(q)
+        chunk = self._chunks[key]
+        if chunk is None:
+            commit: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            chunk = self._chunks[key] = _StreamChunk(self.store, vhost.name, q.name, commit)
+        elif seq != chunk.next_seq:
+            chunk.cut()  # positions not consecutive (a segment roll's gap): a chunk row of their own
+        chunk.add(seq, msg)
+        return chunk.commit
+
+    def _write_chunks(self) -> None:
+        """Write what streams took since the loop last turned: before any other write that must
+        follow it in the store (the stream's retention, a delete, a sync), and at the turn's end."""
+        if self._chunks:
+            chunks, self._chunks = self._chunks, {}
+            for chunk in chunks.values():
+                if chunk is not None:
+                    chunk.close()
 
     def publish_records(
         self, vhost: VHost, msgs: Sequence[StoredMessage], queue: Queue
     ) -> tuple[asyncio.Future[None] | None, list[int]]:
+        self._write_chunks()
         first = queue.seq + 1
         queue.seq += len(msgs)
         seqs = list(range(first, first + len(msgs)))
@@ -183,6 +234,7 @@ class StorePersistence:
         return self.store.persist_records(vhost.name, queue.name, rows), seqs
 
     def committed(self) -> asyncio.Future[None]:
+        self._write_chunks()
         return self.store.sync()
 
     def delayed_held(self, vhost: VHost, x: Exchange, key: int, due_ms: int, msg: StoredMessage) -> None:
@@ -195,6 +247,7 @@ class StorePersistence:
     # -- quorum queues and streams ---------------------------------------------------------------
 
     def positions_removed(self, q: Queue, seqs: Iterable[int]) -> None:
+        self._write_chunks()
         if q.type_name == "stream":  # retention drops a stream's oldest positions, whole chunks
             upto = max(seqs, default=0)
             if upto:
@@ -209,7 +262,13 @@ class StorePersistence:
         self.store.set_dead_letters(q.vhost.name, q.name, held)
 
     def stream_timestamps(self, q: Queue, stamps: Iterable[tuple[int, int]]) -> None:
-        self.store.set_timestamps(q.vhost.name, q.name, stamps)
+        chunk = self._chunks.get(id(q))
+        if chunk is None:
+            self.store.set_timestamps(q.vhost.name, q.name, stamps)
+            return
+        for seq, ms in stamps:  # a record not held here was written already: the update follows it
+            if not chunk.stamp(seq, ms):
+                self.store.set_timestamps(q.vhost.name, q.name, [(seq, ms)])
 
     def can_read_back(self, q: Queue) -> bool:
         return hasattr(self.store, "read_stream_page")
@@ -219,7 +278,104 @@ class StorePersistence:
         return [(s, StoredMessage(x, rk, props, body)) for s, props, body, x, rk in rows]
 
     def when_committed(self, q: Queue, callback: Callable[[], None]) -> None:
+        self._write_chunks()
         self.store.sync().add_done_callback(lambda _f: callback())
+
+    def stream_written_beside(self, q: Queue) -> None:
+        self._write_chunks()
+
+
+#: Records (and bytes) a stream's turn chunk holds before they are written as a row of their own.
+_CHUNK_RECORDS = 4096
+_CHUNK_BYTES = 1 << 20
+
+
+class _StreamChunk:
+    """The records one stream took in one loop turn after its first, written as chunk rows as
+    osiris's writer makes a chunk of what its mailbox held: one row and one store statement per
+    chunk instead of two rows per record, and a restart rebuilds the index from each row's sizes.
+    The stream's own chunk starts (`stamp`) cut it, so no row spans two of the log's chunks
+    (retention drops whole rows). One `commit` for the publishers of all its records, done once
+    every row committed."""
+
+    __slots__ = ("_bytes", "_parts", "_queue", "_rows", "_stamp", "_store", "_vhost", "commit", "first")
+
+    def __init__(self, store: Store, vhost: str, queue: str, commit: asyncio.Future[None]) -> None:
+        self._store, self._vhost, self._queue = store, vhost, queue
+        self.commit = commit
+        self.first = 0
+        self._rows: list[tuple[int, bytes, bytes, str, str]] = []
+        self._bytes = 0
+        self._stamp = 0
+        self._parts: list[asyncio.Future[None]] = []
+
+    @property
+    def next_seq(self) -> int:
+        return self.first + len(self._rows) if self._rows else 0
+
+    def add(self, seq: int, msg: StoredMessage) -> None:
+        if not self._rows:
+            self.first = seq
+        self._rows.append((seq, msg.props, msg.body, msg.exchange, msg.routing_key))
+        self._bytes += len(msg.body)
+        if len(self._rows) >= _CHUNK_RECORDS or self._bytes >= _CHUNK_BYTES:
+            self.cut()
+
+    def stamp(self, seq: int, ms: int) -> bool:
+        """The stream started a chunk at `seq` (its time `ms`): a row starts there. False when
+        `seq` is not held here."""
+        rows = self._rows
+        if not rows or not self.first <= seq < self.first + len(rows):
+            return False
+        if seq != self.first:
+            at = seq - self.first
+            self._rows, rest = rows[:at], rows[at:]
+            self.cut()
+            self._rows, self.first = rest, seq
+            self._bytes = sum(len(r[2]) for r in rest)
+        self._stamp = ms
+        return True
+
+    def cut(self) -> None:
+        """Write the records held as one chunk row; later ones start another."""
+        if self._rows:
+            self._parts.append(self._store.persist_records(self._vhost, self._queue, self._rows, self._stamp))
+            self._rows, self._bytes, self._stamp = [], 0, 0
+
+    def close(self) -> None:
+        """Write the rest; `commit` follows the rows' writes."""
+        self.cut()
+        _follow(self._parts, self.commit)
+
+
+def _follow(parts: Sequence[asyncio.Future[None]], commit: asyncio.Future[None]) -> None:
+    """Settle `commit` as the writes `parts` settle: done once all are, failed if one failed."""
+    left = len(parts)
+    if not left:
+        commit.set_result(None)
+        return
+
+    def settled(part: asyncio.Future[None]) -> None:
+        nonlocal left
+        left -= 1
+        if commit.done():
+            return
+        if part.cancelled():
+            commit.cancel()
+        elif (exc := part.exception()) is not None:
+            commit.set_exception(exc)
+        elif not left:
+            commit.set_result(None)
+
+    for part in parts:
+        part.add_done_callback(settled)
+
+
+def _all_of(commits: Sequence[asyncio.Future[None]]) -> asyncio.Future[None]:
+    """One commit for several writes of one publish (a stream's chunk and the other queues' row)."""
+    both: asyncio.Future[None] = commits[0].get_loop().create_future()
+    _follow(commits, both)
+    return both
 
 
 class StoredUsers:

@@ -147,11 +147,19 @@ class Store:
         return self.write_messages(vhost, [(queues, properties, body, exchange, routing_key)])
 
     def persist_records(
-        self, vhost: str, queue: str, records: Sequence[tuple[int, bytes, bytes, str, str]]
+        self,
+        vhost: str,
+        queue: str,
+        records: Sequence[tuple[int, bytes, bytes, str, str]],
+        timestamp: int = 0,
     ) -> asyncio.Future[None]:
         """Store (seq, properties, body, exchange, routing key) messages of one queue, in order, as
-        one write (a stream chunk); the future resolves once all of them committed."""
-        return self.write_messages(vhost, [([(queue, seq)], p, b, x, rk) for seq, p, b, x, rk in records])
+        one write (a stream chunk), with the chunk's time (ms; 0: the records join the chunk
+        before them); the future resolves once all of them committed."""
+        fut = self.write_messages(vhost, [([(queue, seq)], p, b, x, rk) for seq, p, b, x, rk in records])
+        if timestamp and records:
+            self.set_timestamps(vhost, queue, [(records[0][0], timestamp)])
+        return fut
 
     def write_messages(self, vhost: str, messages: Sequence[rec.MessageWrite]) -> asyncio.Future[None]:
         """What `persist` and `persist_records` come down to: each message stored once, at each of

@@ -1,8 +1,8 @@
 """A restart over a large stream keeps its bodies on disk: a 1.5 GB stream (1.46 M x 1 KB,
-published 100 at a time as a pipelining publisher sends them) restarts with the broker's peak RSS
-under 200 MB, reading the store at most once over (AMQP publishes keep a row per record, the body
-beside the sizes the index needs; no integrity pass: the last stop was clean), and a consumer from
-`first` then reads the paged bodies. The stop after that leaves no write-ahead log behind, so the
+published 100 at a time as a pipelining publisher sends them, so stored as chunk rows) restarts
+with the broker's peak RSS under 200 MB, reading the store at most once over (SQLite keeps a
+large row's first part, bodies included, in the page that holds its sizes; no integrity pass: the
+last stop was clean), and a consumer from `first` then reads the paged bodies. The stop after that leaves no write-ahead log behind, so the
 start after it is as cheap. How long the restart takes is printed, not asserted: speed is
 measured by the benchmarks.
 

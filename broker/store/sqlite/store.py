@@ -377,20 +377,29 @@ class SqliteStore(Store):
         return fut
 
     def persist_records(
-        self, vhost: str, queue: str, records: Sequence[tuple[int, bytes, bytes, str, str]]
+        self,
+        vhost: str,
+        queue: str,
+        records: Sequence[tuple[int, bytes, bytes, str, str]],
+        timestamp: int = 0,
     ) -> asyncio.Future[None]:
         """One chunk row (broker.store.sqlite.chunks) holding all the records: one statement
         and one future for the chunk, as osiris writes a chunk. Records at positions that are not
         consecutive (a stream keeping persistent messages only) are written a row per record."""
         first, last = records[0][0], records[-1][0]
         if last - first + 1 != len(records):
-            return super().persist_records(vhost, queue, records)
+            return super().persist_records(vhost, queue, records, timestamp)
         fut = self._writer.new_future()
         if fut.done():
             return fut
         sizes, data, body_bytes = encode_chunk(_name_blobs(records))
-        row = (to_blob(vhost), to_blob(queue), first, last, body_bytes, sizes, data)
-        self._writer.submit([(S.INSERT_CHUNK, row)], fut, weight=len(data) + len(sizes) + 512)
+        v, q = to_blob(vhost), to_blob(queue)
+        op: Op = (
+            (S.INSERT_TIMED_CHUNK, (v, q, first, last, timestamp, body_bytes, sizes, data))
+            if timestamp
+            else (S.INSERT_CHUNK, (v, q, first, last, body_bytes, sizes, data))
+        )
+        self._writer.submit([op], fut, weight=len(data) + len(sizes) + 512)
         return fut
 
     keeps_stream_chunks = True
@@ -431,7 +440,8 @@ class SqliteStore(Store):
 
     def remove_stream_head(self, vhost: str, queue: str, upto: int) -> None:
         """A stream's retention dropped every position up to `upto`: whole chunk rows, and the
-        rows of records written a row each (before chunk rows existed, or by AMQP publishes)."""
+        rows of records written a row each (before chunk rows existed, or a stream's first record
+        of a loop turn)."""
         key = (to_blob(vhost), to_blob(queue), upto)
         self._writer.submit(
             [(S.TRUNCATE_CHUNKS, key), (S.UNREF_STREAM_HEAD, key), (S.DELETE_STREAM_HEAD, key)],

@@ -311,6 +311,9 @@ class StreamQueue(Queue):
         log = self.log
         now = self._now_ms()
         if persist is not None:
+            persistence = self.vhost.persistence
+            if persistence is not None:
+                persistence.stream_written_beside(self)
             persist(log.write_offset + 1, now)
         n = chunk.count
         self.published += n
