@@ -2,9 +2,9 @@
 published 100 at a time as a pipelining publisher sends them, so stored as chunk rows) restarts
 with the broker's peak RSS under 200 MB, reading the store at most once over (SQLite keeps a
 large row's first part, bodies included, in the page that holds its sizes; no integrity pass: the
-last stop was clean), and a consumer from `first` then reads the paged bodies. The stop after that leaves no write-ahead log behind, so the
-start after it is as cheap. How long the restart takes is printed, not asserted: speed is
-measured by the benchmarks.
+last stop was clean), and a consumer from `first` then reads the paged bodies. The stop after
+that leaves no write-ahead log behind, so the start after it is as cheap. How long the restart
+takes is printed, not asserted: speed is measured by the benchmarks.
 
 The stream is written and the restart measured in child processes; the peak RSS is the
 restarted broker's own high-water mark (VmHWM). Not ru_maxrss: Linux keeps that across exec, so
