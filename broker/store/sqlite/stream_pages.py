@@ -25,7 +25,7 @@ from broker.store.sqlite.schema import CHUNK_FILE, from_blob, to_blob
 READ_RANGE = (
     "SELECT qm.seq, m.properties, m.body, m.exchange, m.routing_key FROM queue_messages qm "
     "JOIN messages m ON m.id = qm.msg_id WHERE qm.vhost = ? AND qm.queue = ? AND qm.seq >= ? "
-    "ORDER BY qm.seq LIMIT ?"
+    "AND qm.seq <= ? ORDER BY qm.seq LIMIT ?"
 )
 
 #: The index of a stream: per position its chunk time (0: joins the chunk before it) and the sizes
@@ -34,7 +34,7 @@ READ_RANGE = (
 READ_INDEX = (
     "SELECT qm.seq, qm.timestamp, length(m.exchange), length(m.routing_key), length(m.properties), "
     "length(m.body) FROM queue_messages qm JOIN messages m ON m.id = qm.msg_id "
-    "WHERE qm.vhost = ? AND qm.queue = ? AND qm.seq > ? ORDER BY qm.seq LIMIT ?"
+    "WHERE qm.vhost = ? AND qm.queue = ? AND qm.seq > ? AND qm.seq <= ? ORDER BY qm.seq LIMIT ?"
 )
 #: One index row: (seq, chunk time ms or 0, exchange bytes, routing key bytes, properties bytes,
 #: body bytes).
@@ -67,6 +67,9 @@ READ_TRACKING = "SELECT kind, reference, value FROM stream_tracking WHERE vhost 
 
 
 R = TypeVar("R", Row, IndexRow)
+
+#: Above any stored position (SQLite integers are signed 64-bit).
+_LAST_POSITION = (1 << 63) - 1
 
 
 def _index_rows(first: int, raw: bytes, ts: int, after: int) -> list[IndexRow]:
@@ -104,12 +107,16 @@ class StreamReader(QueueReader):
     def read_from(self, vhost: str, queue: str, seq: int, limit: int) -> list[Row]:
         """Up to `limit` stored messages of the queue at position `seq` or later, in order."""
 
-        def rows(conn: sqlite3.Connection, v: bytes, q: bytes) -> tuple[list[Row], Iterator[list[Row]]]:
-            legacy = [
-                (int(s), bytes(p), bytes(b), bytes(x).decode("utf-8", "surrogateescape"),
-                 bytes(k).decode("utf-8", "surrogateescape"))
-                for s, p, b, x, k in conn.execute(READ_RANGE, (v, q, seq, limit))
-            ]  # fmt: skip
+        def rows(
+            conn: sqlite3.Connection, v: bytes, q: bytes
+        ) -> tuple[Callable[[int], list[Row]], Iterator[list[Row]]]:
+            def legacy(upto: int) -> list[Row]:
+                return [
+                    (int(s), bytes(p), bytes(b), bytes(x).decode("utf-8", "surrogateescape"),
+                     bytes(k).decode("utf-8", "surrogateescape"))
+                    for s, p, b, x, k in conn.execute(READ_RANGE, (v, q, seq, upto, limit))
+                ]  # fmt: skip
+
             chunks = conn.execute(READ_CHUNKS, (v, q, seq))
             return legacy, (decode_chunk(int(first), sizes, data, seq) for first, sizes, data, _ts in chunks)
 
@@ -120,11 +127,13 @@ class StreamReader(QueueReader):
 
         def rows(
             conn: sqlite3.Connection, v: bytes, q: bytes
-        ) -> tuple[list[IndexRow], Iterator[list[IndexRow]]]:
-            legacy = [
-                (int(s), int(t), int(x), int(k), int(p), int(b))
-                for s, t, x, k, p, b in conn.execute(READ_INDEX, (v, q, after, limit))
-            ]
+        ) -> tuple[Callable[[int], list[IndexRow]], Iterator[list[IndexRow]]]:
+            def legacy(upto: int) -> list[IndexRow]:
+                return [
+                    (int(s), int(t), int(x), int(k), int(p), int(b))
+                    for s, t, x, k, p, b in conn.execute(READ_INDEX, (v, q, after, upto, limit))
+                ]
+
             chunks = conn.execute(READ_CHUNK_SIZES, (v, q, after + 1))
             return legacy, (_index_rows(int(first), raw, int(ts), after) for first, raw, ts in chunks)
 
@@ -135,10 +144,15 @@ class StreamReader(QueueReader):
         vhost: str,
         queue: str,
         limit: int,
-        rows: Callable[[sqlite3.Connection, bytes, bytes], tuple[list[R], Iterator[list[R]]]],
+        rows: Callable[
+            [sqlite3.Connection, bytes, bytes], tuple[Callable[[int], list[R]], Iterator[list[R]]]
+        ],
     ) -> list[R]:
-        """Up to `limit` rows by position: those stored a row per record (`rows`' list) merged
-        with those of the chunk rows (`rows`' iterator, a list per chunk, read until enough)."""
+        """Up to `limit` rows by position: those of the chunk rows (`rows`' iterator, a list per
+        chunk, read until enough) merged with those stored a row per record (`rows`' function of
+        the last position wanted). Once the chunk rows gave `limit` rows, a record row past the
+        last of them cannot be among the first `limit`: it is not read (a stream whose records
+        alternate between the layouts would otherwise read each record row again per page)."""
         if self.location == ":memory:":
             return []
         legacy, per_chunk = rows(self._connection(), to_blob(vhost), to_blob(queue))
@@ -147,9 +161,11 @@ class StreamReader(QueueReader):
             chunked.extend(part)
             if len(chunked) >= limit:
                 break
-        if not legacy:
+        upto = chunked[limit - 1][0] if len(chunked) >= limit else _LAST_POSITION
+        alone = legacy(upto)
+        if not alone:
             return chunked[:limit]
-        return list(heapq.merge(legacy, chunked))[:limit]
+        return list(heapq.merge(alone, chunked))[:limit]
 
     def read_chunk(self, vhost: str, queue: str, first: int) -> tuple[int, int, bytes] | None:
         """The CRC, record count and entry section of the stream's wire chunk row starting at
