@@ -8,6 +8,7 @@ gaps; transient messages are kept too, as RabbitMQ keeps every message of a stre
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +27,23 @@ def _read(url: str, name: str, offset: Any) -> list[tuple[int, str]]:
         conn.close()
 
 
+def _publish(url: str, name: str, bodies: Iterable[bytes], arguments: dict[str, Any]) -> None:
+    """Declare the durable queue `name` and publish `bodies` to it persistent, each confirmed."""
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare(name, durable=True, arguments=arguments)
+        for body in bodies:
+            ch.basic_publish("", name, body, pika.BasicProperties(delivery_mode=2))
+    finally:
+        conn.close()
+
+
 def test_persistent_stream_messages_keep_their_offsets_across_a_restart(tmp_path: Path) -> None:
     args = {"x-queue-type": "stream", "x-stream-max-segment-size-bytes": 300}
     with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
-        conn = pika.BlockingConnection(pika.URLParameters(b.url))
-        ch = conn.channel()
-        ch.confirm_delivery()
-        ch.queue_declare("s", durable=True, arguments=args)
-        for i in range(6):
-            ch.basic_publish("", "s", f"m{i}".encode() + b"x" * 98, pika.BasicProperties(delivery_mode=2))
-        conn.close()
+        _publish(b.url, "s", (f"m{i}".encode() + b"x" * 98 for i in range(6)), args)
         before = _read(b.url, "s", "first")
     assert [o for o, _ in before] == [0, 1, 3, 5, 7, 9]  # one message per segment after the first
     with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
@@ -55,13 +63,7 @@ def test_a_clean_stop_after_reading_a_stored_stream_leaves_no_write_ahead_log(tm
     reader; the stop closes that reader too. A -wal file left behind would make the next start
     take the clean stop for a crash and check every page of the store."""
     with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
-        conn = pika.BlockingConnection(pika.URLParameters(b.url))
-        ch = conn.channel()
-        ch.confirm_delivery()
-        ch.queue_declare("s", durable=True, arguments={"x-queue-type": "stream"})
-        for i in range(20):
-            ch.basic_publish("", "s", f"m{i}".encode(), pika.BasicProperties(delivery_mode=2))
-        conn.close()
+        _publish(b.url, "s", (f"m{i}".encode() for i in range(20)), {"x-queue-type": "stream"})
     with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
         assert [body for _, body in _read(b.url, "s", "first")] == [f"m{i}" for i in range(20)]
     left = sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(("-wal", "-shm")))
@@ -83,15 +85,8 @@ def test_bodies_leave_memory_once_stored_and_are_read_back(
     assert hasattr(SqliteStore, "read_stream_page")  # what the store offers streams to page through
     n = 3000
     with BrokerThread(host="127.0.0.1", port=0, data_dir=str(tmp_path)) as b:
-        conn = pika.BlockingConnection(pika.URLParameters(b.url))
-        ch = conn.channel()
-        ch.confirm_delivery()
-        ch.queue_declare("big", durable=True, arguments={"x-queue-type": "stream"})
-        for i in range(n):
-            ch.basic_publish(
-                "", "big", f"{i:05d}".encode() + b"y" * 95, pika.BasicProperties(delivery_mode=2)
-            )
-        conn.close()
+        bodies = (f"{i:05d}".encode() + b"y" * 95 for i in range(n))
+        _publish(b.url, "big", bodies, {"x-queue-type": "stream"})
 
         def resident() -> tuple[int, int]:
             q = b.broker.vhosts["/"].queues["big"]
